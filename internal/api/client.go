@@ -1,0 +1,302 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// ErrUnavailable means no daemon answers on the socket.
+var ErrUnavailable = errors.New("daemon unavailable")
+
+// Client talks to loopd over its Unix socket.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a Client for the daemon listening on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:    4,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// Socket is the path the client connects to.
+func (c *Client) Socket() string { return c.socket }
+
+// Ping checks that a daemon answers.
+func (c *Client) Ping(ctx context.Context) (DaemonInfo, error) {
+	var info DaemonInfo
+	err := c.do(ctx, http.MethodGet, "/v1/daemon", nil, nil, &info)
+	return info, err
+}
+
+// StopDaemon asks the daemon to exit.
+func (c *Client) StopDaemon(ctx context.Context, req DaemonStopRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/daemon/stop", nil, req, nil)
+}
+
+// CreateRun creates a run and returns it.
+func (c *Client) CreateRun(ctx context.Context, req CreateRunRequest) (Run, error) {
+	var run Run
+	err := c.do(ctx, http.MethodPost, "/v1/runs", nil, req, &run)
+	return run, err
+}
+
+// ListOptions filters ListRuns.
+type ListOptions struct {
+	Status    RunStatus
+	Workspace string // "" = every workspace
+	Limit     int
+}
+
+// ListRuns lists runs, newest first.
+func (c *Client) ListRuns(ctx context.Context, opts ListOptions) ([]Run, error) {
+	q := url.Values{}
+	if opts.Status != "" {
+		q.Set("status", string(opts.Status))
+	}
+	if opts.Workspace != "" {
+		q.Set("workspace", opts.Workspace)
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	var runs []Run
+	err := c.do(ctx, http.MethodGet, "/v1/runs", q, nil, &runs)
+	return runs, err
+}
+
+// RunRef names a run: an id, a unique id prefix, or "last" (the newest run
+// in Workspace).
+type RunRef struct {
+	Ref       string
+	Workspace string
+}
+
+func (r RunRef) path(suffix string) string {
+	return "/v1/runs/" + url.PathEscape(r.Ref) + suffix
+}
+
+func (r RunRef) query() url.Values {
+	q := url.Values{}
+	if r.Workspace != "" {
+		q.Set("workspace", r.Workspace)
+	}
+	return q
+}
+
+// GetRun returns a run; debug adds the evaluation history.
+func (c *Client) GetRun(ctx context.Context, ref RunRef, debug bool) (Run, error) {
+	q := ref.query()
+	if debug {
+		q.Set("debug", "1")
+	}
+	var run Run
+	err := c.do(ctx, http.MethodGet, ref.path(""), q, nil, &run)
+	return run, err
+}
+
+// Steps lists a run's steps in order.
+func (c *Client) Steps(ctx context.Context, ref RunRef) ([]Step, error) {
+	var steps []Step
+	err := c.do(ctx, http.MethodGet, ref.path("/steps"), ref.query(), nil, &steps)
+	return steps, err
+}
+
+// Stop asks a run to stop after its current step, or at once.
+func (c *Client) Stop(ctx context.Context, ref RunRef, req StopRequest) (Run, error) {
+	var run Run
+	err := c.do(ctx, http.MethodPost, ref.path("/stop"), ref.query(), req, &run)
+	return run, err
+}
+
+// Pause holds a run after its current step.
+func (c *Client) Pause(ctx context.Context, ref RunRef) (Run, error) {
+	var run Run
+	err := c.do(ctx, http.MethodPost, ref.path("/pause"), ref.query(), struct{}{}, &run)
+	return run, err
+}
+
+// Resume continues a paused or ended run.
+func (c *Client) Resume(ctx context.Context, ref RunRef, req ResumeRequest) (Run, error) {
+	var run Run
+	err := c.do(ctx, http.MethodPost, ref.path("/resume"), ref.query(), req, &run)
+	return run, err
+}
+
+// Signal raises the run's user_signal condition.
+func (c *Client) Signal(ctx context.Context, ref RunRef) (Run, error) {
+	var run Run
+	err := c.do(ctx, http.MethodPost, ref.path("/signal"), ref.query(), struct{}{}, &run)
+	return run, err
+}
+
+// Wait blocks until the run ends (or ctx is done) and returns it.
+func (c *Client) Wait(ctx context.Context, ref RunRef) (Run, error) {
+	for {
+		var run Run
+		q := ref.query()
+		q.Set("timeout", "60s")
+		err := c.do(ctx, http.MethodGet, ref.path("/wait"), q, nil, &run)
+		if err != nil {
+			return run, err
+		}
+		if run.Status.Terminal() {
+			return run, nil
+		}
+		// The server's long poll timed out; ask again.
+	}
+}
+
+// Postmortem returns the report of an ended run.
+func (c *Client) Postmortem(ctx context.Context, ref RunRef) (Postmortem, error) {
+	var pm Postmortem
+	err := c.do(ctx, http.MethodGet, ref.path("/postmortem"), ref.query(), nil, &pm)
+	return pm, err
+}
+
+// Events streams a run's events after seq. With follow it goes on live until
+// the run's terminal event has been delivered; without, it ends after the
+// stored events.
+func (c *Client) Events(ctx context.Context, ref RunRef, after int64, follow bool) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		q := ref.query()
+		q.Set("after", strconv.FormatInt(after, 10))
+		if follow {
+			q.Set("follow", "1")
+		}
+		body, err := c.stream(ctx, ref.path("/events"), q)
+		if err != nil {
+			yield(Event{}, err)
+			return
+		}
+		defer body.Close()
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 64*1024), 16<<20)
+		for sc.Scan() {
+			var ev Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				yield(Event{}, fmt.Errorf("decode event: %w", err))
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil && ctx.Err() == nil {
+			yield(Event{}, fmt.Errorf("read events: %w", err))
+		}
+	}
+}
+
+// LogsOptions selects what Logs streams.
+type LogsOptions struct {
+	Step   int  // step seq; 0 = every step in order
+	Follow bool // keep streaming as output is written, until the run ends
+}
+
+// Logs streams step output: raw bytes, in order, never split inside a UTF-8
+// character. The caller closes the reader.
+func (c *Client) Logs(ctx context.Context, ref RunRef, opts LogsOptions) (io.ReadCloser, error) {
+	q := ref.query()
+	if opts.Step > 0 {
+		q.Set("step", strconv.Itoa(opts.Step))
+	}
+	if opts.Follow {
+		q.Set("follow", "1")
+	}
+	return c.stream(ctx, ref.path("/logs"), q)
+}
+
+func (c *Client) stream(ctx context.Context, path string, q url.Values) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://loopd"+path+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.transportError(err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp.Body, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := "http://loopd" + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.transportError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	return nil
+}
+
+// transportError classifies a failed round trip: a daemon that is not there
+// (no socket, connection refused) is ErrUnavailable.
+func (c *Client) transportError(err error) error {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, c.socket, opErr.Err)
+	}
+	return err
+}
+
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var eb errorBody
+	if err := json.Unmarshal(b, &eb); err == nil && eb.Error != nil {
+		eb.Error.Status = resp.StatusCode
+		return eb.Error
+	}
+	return &Error{Status: resp.StatusCode, Code: CodeInternal,
+		Message: fmt.Sprintf("daemon answered %s: %s", resp.Status, bytes.TrimSpace(b))}
+}

@@ -1,0 +1,289 @@
+// Package api holds loopd's wire contract: the JSON types exchanged between
+// the daemon and loopctl over the Unix socket, the error type, and Client.
+//
+// Field names are part of the product contract (SPEC section 8): add fields,
+// never rename them. The package uses only the standard library so that
+// loopctl stays free of SQLite and the daemon's dependencies.
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// RunStatus is the state of a run (SPEC section 3).
+type RunStatus string
+
+const (
+	RunPending     RunStatus = "PENDING"     // created, waiting for a slot
+	RunRunning     RunStatus = "RUNNING"     // steps are executing
+	RunPaused      RunStatus = "PAUSED"      // held by the user; survives daemon restarts
+	RunWaiting     RunStatus = "WAITING"     // the agent hit a usage limit; resumes by itself at the reset time
+	RunCompleted   RunStatus = "COMPLETED"   // the completion gate or a success condition was met
+	RunFailed      RunStatus = "FAILED"      // stuck: failure streak, stuck task, no progress, failure condition
+	RunAborted     RunStatus = "ABORTED"     // a limit was reached, or a fatal error
+	RunInterrupted RunStatus = "INTERRUPTED" // stopped by the user
+)
+
+// Terminal reports whether a run in this status has ended.
+func (s RunStatus) Terminal() bool {
+	switch s {
+	case RunCompleted, RunFailed, RunAborted, RunInterrupted:
+		return true
+	}
+	return false
+}
+
+// ExitCode is the `loopctl wait` exit code of a terminal status, and -1 for
+// a run that has not ended.
+func (s RunStatus) ExitCode() int {
+	switch s {
+	case RunCompleted:
+		return 0
+	case RunFailed:
+		return 1
+	case RunAborted:
+		return 2
+	case RunInterrupted:
+		return 3
+	}
+	return -1
+}
+
+// Valid reports whether s is one of the run statuses.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case RunPending, RunRunning, RunPaused, RunWaiting:
+		return true
+	}
+	return s.Terminal()
+}
+
+// StepStatus is the state of one step.
+type StepStatus string
+
+const (
+	StepRunning     StepStatus = "RUNNING"     // the step's process is executing
+	StepSucceeded   StepStatus = "SUCCEEDED"   // the phase passed
+	StepFailed      StepStatus = "FAILED"      // the phase failed (exit code, timeout, failing tests, not approved)
+	StepCanceled    StepStatus = "CANCELED"    // killed by `loopctl stop --now` or a run limit
+	StepInterrupted StepStatus = "INTERRUPTED" // the daemon died and the outcome was lost; never counted as a failure
+)
+
+// Phase is the kind of work a step does.
+type Phase string
+
+const (
+	PhaseImplementation Phase = "implementation" // the agent works on the goal
+	PhaseReview         Phase = "review"         // the optional reviewer command judges the work
+	PhaseVerification   Phase = "verification"   // the project's own checks
+)
+
+// Phases lists every phase in pipeline order.
+var Phases = []Phase{PhaseImplementation, PhaseReview, PhaseVerification}
+
+// Time is a timestamp that encodes as RFC 3339 with milliseconds, and as
+// null when zero.
+type Time struct{ time.Time }
+
+// TimeFormat is the JSON timestamp layout.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + t.UTC().Format(TimeFormat) + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		t.Time = time.Time{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v
+	return nil
+}
+
+// Millis converts Unix milliseconds to a Time; 0 is the zero Time.
+func Millis(ms int64) Time {
+	if ms == 0 {
+		return Time{}
+	}
+	return Time{time.UnixMilli(ms)}
+}
+
+// Usage is token usage and cost, of a step or summed over a run.
+type Usage struct {
+	InputTokens      int64   `json:"input_tokens"`       // input not served from cache
+	OutputTokens     int64   `json:"output_tokens"`      //
+	CacheReadTokens  int64   `json:"cache_read_tokens"`  //
+	CacheWriteTokens int64   `json:"cache_write_tokens"` //
+	CostUSD          float64 `json:"cost_usd"`           // priced from the table when the model is known, else as reported
+	ReportedCostUSD  float64 `json:"reported_cost_usd"`  // what the agent itself reported
+	// CostUnknown is true when some usage could not be priced and the agent
+	// reported no cost for it: CostUSD then undercounts, and says so.
+	CostUnknown bool   `json:"cost_unknown,omitempty"`
+	Model       string `json:"model,omitempty"`
+}
+
+// Tests is what a verification step's output says about the project's tests.
+// A nil count is unknown (the runner's output did not show it), never 0.
+type Tests struct {
+	Format      string   `json:"format,omitempty"`
+	Passed      *int     `json:"passed"`
+	Failed      *int     `json:"failed"`
+	Skipped     *int     `json:"skipped"`
+	FailedNames []string `json:"failed_names"`
+	BuildFailed bool     `json:"build_failed,omitempty"`
+	Summary     string   `json:"summary,omitempty"`
+}
+
+// Counters are a run's current consecutive-failure streaks per phase.
+type Counters struct {
+	Implementation int `json:"implementation"`
+	Review         int `json:"review"`
+	Verification   int `json:"verification"`
+}
+
+// Condition is one stop condition (or the completion gate) as evaluated for
+// a run, for `loopctl status`.
+type Condition struct {
+	Type        string          `json:"type"`
+	Kind        string          `json:"kind"` // class: "limit", "success" or "failure"
+	Description string          `json:"description"`
+	Met         bool            `json:"met"`
+	Progress    *float64        `json:"progress"`
+	Reason      string          `json:"reason"`
+	Spec        json.RawMessage `json:"spec,omitempty"` // the condition's tagged JSON
+	TimedOut    bool            `json:"timed_out,omitempty"`
+	Unmeasured  bool            `json:"unmeasurable,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	DurationUS  int64           `json:"duration_us,omitempty"`
+}
+
+// Run is one loop toward one goal in one workspace.
+type Run struct {
+	ID          string      `json:"id"`
+	Name        string      `json:"name"`
+	Workspace   string      `json:"workspace"`
+	Goal        string      `json:"goal"`
+	Status      RunStatus   `json:"status"`
+	Reason      string      `json:"reason"`
+	Description string      `json:"description"`
+	ExitCode    *int        `json:"exit_code"`
+	CreatedAt   Time        `json:"created_at"`
+	StartedAt   Time        `json:"started_at"`
+	EndedAt     Time        `json:"ended_at"`
+	Iteration   int         `json:"iteration"`
+	Counters    Counters    `json:"counters"`
+	Usage       Usage       `json:"usage"`
+	Conditions  []Condition `json:"conditions"`
+	// More detail for `loopctl status`.
+	ElapsedMS     int64           `json:"elapsed_ms"`
+	Steps         int             `json:"steps"`
+	CurrentStep   *Step           `json:"current_step,omitempty"`
+	StopRequested string          `json:"stop_requested,omitempty"` // "graceful" or "now"
+	PauseRequest  bool            `json:"pause_requested,omitempty"`
+	UserSignal    bool            `json:"user_signal,omitempty"`
+	WaitUntil     Time            `json:"wait_until"`
+	Condition     json.RawMessage `json:"condition,omitempty"` // the triggering condition
+	Config        json.RawMessage `json:"config,omitempty"`
+	Warnings      []string        `json:"warnings,omitempty"`
+	Evaluations   []Evaluation    `json:"evaluations,omitempty"` // --debug: the last 100 evaluations
+}
+
+// Evaluation is one pass of the stop-condition evaluator over a run.
+type Evaluation struct {
+	StepID     int64       `json:"step_id"`
+	Iteration  int         `json:"iteration"`
+	At         Time        `json:"at"`
+	DurationUS int64       `json:"duration_us"`
+	Results    []Condition `json:"results"`
+}
+
+// Step is one execution of one phase.
+type Step struct {
+	ID         int64      `json:"id"`
+	RunID      string     `json:"run_id"`
+	Seq        int        `json:"seq"`
+	Phase      Phase      `json:"phase"`
+	Iteration  int        `json:"iteration"`
+	Status     StepStatus `json:"status"`
+	ExitCode   *int       `json:"exit_code"`
+	Error      string     `json:"error"`
+	StartedAt  Time       `json:"started_at"`
+	EndedAt    Time       `json:"ended_at"`
+	DurationMS int64      `json:"duration_ms"`
+	LogPath    string     `json:"log_path"`
+	Usage      Usage      `json:"usage"`
+	Tests      *Tests     `json:"tests"`
+	Promise    bool       `json:"promise,omitempty"`
+	Pid        int        `json:"pid,omitempty"`
+}
+
+// Event is one entry of the durable event log (SPEC section 9).
+type Event struct {
+	Seq     int64           `json:"seq"`
+	RunID   string          `json:"run_id"`
+	StepID  *int64          `json:"step_id"`
+	Type    string          `json:"type"`
+	TS      Time            `json:"ts"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// CreateRunRequest asks the daemon to create a run. Paths are absolute:
+// loopctl resolves them against its working directory before sending.
+type CreateRunRequest struct {
+	Workspace  string   `json:"workspace"`
+	Goal       string   `json:"goal,omitempty"`
+	PromptFile string   `json:"prompt_file,omitempty"`
+	SpecFile   string   `json:"spec_file,omitempty"`
+	PlanFile   string   `json:"plan_file,omitempty"`
+	Name       string   `json:"name,omitempty"`
+	Set        []string `json:"set,omitempty"`
+	StopFile   string   `json:"stop_file,omitempty"`
+}
+
+// StopRequest asks for a run to stop: after the current step, or at once.
+type StopRequest struct {
+	Now bool `json:"now,omitempty"`
+}
+
+// ResumeRequest continues a run, optionally raising limits.
+type ResumeRequest struct {
+	Set []string `json:"set,omitempty"`
+}
+
+// DaemonStopRequest asks the daemon to exit.
+type DaemonStopRequest struct {
+	KillSteps bool `json:"kill_steps,omitempty"`
+}
+
+// DaemonInfo describes the running daemon.
+type DaemonInfo struct {
+	PID           int    `json:"pid"`
+	Version       string `json:"version"`
+	Home          string `json:"home"`
+	Socket        string `json:"socket"`
+	StartedAt     Time   `json:"started_at"`
+	ActiveRuns    int    `json:"active_runs"`
+	MaxConcurrent int    `json:"max_concurrent_runs"`
+}
+
+// Postmortem is the report written when a run ends.
+type Postmortem struct {
+	RunID    string          `json:"run_id"`
+	Markdown string          `json:"markdown"`
+	Summary  json.RawMessage `json:"summary"`
+}

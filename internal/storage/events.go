@@ -1,0 +1,76 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loopd/loopd/internal/events"
+)
+
+// Event is a row of the events table.
+type Event struct {
+	Seq     int64       `db:"seq"`
+	RunID   string      `db:"run_id"`
+	StepID  *int64      `db:"step_id"`
+	Type    events.Type `db:"type"`
+	TS      int64       `db:"ts"`
+	Payload string      `db:"payload"`
+}
+
+// Event appends an event in the transaction and returns its seq. payload is
+// marshalled to JSON (nil becomes {}).
+func (t *Tx) Event(runID string, stepID *int64, typ events.Type, payload any) (int64, error) {
+	body := []byte("{}")
+	if payload != nil {
+		var err error
+		if raw, ok := payload.(json.RawMessage); ok {
+			body = raw
+		} else if body, err = json.Marshal(payload); err != nil {
+			return 0, fmt.Errorf("encode %s payload: %w", typ, err)
+		}
+	}
+	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO events (run_id, step_id, type, ts, payload) VALUES (?, ?, ?, ?, ?)`,
+		runID, stepID, typ, t.now, string(body))
+	if err != nil {
+		return 0, fmt.Errorf("insert %s event: %w", typ, err)
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	t.lastSeq = seq
+	return seq, nil
+}
+
+// Events returns up to limit events of a run (every run when runID is "")
+// with seq > after, in order.
+func (s *Store) Events(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	var evs []Event
+	var err error
+	if runID == "" {
+		err = s.r.SelectContext(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+			WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	} else {
+		err = s.r.SelectContext(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+			WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, runID, after, limit)
+	}
+	return evs, err
+}
+
+// LastEventSeq returns the newest event seq (0 when there is none).
+func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	err := s.r.GetContext(ctx, &seq, `SELECT COALESCE(MAX(seq), 0) FROM events`)
+	return seq, err
+}
+
+// HasEvent reports whether a run has an event of the given type.
+func (s *Store) HasEvent(ctx context.Context, runID string, typ events.Type) (bool, error) {
+	var n int
+	err := s.r.GetContext(ctx, &n, `SELECT COUNT(*) FROM events WHERE run_id = ? AND type = ?`, runID, typ)
+	return n > 0, err
+}

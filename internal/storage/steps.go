@@ -1,0 +1,182 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/events"
+)
+
+// Strings is a []string stored as a JSON array.
+type Strings []string
+
+// Value implements driver.Valuer.
+func (s Strings) Value() (driver.Value, error) {
+	if s == nil {
+		return "[]", nil
+	}
+	b, err := json.Marshal([]string(s))
+	return string(b), err
+}
+
+// Scan implements sql.Scanner.
+func (s *Strings) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	case nil:
+		*s = nil
+		return nil
+	default:
+		return fmt.Errorf("scan Strings from %T", src)
+	}
+	return json.Unmarshal(b, (*[]string)(s))
+}
+
+// Step is a row of the steps table.
+type Step struct {
+	ID        int64          `db:"id"`
+	RunID     string         `db:"run_id"`
+	Seq       int            `db:"seq"`
+	Phase     api.Phase      `db:"phase"`
+	Iteration int            `db:"iteration"`
+	Status    api.StepStatus `db:"status"`
+	ExitCode  *int           `db:"exit_code"`
+	Error     string         `db:"error"`
+	StartedAt int64          `db:"started_at"`
+	EndedAt   *int64         `db:"ended_at"`
+	LogPath   string         `db:"log_path"`
+
+	Pid       *int   `db:"pid"`
+	Pgid      *int   `db:"pgid"`
+	ProcStart *int64 `db:"proc_start"`
+	BootID    string `db:"boot_id"`
+
+	Outcome
+}
+
+// Outcome is everything learned about a step when it ends.
+type Outcome struct {
+	Model            string   `db:"model"`
+	InputTokens      int64    `db:"input_tokens"`
+	OutputTokens     int64    `db:"output_tokens"`
+	CacheReadTokens  int64    `db:"cache_read_tokens"`
+	CacheWriteTokens int64    `db:"cache_write_tokens"`
+	UsageFound       bool     `db:"usage_found"`
+	ReportedCostUSD  *float64 `db:"reported_cost_usd"`
+	PricedCostUSD    *float64 `db:"priced_cost_usd"`
+
+	Promise          bool   `db:"promise"`
+	FinalMessage     string `db:"final_message"`
+	RateLimitedUntil *int64 `db:"rate_limited_until"`
+
+	TestsFormat      string  `db:"tests_format"`
+	TestsPassed      *int    `db:"tests_passed"`
+	TestsFailed      *int    `db:"tests_failed"`
+	TestsSkipped     *int    `db:"tests_skipped"`
+	TestsFailedNames Strings `db:"tests_failed_names"`
+	TestsPassedNames Strings `db:"tests_passed_names"`
+
+	Fingerprint string `db:"fingerprint"`
+	PlanTask    string `db:"plan_task"`
+	PlanChecked *int   `db:"plan_checked"`
+}
+
+const stepColumns = `id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
+	pid, pgid, proc_start, boot_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+	usage_found, reported_cost_usd, priced_cost_usd, promise, final_message, rate_limited_until,
+	tests_format, tests_passed, tests_failed, tests_skipped, tests_failed_names, tests_passed_names,
+	fingerprint, plan_task, plan_checked`
+
+// InsertStep records a step as RUNNING, with its STEP_STARTED event, before
+// its process is launched: a crash between the two leaves a RUNNING step
+// that recovery finds and resolves. It sets s.ID and s.StartedAt.
+func (t *Tx) InsertStep(s *Step, payload any) error {
+	s.StartedAt = t.now
+	s.Status = api.StepRunning
+	res, err := t.tx.NamedExecContext(t.ctx, `INSERT INTO steps (run_id, seq, phase, iteration, status, started_at,
+		log_path, plan_task, plan_checked) VALUES (:run_id, :seq, :phase, :iteration, :status, :started_at,
+		:log_path, :plan_task, :plan_checked)`, s)
+	if err != nil {
+		return fmt.Errorf("insert step: %w", err)
+	}
+	if s.ID, err = res.LastInsertId(); err != nil {
+		return err
+	}
+	_, err = t.Event(s.RunID, &s.ID, events.StepStarted, payload)
+	return err
+}
+
+// SetStepProcess records the process of a RUNNING step.
+func (t *Tx) SetStepProcess(stepID int64, pid, pgid int, procStart int64, bootID string) error {
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE steps SET pid = ?, pgid = ?, proc_start = ?, boot_id = ?
+		WHERE id = ? AND status = 'RUNNING'`, pid, pgid, procStart, bootID, stepID)
+	if err != nil {
+		return fmt.Errorf("record step process: %w", err)
+	}
+	return nil
+}
+
+// FinishStep moves a RUNNING step to its final status (compare-and-set:
+// ErrConflict when it already ended) with everything learned, and appends
+// typ (STEP_FINISHED or STEP_INTERRUPTED).
+func (t *Tx) FinishStep(s *Step, typ events.Type, payload any) error {
+	s.EndedAt = &t.now
+	res, err := t.tx.NamedExecContext(t.ctx, `UPDATE steps SET status = :status, exit_code = :exit_code, error = :error,
+		ended_at = :ended_at, model = :model, input_tokens = :input_tokens, output_tokens = :output_tokens,
+		cache_read_tokens = :cache_read_tokens, cache_write_tokens = :cache_write_tokens, usage_found = :usage_found,
+		reported_cost_usd = :reported_cost_usd, priced_cost_usd = :priced_cost_usd, promise = :promise,
+		final_message = :final_message, rate_limited_until = :rate_limited_until, tests_format = :tests_format,
+		tests_passed = :tests_passed, tests_failed = :tests_failed, tests_skipped = :tests_skipped,
+		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
+		fingerprint = :fingerprint, plan_checked = :plan_checked
+		WHERE id = :id AND status = 'RUNNING'`, s)
+	if err != nil {
+		return fmt.Errorf("finish step %d: %w", s.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("finish step %d: %w", s.ID, ErrConflict)
+	}
+	_, err = t.Event(s.RunID, &s.ID, typ, payload)
+	return err
+}
+
+// Steps lists a run's steps by seq.
+func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
+	var steps []Step
+	err := s.r.SelectContext(ctx, &steps, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? ORDER BY seq`, runID)
+	return steps, err
+}
+
+// Step reads one step of a run by its seq.
+func (s *Store) Step(ctx context.Context, runID string, seq int) (Step, error) {
+	var st Step
+	err := s.r.GetContext(ctx, &st, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? AND seq = ?`, runID, seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, fmt.Errorf("step %d of run %s: %w", seq, runID, ErrNotFound)
+	}
+	return st, err
+}
+
+// StepCount returns the number of steps of a run.
+func (s *Store) StepCount(ctx context.Context, runID string) (int, error) {
+	var n int
+	err := s.r.GetContext(ctx, &n, `SELECT COUNT(*) FROM steps WHERE run_id = ?`, runID)
+	return n, err
+}
+
+// RunningSteps lists every step recorded as RUNNING (served by a partial
+// index, so it stays cheap with millions of finished steps).
+func (s *Store) RunningSteps(ctx context.Context) ([]Step, error) {
+	var steps []Step
+	err := s.r.SelectContext(ctx, &steps, `SELECT `+stepColumns+` FROM steps WHERE status = 'RUNNING' ORDER BY id`)
+	return steps, err
+}

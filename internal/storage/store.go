@@ -1,0 +1,164 @@
+// Package storage is loopd's SQLite persistence: runs, steps, events and
+// stop-condition evaluations. It is the only package that writes SQL.
+//
+// One database file is opened twice: a writer pool with exactly one
+// connection (WAL, immediate transactions, busy timeout) and a reader pool
+// whose connections are query_only. Every state change is written together
+// with its event row in one transaction (see Store.Write), and followers are
+// woken through the Notify hook after the commit.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+const driverName = "sqlite"
+
+func init() {
+	// modernc.org/sqlite uses ? placeholders; tell sqlx so Rebind and
+	// named queries work.
+	sqlx.BindDriver(driverName, sqlx.QUESTION)
+}
+
+// ErrNotFound is returned when a run, step or event does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned by compare-and-set updates whose expected state
+// no longer holds.
+var ErrConflict = errors.New("state changed concurrently")
+
+// AmbiguousError is returned when a run id prefix matches several runs.
+type AmbiguousError struct {
+	Prefix  string
+	Matches []string // a few of the matching ids
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("run id prefix %q is ambiguous: it matches %s", e.Prefix, strings.Join(e.Matches, ", "))
+}
+
+// Options configure a Store.
+type Options struct {
+	// Notify is called after every commit that added events, with the
+	// newest event seq. It must not block.
+	Notify func(seq int64)
+	// Now returns the current time; defaults to time.Now.
+	Now func() time.Time
+	// Readers is the size of the reader pool; default 8.
+	Readers int
+}
+
+// Store is the loopd database.
+type Store struct {
+	w      *sqlx.DB // exactly one connection: SQLite has one writer anyway
+	r      *sqlx.DB // query_only connections
+	notify func(int64)
+	now    func() time.Time
+}
+
+// Open opens (creating if needed) and migrates the database at path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("open db: path %q must not contain '?'", path)
+	}
+	// synchronous=NORMAL in WAL mode: a commit survives any crash of loopd
+	// (kill -9 included); only a power loss may drop the last commits, never
+	// corrupt the file. FULL would fsync on every step.
+	common := "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL"
+	w, err := sqlx.Open(driverName, path+"?"+common+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open db: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open db %s: %w", path, err)
+	}
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sqlx.Open(driverName, path+"?"+common+"&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open db readers: %w", err)
+	}
+	n := opts.Readers
+	if n <= 0 {
+		n = 8
+	}
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	s := &Store{w: w, r: r, notify: opts.Notify, now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.notify == nil {
+		s.notify = func(int64) {}
+	}
+	return s, nil
+}
+
+// SetNotify replaces the commit hook; used once at daemon start, before any
+// write, when the bus is created after the store.
+func (s *Store) SetNotify(fn func(seq int64)) { s.notify = fn }
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Now is the store's clock in Unix milliseconds.
+func (s *Store) Now() int64 { return s.now().UnixMilli() }
+
+// IntegrityCheck runs PRAGMA integrity_check and returns its verdict ("ok"
+// when healthy).
+func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	var res string
+	err := s.r.GetContext(ctx, &res, "PRAGMA integrity_check")
+	return res, err
+}
+
+// Tx is a write transaction. Its methods are the only way state changes.
+type Tx struct {
+	tx      *sqlx.Tx
+	ctx     context.Context
+	now     int64
+	lastSeq int64
+}
+
+// Now is the transaction's timestamp in Unix milliseconds: every row a
+// transaction writes carries the same time.
+func (t *Tx) Now() int64 { return t.now }
+
+// Write runs fn in one immediate transaction on the writer connection and
+// commits it. Events added with Tx.Event become visible to followers only
+// after the commit, and Notify is called then.
+func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	tx := &Tx{tx: sqlTx, ctx: ctx, now: s.Now()}
+	if err := fn(tx); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tx.lastSeq > 0 {
+		s.notify(tx.lastSeq)
+	}
+	return nil
+}

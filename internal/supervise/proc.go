@@ -1,0 +1,116 @@
+package supervise
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+var bootID = sync.OnceValue(func() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+})
+
+// BootID returns the kernel's boot id ("" when unavailable).
+func BootID() string { return bootID() }
+
+// StartTicks returns a process's start time in clock ticks since boot.
+func StartTicks(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may contain spaces
+	// and parentheses itself; fields after the last ')' are plain.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	// fields[0] is field 3 (state); starttime is field 22.
+	const idx = 22 - 3
+	if len(fields) <= idx {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(fields))
+	}
+	return strconv.ParseInt(fields[idx], 10, 64)
+}
+
+// Matches reports whether the process id.Pid is alive and is the step with
+// this identity and tag.
+func Matches(id Identity, tag string) bool {
+	if id.BootID != "" && id.BootID != BootID() {
+		return false // recorded before a reboot
+	}
+	ticks, err := StartTicks(id.Pid)
+	if err != nil || (id.StartTicks != 0 && ticks != id.StartTicks) {
+		return false
+	}
+	return hasTag(id.Pid, tag)
+}
+
+func hasTag(pid int, tag string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	for arg := range bytes.SplitSeq(b, []byte{0}) {
+		if string(arg) == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// Find locates a running step by its tag when its pid was never recorded
+// in the database (the daemon died between launching it and saving the
+// pid): first through the pid file the wrapper writes, then by scanning
+// /proc.
+func Find(tag, pidPath string) (Identity, bool) {
+	if b, err := os.ReadFile(pidPath); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && hasTag(pid, tag) {
+			if ticks, err := StartTicks(pid); err == nil {
+				return Identity{Pid: pid, StartTicks: ticks, BootID: BootID()}, true
+			}
+		}
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil || !hasTag(pid, tag) {
+			continue
+		}
+		// The wrapper's subshells carry the same argv; the step is the
+		// one that leads its process group.
+		if pgid, err := unix.Getpgid(pid); err != nil || pgid != pid {
+			continue
+		}
+		if ticks, err := StartTicks(pid); err == nil {
+			return Identity{Pid: pid, StartTicks: ticks, BootID: BootID()}, true
+		}
+	}
+	return Identity{}, false
+}
+
+// ReadStatus reads the status file the wrapper writes when a step's
+// commands end. ok is false when the file is missing or incomplete.
+func ReadStatus(path string) (code int, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	s, found := strings.CutPrefix(string(b), "exit ")
+	if !found || !strings.HasSuffix(s, "\n") {
+		return 0, false
+	}
+	code, err = strconv.Atoi(strings.TrimSuffix(s, "\n"))
+	return code, err == nil
+}

@@ -1,0 +1,286 @@
+// Package supervise runs loopd's steps as detached process groups that
+// outlive the daemon, and re-attaches to them after a restart.
+//
+// A step is `/bin/sh -c <wrapper> <tag> <status> <pidfile> <command>...`
+// started in its own session (so its own process group, with no controlling
+// terminal), stdin from a file, stdout and stderr appended straight to the
+// step's log file: there is no pipe the daemon must drain, so the step keeps
+// running when the daemon dies. The wrapper shell is the group leader; it
+// records its pid first, runs each command in a subshell, stops at the first
+// failure, and writes "exit <code>" to the status file last. The shell is
+// needed to run a shell command anyway, so recording the status costs no
+// extra process.
+//
+// Identity: the leader's pid is recorded together with its start time (in
+// clock ticks since boot, /proc/<pid>/stat) and the kernel boot id, and its
+// argv carries a tag unique to the step; a process is only ever treated as
+// a step's when all of these match, so pid reuse cannot fool recovery.
+//
+// Signals: a group is only signalled while its leader has not been reaped,
+// because after that its pgid may be reused. For a child of this daemon the
+// leader is observed with waitid(WNOWAIT), leftovers in its group are
+// killed, and only then is it reaped. For an adopted step (a child of the
+// previous daemon, now of init) the leader is watched through a pidfd.
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// wrapper is the shell program around a step's commands. $0 is the tag,
+// $1 the status file, $2 the pid file, the rest are the commands.
+//
+// The wrapper catches SIGTERM with a no-op trap: caught signals are reset to
+// their default in the subshell, so the commands still receive TERM and get
+// the grace period to exit, while the wrapper outlives them and the group
+// stays intact until they have.
+const wrapper = `s=$1 p=$2; shift 2
+trap : TERM
+echo $$ >"$p"
+n=$# ec=0
+for c do
+  [ $n -gt 1 ] && printf '\n$ %s\n' "$c"
+  (eval "$c"); ec=$?
+  [ $ec -eq 0 ] || break
+done
+echo "exit $ec" >"$s"
+exit $ec`
+
+// Spec describes a step's process.
+type Spec struct {
+	Dir        string   // working directory (the workspace)
+	Commands   []string // shell commands run in order; the first that fails ends the step
+	Env        []string // the complete environment
+	StdinPath  string   // file to read stdin from; "" means /dev/null
+	LogPath    string   // stdout and stderr are appended here (created 0600)
+	StatusPath string   // the wrapper writes "exit <code>" here when the commands end
+	PidPath    string   // the wrapper writes its pid here first thing
+	Tag        string   // unique per step; placed in argv to recognise the process later
+}
+
+// Identity identifies a step's leader process across daemon restarts.
+type Identity struct {
+	Pid        int
+	StartTicks int64  // /proc/<pid>/stat starttime
+	BootID     string // /proc/sys/kernel/random/boot_id
+}
+
+// Exit is how a step's process ended.
+type Exit struct {
+	Code     int            // the commands' exit code; -1 when unknown
+	Signal   syscall.Signal // the leader was killed by this signal (0 = it exited)
+	Recorded bool           // the wrapper wrote the status file: Code is the commands' own
+}
+
+// String describes the exit for humans.
+func (e Exit) String() string {
+	switch {
+	case e.Signal != 0:
+		return "killed by " + e.Signal.String()
+	case e.Code >= 0:
+		return fmt.Sprintf("exit code %d", e.Code)
+	}
+	return "exit status unknown"
+}
+
+// ErrGone means an adopted process is no longer running (or is not ours).
+var ErrGone = errors.New("process is gone")
+
+// Process is a running (or ended) step process.
+type Process struct {
+	Identity
+	statusPath string
+
+	mu     sync.Mutex
+	reaped bool // after this the pgid must not be signalled
+	done   chan struct{}
+	exit   Exit
+
+	cmd   *exec.Cmd // for children of this daemon
+	pidfd int       // for adopted processes; -1 otherwise
+}
+
+// Start launches a step.
+func Start(spec Spec) (*Process, error) {
+	if len(spec.Commands) == 0 {
+		return nil, errors.New("start step: no command")
+	}
+	logf, err := os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open step log: %w", err)
+	}
+	defer logf.Close()
+	stdinPath := spec.StdinPath
+	if stdinPath == "" {
+		stdinPath = os.DevNull
+	}
+	stdin, err := os.Open(stdinPath)
+	if err != nil {
+		return nil, fmt.Errorf("open step stdin: %w", err)
+	}
+	defer stdin.Close()
+	// A stale status file from an earlier attempt must not be mistaken for
+	// this one's.
+	_ = os.Remove(spec.StatusPath)
+	_ = os.Remove(spec.PidPath)
+
+	args := append([]string{"-c", wrapper, spec.Tag, spec.StatusPath, spec.PidPath}, spec.Commands...)
+	cmd := &exec.Cmd{
+		Path:   "/bin/sh",
+		Args:   append([]string{"/bin/sh"}, args...),
+		Dir:    spec.Dir,
+		Env:    spec.Env,
+		Stdin:  stdin,
+		Stdout: logf,
+		Stderr: logf,
+		// Setsid: own session and process group, no controlling terminal,
+		// so neither the daemon's death nor a Ctrl+C in its terminal
+		// reaches the step.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start step: %w", err)
+	}
+	p := &Process{
+		statusPath: spec.StatusPath,
+		done:       make(chan struct{}),
+		cmd:        cmd,
+		pidfd:      -1,
+	}
+	p.Pid = cmd.Process.Pid
+	p.BootID = BootID()
+	// The child exists until reaped, so its start time is readable now.
+	p.StartTicks, _ = StartTicks(p.Pid)
+	go p.waitChild()
+	return p, nil
+}
+
+// waitChild observes the leader's exit without reaping it, kills whatever
+// the step left running in its group, then reaps.
+func (p *Process) waitChild() {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, p.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	p.mu.Lock()
+	// The leader is a zombie: its pgid cannot have been reused. Anything
+	// still in the group is an orphan of the step (a background job the
+	// agent left behind); it must not outlive the step.
+	_ = unix.Kill(-p.Pid, unix.SIGKILL)
+	_ = p.cmd.Wait() // the exit status is in ProcessState
+	p.reaped = true
+	p.exit = exitFromState(p.cmd.ProcessState)
+	p.mu.Unlock()
+	p.settle()
+}
+
+func exitFromState(ps *os.ProcessState) Exit {
+	if ps == nil {
+		return Exit{Code: -1}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Code: -1, Signal: ws.Signal()}
+	}
+	return Exit{Code: ps.ExitCode()}
+}
+
+// settle merges the wrapper's status file into the exit and marks the
+// process done.
+func (p *Process) settle() {
+	if code, ok := ReadStatus(p.statusPath); ok {
+		p.mu.Lock()
+		if p.exit.Signal == 0 {
+			p.exit = Exit{Code: code, Recorded: true}
+		}
+		p.mu.Unlock()
+	}
+	close(p.done)
+}
+
+// Adopt re-attaches to a step started by an earlier daemon. It returns
+// ErrGone when no process with that identity and tag is running.
+func Adopt(id Identity, tag, statusPath string) (*Process, error) {
+	if id.Pid <= 0 {
+		return nil, ErrGone
+	}
+	fd, err := unix.PidfdOpen(id.Pid, 0)
+	if err != nil {
+		return nil, ErrGone
+	}
+	// Verify identity only after the pidfd pins the process: from here on
+	// the pid cannot be recycled under us.
+	if !Matches(id, tag) {
+		unix.Close(fd)
+		return nil, ErrGone
+	}
+	p := &Process{Identity: id, statusPath: statusPath, done: make(chan struct{}), pidfd: fd}
+	go p.waitAdopted()
+	return p, nil
+}
+
+func (p *Process) waitAdopted() {
+	fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	p.mu.Lock()
+	// Not our child: init reaps it, so from now on its pgid is off limits.
+	p.reaped = true
+	unix.Close(p.pidfd)
+	p.exit = Exit{Code: -1}
+	p.mu.Unlock()
+	p.settle()
+}
+
+// Done is closed when the step's leader has ended and its outcome is known.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exit returns how the process ended; valid after Done is closed.
+func (p *Process) Exit() Exit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
+}
+
+// Signal sends sig to the step's whole process group, unless its leader
+// has already been reaped (then the pgid may belong to someone else).
+func (p *Process) Signal(sig syscall.Signal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return false
+	}
+	return unix.Kill(-p.Pid, sig) == nil
+}
+
+// Terminate stops the step: SIGTERM to its group, then SIGKILL after grace
+// if the leader has not ended. It returns when the process is done.
+func (p *Process) Terminate(grace time.Duration) {
+	if !p.Signal(unix.SIGTERM) {
+		<-p.done
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return
+	case <-t.C:
+	}
+	p.Signal(unix.SIGKILL)
+	<-p.done
+}

@@ -1,0 +1,373 @@
+package supervise
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// When LOOPD_SUPERVISE_TEST_DAEMON is set, the test binary plays a daemon
+// that starts a step and exits at once without waiting for it, so the test
+// can adopt a process that is not its child.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("LOOPD_SUPERVISE_TEST_DAEMON"); dir != "" {
+		p, err := Start(specIn(dir, os.Getenv("LOOPD_SUPERVISE_TEST_CMD")))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(p.Identity)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func specIn(dir string, commands ...string) Spec {
+	return Spec{
+		Dir:        dir,
+		Commands:   commands,
+		Env:        []string{"PATH=" + os.Getenv("PATH"), "STEP_DIR=" + dir},
+		LogPath:    filepath.Join(dir, "step.log"),
+		StatusPath: filepath.Join(dir, "step.status"),
+		PidPath:    filepath.Join(dir, "step.pid"),
+		Tag:        "loopd-step:test:" + dir, // temp dirs are unique
+	}
+}
+
+func waitDone(t *testing.T, p *Process) Exit {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("step did not end")
+	}
+	return p.Exit()
+}
+
+func alive(pid int) bool {
+	if err := unix.Kill(pid, 0); err != nil {
+		return false
+	}
+	// A zombie is not alive for our purposes.
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && !strings.HasPrefix(string(b[i+2:]), "Z")
+}
+
+// groupHasLiveMembers scans /proc for a non-zombie process in group pgid.
+func groupHasLiveMembers(pgid int) bool {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if g, err := unix.Getpgid(pid); err == nil && g == pgid && alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 300 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		commands []string
+		wantCode int
+		wantLog  string
+	}{
+		{"success", []string{"echo hello"}, 0, "hello\n"},
+		{"exit code", []string{"echo out; echo err >&2; exit 3"}, 3, "out\nerr\n"},
+		{"stops at first failure", []string{"echo one", "false", "echo three"}, 1, "\n$ echo one\none\n\n$ false\n"},
+		{"all commands", []string{"echo one", "echo two"}, 0, "\n$ echo one\none\n\n$ echo two\ntwo\n"},
+		{"exit inside a command ends only that command", []string{"exit 0", "echo after"}, 0, "\n$ exit 0\n\n$ echo after\nafter\n"},
+		{"command not found", []string{"definitely-not-a-command-xyz"}, 127, ""},
+		{"environment and cwd", []string{`echo "$STEP_DIR" | grep -q "$(pwd)"`}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, err := Start(specIn(dir, tt.commands...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex := waitDone(t, p)
+			if ex.Code != tt.wantCode || !ex.Recorded || ex.Signal != 0 {
+				t.Errorf("exit = %+v, want code %d recorded", ex, tt.wantCode)
+			}
+			code, ok := ReadStatus(filepath.Join(dir, "step.status"))
+			if !ok || code != tt.wantCode {
+				t.Errorf("status file = %d, %v; want %d", code, ok, tt.wantCode)
+			}
+			if tt.wantLog != "" {
+				b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
+				if string(b) != tt.wantLog {
+					t.Errorf("log = %q, want %q", b, tt.wantLog)
+				}
+			}
+		})
+	}
+}
+
+func TestStdinFromFile(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "prompt")
+	if err := os.WriteFile(in, []byte("the prompt\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := specIn(dir, "cat")
+	spec.StdinPath = in
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 0 {
+		t.Fatalf("exit %v", ex)
+	}
+	b, _ := os.ReadFile(spec.LogPath)
+	if string(b) != "the prompt\n" {
+		t.Errorf("log = %q", b)
+	}
+}
+
+func TestOwnSessionAndIdentity(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Start(specIn(dir, "sleep 5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Terminate(time.Second)
+	pgid, _ := unix.Getpgid(p.Pid)
+	sid, _ := unix.Getsid(p.Pid)
+	if pgid != p.Pid || sid != p.Pid {
+		t.Errorf("pgid %d sid %d, want both %d", pgid, sid, p.Pid)
+	}
+	if p.StartTicks == 0 || p.BootID == "" {
+		t.Errorf("identity not recorded: %+v", p.Identity)
+	}
+	if !Matches(p.Identity, specIn(dir).Tag) {
+		t.Error("Matches(own identity) = false")
+	}
+	if Matches(p.Identity, "loopd-step:someone-else") {
+		t.Error("Matches with another tag = true")
+	}
+	wrong := p.Identity
+	wrong.StartTicks++
+	if Matches(wrong, specIn(dir).Tag) {
+		t.Error("Matches with another start time = true (pid reuse guard)")
+	}
+	eventually(t, "pid file", func() bool { _, ok := Find(specIn(dir).Tag, filepath.Join(dir, "step.pid")); return ok })
+	if id, ok := Find(specIn(dir).Tag, filepath.Join(dir, "missing.pid")); !ok || id.Pid != p.Pid {
+		t.Errorf("Find by /proc scan = %+v, %v", id, ok)
+	}
+}
+
+// A step that ignores SIGTERM and has a child in the background: Terminate
+// must leave no process of the group alive.
+func TestTerminateKillsWholeGroup(t *testing.T) {
+	dir := t.TempDir()
+	childPid := filepath.Join(dir, "child.pid")
+	p, err := Start(specIn(dir, `trap '' TERM; sleep 300 & echo $! > child.pid; while :; do sleep 0.05; done`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "background child", func() bool { _, err := os.Stat(childPid); return err == nil })
+	b, _ := os.ReadFile(childPid)
+	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	p.Terminate(200 * time.Millisecond)
+	ex := p.Exit()
+	if ex.Signal != syscall.SIGKILL {
+		t.Errorf("exit = %v, want killed by SIGKILL after the grace period", ex)
+	}
+	if ex.Recorded {
+		t.Error("a killed step must not look recorded")
+	}
+	eventually(t, "group gone", func() bool { return !alive(child) && !groupHasLiveMembers(p.Pid) })
+}
+
+// When the step's commands end by themselves, whatever they left running in
+// the background is killed: no orphans.
+func TestNoOrphansAfterNaturalExit(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Start(specIn(dir, `sleep 300 & echo $! > child.pid; exit 4`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 4 {
+		t.Fatalf("exit %v", ex)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "child.pid"))
+	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	eventually(t, "orphan killed", func() bool { return !alive(child) })
+	if p.Signal(syscall.SIGTERM) {
+		t.Error("Signal after reap must refuse: the pgid may be reused")
+	}
+}
+
+// A step that handles SIGTERM gets the grace period to exit cleanly.
+func TestTerminateGivesGrace(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Start(specIn(dir, `trap 'echo cleaned up; exit 9' TERM; while :; do sleep 0.02; done`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pid file", func() bool { _, err := os.Stat(filepath.Join(dir, "step.pid")); return err == nil })
+	time.Sleep(50 * time.Millisecond) // let the command install its trap
+	p.Terminate(10 * time.Second)
+	b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
+	if !strings.Contains(string(b), "cleaned up") {
+		t.Errorf("log = %q: the command's TERM handler did not run", b)
+	}
+	if ex := p.Exit(); ex.Code != 9 {
+		t.Errorf("exit = %+v, want the command's own code 9", ex)
+	}
+}
+
+func TestWatchLimits(t *testing.T) {
+	tests := []struct {
+		name    string
+		command string
+		limits  func(Limits) Limits
+		cancel  bool
+		want    Ending
+	}{
+		{"exits", "echo hi", func(l Limits) Limits { return l }, false, Exited},
+		{"deadline", "sleep 30", func(l Limits) Limits { l.Deadline = time.Now().Add(100 * time.Millisecond); return l }, false, TimedOut},
+		{"idle", "echo start; sleep 30", func(l Limits) Limits { l.IdleTimeout = 200 * time.Millisecond; return l }, false, Idle},
+		{"busy is not idle", "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.05; done",
+			func(l Limits) Limits { l.IdleTimeout = 300 * time.Millisecond; return l }, false, Exited},
+		{"canceled", "sleep 30", func(l Limits) Limits { return l }, true, Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := specIn(dir, tt.command)
+			p, err := Start(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			if tt.cancel {
+				cancel()
+			}
+			defer cancel()
+			got := p.Watch(ctx, tt.limits(Limits{LogPath: spec.LogPath, Grace: 200 * time.Millisecond}))
+			if got != tt.want {
+				t.Errorf("Watch = %v, want %v", got, tt.want)
+			}
+			if !p.ended() {
+				t.Error("Watch returned before the process ended")
+			}
+		})
+	}
+}
+
+// A step started by another (now dead) daemon is adopted: its real exit
+// status is learned from the status file when it ends.
+func TestAdoptRunningStep(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `echo working; while [ ! -f release ]; do sleep 0.02; done; exit 5`)
+	tag := specIn(dir).Tag
+	p, err := Adopt(id, tag, filepath.Join(dir, "step.status"))
+	if err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("adopted step ended early")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ex := waitDone(t, p)
+	if ex.Code != 5 || !ex.Recorded {
+		t.Errorf("adopted exit = %+v, want recorded code 5", ex)
+	}
+}
+
+func TestAdoptRefusesWrongIdentity(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `while :; do sleep 0.02; done`)
+	t.Cleanup(func() {
+		_ = unix.Kill(-id.Pid, unix.SIGKILL)
+		eventually(t, "step killed", func() bool { return !groupHasLiveMembers(id.Pid) })
+	})
+	for name, tc := range map[string]struct {
+		id  Identity
+		tag string
+	}{
+		"other tag":        {id, "loopd-step:other"},
+		"other start time": {Identity{Pid: id.Pid, StartTicks: id.StartTicks + 1, BootID: id.BootID}, specIn(dir).Tag},
+		"other boot":       {Identity{Pid: id.Pid, StartTicks: id.StartTicks, BootID: "not-this-boot"}, specIn(dir).Tag},
+		"no pid":           {Identity{}, specIn(dir).Tag},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Adopt(tc.id, tc.tag, filepath.Join(dir, "step.status")); err != ErrGone {
+				t.Errorf("Adopt = %v, want ErrGone", err)
+			}
+		})
+	}
+}
+
+func TestAdoptTerminate(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `sleep 300 & echo $! > child.pid; wait`)
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "child pid", func() bool { _, err := os.Stat(filepath.Join(dir, "child.pid")); return err == nil })
+	b, _ := os.ReadFile(filepath.Join(dir, "child.pid"))
+	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	p.Terminate(200 * time.Millisecond)
+	// The wrapper outlives its TERM-ed commands and records their status.
+	if ex := p.Exit(); ex.Code != 128+int(syscall.SIGTERM) {
+		t.Errorf("terminated step exit = %+v, want 143", ex)
+	}
+	eventually(t, "child killed", func() bool { return !alive(child) })
+}
+
+func startDetached(t *testing.T, dir, command string) Identity {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := newCmd(exe)
+	cmd.Env = append(os.Environ(), "LOOPD_SUPERVISE_TEST_DAEMON="+dir, "LOOPD_SUPERVISE_TEST_CMD="+command)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mini daemon: %v", err)
+	}
+	var id Identity
+	if err := json.Unmarshal(out, &id); err != nil {
+		t.Fatalf("mini daemon output %q: %v", out, err)
+	}
+	// The mini daemon exited; its step is now a child of init (or of a
+	// subreaper), not of this test.
+	return id
+}

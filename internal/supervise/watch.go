@@ -1,0 +1,95 @@
+package supervise
+
+import (
+	"context"
+	"os"
+	"time"
+)
+
+// Limits bound a step while it runs.
+type Limits struct {
+	Deadline    time.Time     // the step is stopped at this time; zero = none
+	IdleTimeout time.Duration // the step is stopped after this long without new output; 0 = none
+	LogPath     string        // where its output goes (watched for idleness)
+	Grace       time.Duration // between SIGTERM and SIGKILL; default 5s
+}
+
+// Ending says why Watch returned.
+type Ending int
+
+const (
+	Exited   Ending = iota // the step's commands ended by themselves
+	TimedOut               // Limits.Deadline passed; the step was stopped
+	Idle                   // no output for Limits.IdleTimeout; the step was stopped
+	Canceled               // ctx was canceled; the step was stopped
+)
+
+// Watch waits for the process to end while enforcing limits. When ctx is
+// canceled or a limit is hit it terminates the step's process group
+// (SIGTERM, grace, SIGKILL) and waits for it.
+func (p *Process) Watch(ctx context.Context, l Limits) Ending {
+	if l.Grace <= 0 {
+		l.Grace = 5 * time.Second
+	}
+	var deadline <-chan time.Time
+	if !l.Deadline.IsZero() {
+		t := time.NewTimer(time.Until(l.Deadline))
+		defer t.Stop()
+		deadline = t.C
+	}
+	var idleTick <-chan time.Time
+	var lastSize int64 = -1
+	var lastChange time.Time
+	if l.IdleTimeout > 0 {
+		// Output goes straight to the file, so idleness is observed by its
+		// size; the poll interval is a small fraction of the timeout.
+		every := min(max(l.IdleTimeout/20, 50*time.Millisecond), time.Second)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		idleTick = tk.C
+		lastChange = time.Now()
+		if fi, err := os.Stat(l.LogPath); err == nil {
+			lastSize = fi.Size()
+			lastChange = fi.ModTime()
+		}
+	}
+	for {
+		select {
+		case <-p.done:
+			return Exited
+		case <-ctx.Done():
+			if p.ended() {
+				return Exited
+			}
+			p.Terminate(l.Grace)
+			return Canceled
+		case <-deadline:
+			if p.ended() {
+				return Exited
+			}
+			p.Terminate(l.Grace)
+			return TimedOut
+		case now := <-idleTick:
+			if fi, err := os.Stat(l.LogPath); err == nil && fi.Size() != lastSize {
+				lastSize, lastChange = fi.Size(), now
+				continue
+			}
+			if now.Sub(lastChange) >= l.IdleTimeout && !p.ended() {
+				p.Terminate(l.Grace)
+				return Idle
+			}
+		}
+	}
+}
+
+// ended reports, without blocking, whether the process is done; a limit
+// that fires in the same instant as a natural exit must not turn it into a
+// kill.
+func (p *Process) ended() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
