@@ -1,0 +1,325 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/internal/humantime"
+)
+
+// Agent names the agent preset that runs the implementation phase.
+type Agent string
+
+const (
+	// AgentClaude runs Claude Code in print mode with stream-json output; see
+	// [Config.AgentCommandLine] for the exact command and its permissions.
+	AgentClaude Agent = "claude"
+	// AgentCodex runs the Codex CLI's non-interactive "exec" mode with JSON
+	// output; see [Config.AgentCommandLine].
+	AgentCodex Agent = "codex"
+	// AgentCommand runs agent_command as it is: any program that reads the
+	// prompt on stdin (or from $LOOP_PROMPT_FILE).
+	AgentCommand Agent = "command"
+)
+
+// agents lists the valid agents in the order error messages name them.
+var agents = []Agent{AgentClaude, AgentCodex, AgentCommand}
+
+// Gate names one condition of the completion gate (SPEC section 2). A run
+// completes only when every configured gate holds after the same iteration.
+type Gate string
+
+const (
+	// GatePromise holds when the agent's final message ends with the
+	// completion promise on a line of its own.
+	GatePromise Gate = "promise"
+	// GateVerify holds when the iteration's verification passed; it holds
+	// vacuously when no verify_command is configured.
+	GateVerify Gate = "verify"
+	// GateReview holds when the reviewer approved; it holds vacuously when no
+	// review_command is configured.
+	GateReview Gate = "review"
+	// GatePlan holds when the plan file has no unchecked "- [ ]" item. It
+	// requires plan_file.
+	GatePlan Gate = "plan"
+)
+
+// gates lists the valid gates in the order error messages name them.
+var gates = []Gate{GatePromise, GateVerify, GateReview, GatePlan}
+
+// Duration is a time.Duration that reads and writes humantime strings in JSON
+// and text ("60m" reads as an hour and writes as "1h"), so the frozen
+// configuration stays readable. See package humantime for the syntax.
+type Duration time.Duration
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// String returns the canonical humantime form of d, such as "1h 30m".
+func (d Duration) String() string { return humantime.Format(time.Duration(d)) }
+
+// MarshalText implements encoding.TextMarshaler (and so JSON) with the
+// canonical humantime form.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler (and so JSON); it accepts
+// humantime strings and Go durations.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := humantime.Parse(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Price is the price of a model in USD per million tokens.
+type Price struct {
+	// Input is the price of uncached input tokens.
+	Input float64 `json:"input"`
+	// Output is the price of output tokens.
+	Output float64 `json:"output"`
+	// CacheRead is the price of input tokens read from the prompt cache.
+	CacheRead float64 `json:"cache_read"`
+	// CacheWrite is the price of input tokens written to the prompt cache.
+	CacheWrite float64 `json:"cache_write"`
+}
+
+// Config is the configuration of one run, resolved from the layers described
+// in the package documentation and frozen when the run is created: its JSON
+// form (field names equal to the config keys) is what the database stores.
+// Every field documents its key and its default; [Default] returns the
+// defaults and [Config.Validate] checks every field at once.
+//
+// Paths are absolute after [Load] and [Config.With]: relative values are
+// resolved against the workspace when they are read, so a frozen config does
+// not depend on the daemon's working directory.
+//
+// Decoding JSON into a Config starts from [Default], so a key missing from an
+// older frozen config gets its default rather than a zero value.
+type Config struct {
+	// Agent (key agent, default "claude") is the agent preset.
+	Agent Agent `json:"agent"`
+	// AgentCommand (key agent_command, default none) is a shell command that
+	// replaces the preset's command line; required when Agent is
+	// AgentCommand. Use [Config.AgentCommandLine] to get the command to run.
+	AgentCommand string `json:"agent_command"`
+	// Model (key model, default "claude-sonnet-4-5") is passed to the presets
+	// and selects the price used for max_cost.
+	Model string `json:"model"`
+
+	// Prompt (key prompt, default none) is the goal as text. Prompt and
+	// PromptFile are one setting: at most one of them is set.
+	Prompt string `json:"prompt"`
+	// PromptFile (key prompt_file, default PROMPT.md when the workspace has
+	// one and no prompt is set) is the file holding the goal. It must exist.
+	PromptFile string `json:"prompt_file"`
+	// SpecFile (key spec_file, default none) is referenced in the prompt. It
+	// must exist when set.
+	SpecFile string `json:"spec_file"`
+	// PlanFile (key plan_file, default none) is referenced in the prompt and
+	// read by the plan gate and stuck-task detection. It must exist when set.
+	PlanFile string `json:"plan_file"`
+
+	// ReviewCommand (key review_command, default none) enables the review
+	// phase: a shell command that approves when it exits 0 and its output
+	// matches ReviewApprovePattern.
+	ReviewCommand string `json:"review_command"`
+	// ReviewApprovePattern (key review_approve_pattern, default "APPROVED")
+	// is a Go regular expression matched against the review output. An empty
+	// pattern matches any output, so the exit status alone decides.
+	ReviewApprovePattern string `json:"review_approve_pattern"`
+
+	// VerifyCommands (key verify_command, repeatable, default none) are the
+	// project's checks, run in order; all must pass.
+	VerifyCommands []string `json:"verify_command"`
+	// VerifyReport (key verify_report, default none) is a JUnit XML file the
+	// verify commands write, read for test results. It need not exist when
+	// the run is created.
+	VerifyReport string `json:"verify_report"`
+
+	// Completion (key completion, default promise,verify,review) lists the
+	// gates that must all hold for the run to complete.
+	Completion []Gate `json:"completion"`
+	// CompletionPromise (key completion_promise, default
+	// "<promise>COMPLETE</promise>") is the line the agent's final message
+	// ends with when it believes the work is done.
+	CompletionPromise string `json:"completion_promise"`
+
+	// StepTimeout (key step_timeout, default 60m, at least 1s) fails a step
+	// that runs longer.
+	StepTimeout Duration `json:"step_timeout"`
+	// IdleTimeout (key idle_timeout, default 15m) fails a step that writes
+	// no output for this long. 0 disables idle detection; otherwise at least
+	// 1s. A value above StepTimeout is allowed and never fires.
+	IdleTimeout Duration `json:"idle_timeout"`
+
+	// MaxIterations (key max_iterations, default 50) aborts the run after
+	// this many iterations; 0 is unlimited.
+	MaxIterations int `json:"max_iterations"`
+	// MaxDuration (key max_duration, default 0 = off) aborts the run after
+	// this much wall time spent RUNNING.
+	MaxDuration Duration `json:"max_duration"`
+	// MaxTokens (key max_tokens, default 0 = off) limits all tokens.
+	MaxTokens int64 `json:"max_tokens"`
+	// MaxInputTokens (key max_input_tokens, default 0 = off) limits input
+	// tokens.
+	MaxInputTokens int64 `json:"max_input_tokens"`
+	// MaxOutputTokens (key max_output_tokens, default 0 = off) limits output
+	// tokens.
+	MaxOutputTokens int64 `json:"max_output_tokens"`
+	// MaxCost (key max_cost, default 0 = off) limits the cost in USD.
+	MaxCost float64 `json:"max_cost"`
+
+	// MaxConsecutiveImplementationFailures (key
+	// max_consecutive_implementation_failures, default 3, 0 disables) fails
+	// the run after this many implementation failures in a row.
+	MaxConsecutiveImplementationFailures int `json:"max_consecutive_implementation_failures"`
+	// MaxConsecutiveReviewFailures (key max_consecutive_review_failures,
+	// default 0 = disabled) fails the run after this many review failures in
+	// a row.
+	MaxConsecutiveReviewFailures int `json:"max_consecutive_review_failures"`
+	// MaxConsecutiveVerificationFailures (key
+	// max_consecutive_verification_failures, default 3, 0 disables) fails the
+	// run after this many verification failures in a row.
+	MaxConsecutiveVerificationFailures int `json:"max_consecutive_verification_failures"`
+	// MaxTaskFailures (key max_task_failures, default 3, 0 disables) fails the
+	// run when the same plan task failed verification this many times in a
+	// row.
+	MaxTaskFailures int `json:"max_task_failures"`
+	// NoProgressIterations (key no_progress_iterations, default 0 = off)
+	// fails the run after this many iterations without progress.
+	NoProgressIterations int `json:"no_progress_iterations"`
+
+	// StopFile (key stop_file, default .loop/stop.json when present) holds
+	// composite stop conditions. It must exist when set.
+	StopFile string `json:"stop_file"`
+	// EnvFile (key env_file, default .env when present) is loaded with
+	// [LoadEnvFile] into the environment of the agent, review and verify
+	// commands only. It must exist and parse when set.
+	EnvFile string `json:"env_file"`
+
+	// PostmortemCommand (key postmortem_command, default none) is run after
+	// the run ends, to analyse it.
+	PostmortemCommand string `json:"postmortem_command"`
+	// PostmortemTimeout (key postmortem_timeout, default 10m, at least 1s)
+	// bounds PostmortemCommand.
+	PostmortemTimeout Duration `json:"postmortem_timeout"`
+
+	// Prices (keys price.<model>) override the built-in pricing table per
+	// model; models not listed here keep their built-in price. A value is
+	// "input,output[,cache_read[,cache_write]]" in USD per million tokens; an
+	// omitted cache price equals the input price, so cache tokens are never
+	// counted as free by accident.
+	Prices map[string]Price `json:"prices,omitempty"`
+}
+
+// Default returns the built-in defaults: the first configuration layer. It
+// has no goal, so it does not validate on its own.
+func Default() Config {
+	return Config{
+		Agent:                                AgentClaude,
+		Model:                                "claude-sonnet-4-5",
+		ReviewApprovePattern:                 "APPROVED",
+		Completion:                           []Gate{GatePromise, GateVerify, GateReview},
+		CompletionPromise:                    "<promise>COMPLETE</promise>",
+		StepTimeout:                          Duration(60 * time.Minute),
+		IdleTimeout:                          Duration(15 * time.Minute),
+		MaxIterations:                        50,
+		MaxConsecutiveImplementationFailures: 3,
+		MaxConsecutiveReviewFailures:         0,
+		MaxConsecutiveVerificationFailures:   3,
+		MaxTaskFailures:                      3,
+		PostmortemTimeout:                    Duration(10 * time.Minute),
+	}
+}
+
+// UnmarshalJSON decodes a frozen config on top of [Default], so keys that an
+// older version did not write keep their defaults.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	type plain Config // no methods: avoids recursion
+	p := plain(Default())
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*c = Config(p)
+	return nil
+}
+
+// HasGate reports whether g is one of the configured completion gates.
+func (c Config) HasGate(g Gate) bool { return slices.Contains(c.Completion, g) }
+
+// AgentCommandLine returns the shell command (for sh -c) that runs the
+// implementation phase. The prompt arrives on stdin (and in
+// $LOOP_PROMPT_FILE). agent_command, when set, is returned as it is, whatever
+// the agent; otherwise the preset's command line, with the model shell-quoted:
+//
+//	claude:  claude -p --output-format stream-json --verbose --model <model> --dangerously-skip-permissions
+//	codex:   codex exec --json --model <model> --sandbox workspace-write -
+//
+// Security: an autonomous loop cannot answer permission prompts, so the
+// presets run without them. The claude preset passes
+// --dangerously-skip-permissions: Claude Code then edits files, runs any
+// shell command and fetches URLs without asking, with the user's own
+// privileges (Claude Code refuses the flag when run as root). The codex preset
+// runs in Codex's workspace-write sandbox: edits inside the workspace, no
+// network by default, no interactive approval in exec mode (--sandbox
+// workspace-write replaces the deprecated --full-auto). Codex refuses a
+// workspace that is not a git repository. Run loops on code you trust, ideally
+// in a container or VM; set agent_command for a stricter or looser
+// invocation (for example claude's --allowedTools, or codex's
+// --skip-git-repo-check).
+//
+// --verbose is required by Claude Code for stream-json output in print mode.
+// The result is "" for AgentCommand without agent_command (which Validate
+// rejects).
+func (c Config) AgentCommandLine() string {
+	if c.AgentCommand != "" {
+		return c.AgentCommand
+	}
+	switch c.Agent {
+	case AgentClaude:
+		return "claude -p --output-format stream-json --verbose --model " + shellQuote(c.Model) +
+			" --dangerously-skip-permissions"
+	case AgentCodex:
+		return "codex exec --json --model " + shellQuote(c.Model) + " --sandbox workspace-write -"
+	}
+	return ""
+}
+
+// AgentBinary returns the program a preset runs ("claude" or "codex"), so the
+// caller can check that it is installed before a run starts. It is "" when
+// the command line is the user's own (agent "command", or agent_command set):
+// a missing program then shows as the shell's exit status 127.
+func (c Config) AgentBinary() string {
+	if c.AgentCommand != "" {
+		return ""
+	}
+	switch c.Agent {
+	case AgentClaude, AgentCodex:
+		return string(c.Agent)
+	}
+	return ""
+}
+
+// shellQuote quotes s for a POSIX shell. Words made only of safe characters
+// stay bare, so the usual model names read naturally in logs.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// clone returns a deep copy of c, so that changing the copy's slices or maps
+// never changes c.
+func (c Config) clone() Config {
+	c.VerifyCommands = slices.Clone(c.VerifyCommands)
+	c.Completion = slices.Clone(c.Completion)
+	c.Prices = maps.Clone(c.Prices)
+	return c
+}

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/joho/godotenv"
+)
+
+// LoadEnvFile reads a dotenv file with godotenv (NAME=value lines, comments,
+// quotes, "export" prefixes, ${VAR} expansion within the file) and returns
+// its variables as "NAME=value" strings sorted by name, ready to append to a
+// command's environment. Errors are *ConfigError naming the file and, when
+// it can be found, the line. They never quote values, which may be secrets.
+func LoadEnvFile(path string) ([]string, error) {
+	data, err := readFileLimited(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	vars, err := godotenv.UnmarshalBytes(data)
+	if err != nil {
+		msg, line := describeEnvError(data, err)
+		// err is kept for Unwrap but not printed: godotenv quotes the rest of
+		// the file in its messages.
+		return nil, &ConfigError{File: path, Line: line, Msg: "invalid env file: " + msg, Err: err}
+	}
+	env := make([]string, 0, len(vars))
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
+		value := vars[name]
+		switch {
+		case name == "":
+			return nil, &ConfigError{File: path, Line: lastStatementLine(data), Msg: `invalid env file: a line has no "=" (expected NAME=value)`}
+		case strings.ContainsRune(value, 0):
+			return nil, &ConfigError{File: path, Key: name, Msg: "invalid env file: the value contains a NUL byte"}
+		}
+		env = append(env, name+"="+value)
+	}
+	return env, nil
+}
+
+// maxEnvFileBytes bounds an env file read into memory.
+const maxEnvFileBytes = 1 << 20
+
+// readFileLimited reads a whole regular file of at most maxEnvFileBytes.
+func readFileLimited(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errors.New("not a regular file") // opening a FIFO would block
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxEnvFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxEnvFileBytes {
+		return nil, errors.New("file is larger than 1 MiB")
+	}
+	return data, nil
+}
+
+// describeEnvError turns a godotenv error into a message without file
+// content, and the 1-based line it refers to (0 when unknown). godotenv's
+// messages carry the rest of the file ("near %q") or the rest of a line
+// ("unterminated quoted value %s"), which locates the line.
+func describeEnvError(data []byte, err error) (string, int) {
+	src := bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")) // as godotenv sees it
+	lineAt := func(offset int) int { return 1 + bytes.Count(src[:offset], []byte("\n")) }
+	text := err.Error()
+
+	if head, near, ok := strings.Cut(text, " near "); ok && strings.HasPrefix(head, "unexpected character ") {
+		line := 0
+		if rest, uerr := strconv.Unquote(near); uerr == nil && bytes.HasSuffix(src, []byte(rest)) {
+			line = lineAt(len(src) - len(rest))
+		}
+		char, _ := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(head, "unexpected character "), " in variable name"))
+		switch {
+		case char == "\n":
+			return `a line has no "=" (expected NAME=value)`, line
+		case char != "":
+			return fmt.Sprintf("unexpected character %q in a variable name (names are letters, digits, '_' and '.')", char), line
+		}
+		return "invalid variable name", line
+	}
+	if rest, ok := strings.CutPrefix(text, "unterminated quoted value "); ok {
+		line := 0
+		if i := bytes.LastIndex(src, []byte(rest)); i >= 0 && rest != "" {
+			line = lineAt(i)
+		}
+		return "unterminated quoted value", line
+	}
+	return "cannot parse", 0
+}
+
+// lastStatementLine returns the line of the last line that is neither blank
+// nor a comment: where godotenv ends up when a final line has no "=".
+func lastStatementLine(data []byte) int {
+	lines := strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if t := strings.TrimSpace(lines[i]); t != "" && !strings.HasPrefix(t, "#") {
+			return i + 1
+		}
+	}
+	return 0
+}

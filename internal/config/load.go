@@ -1,0 +1,231 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// WorkspaceConfig is the path of the workspace config file, relative to the
+// workspace.
+const WorkspaceConfig = ".loop/config"
+
+// LoadOptions says where [Load] finds the configuration layers.
+type LoadOptions struct {
+	// Workspace is the run's workspace, an absolute path. Relative paths in
+	// every layer resolve against it, and it holds the workspace config file
+	// (.loop/config) and the workspace defaults (PROMPT.md, .loop/stop.json,
+	// .env).
+	Workspace string
+	// UserConfig is the path of the user config file; "" means
+	// [UserConfigPath] (and no user layer when there is no home directory).
+	// A missing file is fine.
+	UserConfig string
+	// Sets are the --set key=value arguments, in order, the last layer.
+	Sets []string
+}
+
+// UserConfigPath returns the user config file's path:
+// $XDG_CONFIG_HOME/loop/config when XDG_CONFIG_HOME is set to an absolute
+// path (as the XDG spec requires), else ~/.config/loop/config, on every
+// platform.
+func UserConfigPath() (string, error) {
+	if dir := os.Getenv("XDG_CONFIG_HOME"); dir != "" && filepath.IsAbs(dir) {
+		return filepath.Join(dir, "loop", "config"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("locate user config: %w", err)
+	}
+	return filepath.Join(home, ".config", "loop", "config"), nil
+}
+
+// Load resolves the configuration of a new run: the built-in defaults, the
+// user config file, the workspace config file and the --set arguments, in
+// that order of precedence (see the package documentation); then the
+// workspace defaults (PROMPT.md, .loop/stop.json, .env when present and
+// their key was not set); then [Config.Validate].
+//
+// It reports every problem at once, from every layer: the error is
+// errors.Join of *ConfigError, each located at the file and line, the --set
+// position, or DefaultsFile. Missing config files are fine. On error the
+// Config is the zero value. Load reads files and changes nothing.
+func Load(opts LoadOptions) (Config, error) {
+	if err := checkWorkspace(opts.Workspace); err != nil {
+		return Config{}, err
+	}
+	ws := filepath.Clean(opts.Workspace)
+	c := Default()
+	p := provenance{entries: make(map[string]Entry), fallback: DefaultsFile}
+	var errs []error
+
+	userConfig := opts.UserConfig
+	if userConfig == "" {
+		userConfig, _ = UserConfigPath() // no home directory: no user layer
+	}
+	for _, path := range []string{userConfig, filepath.Join(ws, WorkspaceConfig)} {
+		if path == "" {
+			continue
+		}
+		entries, err := ParseFile(path)
+		if entries == nil && errors.Is(err, fs.ErrNotExist) {
+			continue // a layer the user does not use
+		}
+		errs = append(errs, flatten(err)...)
+		errs = append(errs, applyLayer(&c, entries, ws, p)...)
+	}
+	entries, err := ParseSets(opts.Sets)
+	errs = append(errs, flatten(err)...)
+	errs = append(errs, applyLayer(&c, entries, ws, p)...)
+
+	applyWorkspaceDefaults(&c, ws, p)
+	errs = append(errs, validate(c, ws, p)...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// With returns a copy of the frozen config c with more --set arguments
+// applied as a new top layer, re-validated for workspace (as by `loopctl
+// resume --set max_iterations=100`). Workspace defaults are not re-applied:
+// the config stays frozen apart from the keys set. On error, every problem is
+// reported as by [Load] (values from c are located at RunConfigFile) and the
+// result is the zero value; c itself is never changed.
+func (c Config) With(workspace string, sets []string) (Config, error) {
+	if err := checkWorkspace(workspace); err != nil {
+		return Config{}, err
+	}
+	ws := filepath.Clean(workspace)
+	n := c.clone()
+	p := provenance{entries: make(map[string]Entry), fallback: RunConfigFile}
+	entries, err := ParseSets(sets)
+	errs := flatten(err)
+	errs = append(errs, applyLayer(&n, entries, ws, p)...)
+	errs = append(errs, validate(n, ws, p)...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return n, nil
+}
+
+// applyLayer applies the entries of one layer to c, in order, recording in p
+// the entry that set each key. It returns a problem for each entry that could
+// not be applied; such an entry changes nothing. Layer semantics:
+//
+//   - a key set again overrides its earlier value;
+//   - verify_command entries of this layer replace the list of earlier layers
+//     and append to each other; an empty value clears the list;
+//   - prompt and prompt_file are one setting: a layer that sets one clears the
+//     other from earlier layers, and one layer may not set both;
+//   - price.<model> overrides one model; an empty value removes the override.
+func applyLayer(c *Config, entries []Entry, ws string, p provenance) []error {
+	var (
+		errs                []error
+		verifySeen          bool
+		prompt, promptFile  Entry // last entries of this layer that set them
+		setPrompt, setPFile bool
+	)
+	for _, e := range entries {
+		if model, ok := strings.CutPrefix(e.Key, pricePrefix); ok {
+			if msg := setPrice(c, model, e.Value); msg != "" {
+				errs = append(errs, &ConfigError{File: e.File, Line: e.Line, Key: e.Key, Msg: msg})
+				continue
+			}
+			p.entries[e.Key] = e
+			continue
+		}
+		k, ok := lookupKey(e.Key)
+		if !ok {
+			msg := "unknown key"
+			if s := suggestKey(e.Key); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			errs = append(errs, &ConfigError{File: e.File, Line: e.Line, Key: e.Key, Msg: msg})
+			continue
+		}
+		if k.repeatable {
+			if !verifySeen {
+				c.VerifyCommands, verifySeen = nil, true
+			}
+			if e.Value == "" {
+				c.VerifyCommands = nil
+			} else {
+				c.VerifyCommands = append(c.VerifyCommands, e.Value)
+			}
+			p.entries[k.name] = e
+			continue
+		}
+		if msg := k.set(c, e.Value, ws); msg != "" {
+			errs = append(errs, &ConfigError{File: e.File, Line: e.Line, Key: e.Key, Msg: msg})
+			continue
+		}
+		p.entries[k.name] = e
+		switch k.name {
+		case "prompt":
+			prompt, setPrompt = e, true
+		case "prompt_file":
+			promptFile, setPFile = e, true
+		}
+	}
+
+	switch {
+	case setPrompt && setPFile && c.Prompt != "" && c.PromptFile != "":
+		earlier, later := prompt, promptFile
+		if later.Line < earlier.Line {
+			earlier, later = later, earlier
+		}
+		errs = append(errs, &ConfigError{
+			File: later.File, Line: later.Line, Key: later.Key,
+			Msg: fmt.Sprintf("conflicts with %s at %s: set only one of prompt and prompt_file", earlier.Key, where(earlier)),
+		})
+		c.Prompt = "" // reported once, here, not again by validate
+	case setPrompt && c.Prompt != "":
+		c.PromptFile = ""
+	case setPFile && c.PromptFile != "":
+		c.Prompt = ""
+	}
+	return errs
+}
+
+// where names an entry's position within its layer, for messages.
+func where(e Entry) string {
+	if e.File == SetFile {
+		return SetFile + " " + strconv.Itoa(e.Line)
+	}
+	return "line " + strconv.Itoa(e.Line)
+}
+
+// applyWorkspaceDefaults fills in the defaults that depend on the
+// workspace's files, for keys that no layer set (an explicitly empty value
+// counts as set, so "env_file=" turns off loading .env).
+func applyWorkspaceDefaults(c *Config, ws string, p provenance) {
+	unset := func(key string) bool { _, set := p.entries[key]; return !set }
+	if c.Prompt == "" && c.PromptFile == "" && unset("prompt_file") {
+		if path := filepath.Join(ws, "PROMPT.md"); isRegularFile(path) {
+			c.PromptFile = path
+		}
+	}
+	if path := filepath.Join(ws, ".loop", "stop.json"); unset("stop_file") && isRegularFile(path) {
+		c.StopFile = path
+	}
+	if path := filepath.Join(ws, ".env"); unset("env_file") && isRegularFile(path) {
+		c.EnvFile = path
+	}
+}
+
+// flatten returns the errors joined in err (nil for nil), so that the final
+// errors.Join holds a flat list of *ConfigError.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
