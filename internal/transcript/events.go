@@ -1,0 +1,271 @@
+package transcript
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+)
+
+// The wire shapes below declare only the fields loopd reads. Decoding is
+// lenient on purpose: a field of an unexpected type is skipped (see decode),
+// and the custom field types never fail, so one odd field does not turn a
+// real event into "text".
+
+// event is the union of every top-level line shape we read.
+type event struct {
+	Type      string `json:"type"`
+	Subtype   string `json:"subtype"`
+	SessionID string `json:"session_id"`
+	Model     string `json:"model"`
+
+	// Claude assistant/user: an object; Codex error: a string.
+	Message         msgField `json:"message"`
+	ParentToolUseID *string  `json:"parent_tool_use_id"`
+	// Claude assistant: a string such as "rate_limit"; Codex turn.failed:
+	// {"message":…}.
+	Error errField `json:"error"`
+
+	// Claude result.
+	IsError        bool          `json:"is_error"`
+	Result         *string       `json:"result"`
+	Errors         []string      `json:"errors"`
+	APIErrorStatus count         `json:"api_error_status"`
+	TotalCostUSD   money         `json:"total_cost_usd"`
+	Usage          *usageFields  `json:"usage"`
+	RateLimitInfo  *rateLimitRaw `json:"rate_limit_info"`
+
+	// Codex exec --json.
+	ThreadID string     `json:"thread_id"`
+	Item     *codexItem `json:"item"`
+	// Legacy Codex envelope {"id":…,"msg":{…}}.
+	Msg *legacyMsg `json:"msg"`
+
+	// Generic {"type":"usage",…}: the token fields sit at the top level.
+	usageFields
+	CostUSD money `json:"cost_usd"`
+}
+
+// usageFields holds the token counters of Anthropic and OpenAI usage objects.
+type usageFields struct {
+	InputTokens   count `json:"input_tokens"`
+	OutputTokens  count `json:"output_tokens"`
+	CacheRead     count `json:"cache_read_input_tokens"`
+	CacheCreation count `json:"cache_creation_input_tokens"`
+	// OpenAI: both are included in input_tokens.
+	CachedInput     count `json:"cached_input_tokens"`
+	CacheWriteInput count `json:"cache_write_input_tokens"`
+}
+
+// anthropic reads Anthropic-style counters: input excludes the cache.
+func (f *usageFields) anthropic() Usage {
+	return Usage{
+		InputTokens:      f.InputTokens.v,
+		OutputTokens:     f.OutputTokens.v,
+		CacheReadTokens:  f.CacheRead.v,
+		CacheWriteTokens: f.CacheCreation.v,
+	}
+}
+
+// openAI reads OpenAI-style counters: input_tokens include cache reads and
+// writes, which are subtracted so InputTokens means the same for every agent.
+// Some Codex builds name the write counter cache_creation_input_tokens.
+func (f *usageFields) openAI() Usage {
+	write := max(f.CacheWriteInput.v, f.CacheCreation.v)
+	read := max(f.CachedInput.v, f.CacheRead.v)
+	return Usage{
+		InputTokens:      max(0, f.InputTokens.v-read-write),
+		OutputTokens:     f.OutputTokens.v,
+		CacheReadTokens:  read,
+		CacheWriteTokens: write,
+	}
+}
+
+type claudeMessage struct {
+	ID      string       `json:"id"`
+	Model   string       `json:"model"`
+	Content contentField `json:"content"`
+	Usage   *usageFields `json:"usage"`
+}
+
+type contentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type rateLimitRaw struct {
+	Status        string `json:"status"`
+	ResetsAt      money  `json:"resetsAt"`
+	RateLimitType string `json:"rateLimitType"`
+}
+
+type codexItem struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type legacyMsg struct {
+	Type             string     `json:"type"`
+	Message          string     `json:"message"`
+	LastAgentMessage string     `json:"last_agent_message"`
+	SessionID        string     `json:"session_id"`
+	Model            string     `json:"model"`
+	Info             *tokenInfo `json:"info"`
+	usageFields
+}
+
+type tokenInfo struct {
+	Total *usageFields `json:"total_token_usage"`
+	Last  *usageFields `json:"last_token_usage"`
+}
+
+// decode unmarshals b into v, tolerating fields of unexpected types:
+// encoding/json skips such a field, finishes the rest and reports an
+// UnmarshalTypeError, which we ignore. Only a syntax error fails.
+func decode(b []byte, v any) bool {
+	err := json.Unmarshal(b, v)
+	if err == nil {
+		return true
+	}
+	_, typeErr := err.(*json.UnmarshalTypeError)
+	return typeErr
+}
+
+// msgField is Claude's message object or Codex's message string. The object
+// is kept raw and decoded only for assistant lines: user lines carry tool
+// results, often the bulk of a transcript, and never need decoding.
+type msgField struct {
+	raw []byte
+	str string
+}
+
+func (m *msgField) UnmarshalJSON(b []byte) error {
+	switch firstByte(b) {
+	case '{':
+		m.raw = append(m.raw[:0], b...)
+	case '"':
+		_ = json.Unmarshal(b, &m.str)
+	}
+	return nil
+}
+
+// claude decodes the message object, or returns nil when there is none.
+func (m *msgField) claude() *claudeMessage {
+	if m.raw == nil {
+		return nil
+	}
+	var cm claudeMessage
+	if !decode(m.raw, &cm) {
+		return nil
+	}
+	return &cm
+}
+
+// errField is a Claude error code string or a Codex {"message":…} object.
+type errField struct {
+	code    string
+	message string
+}
+
+func (e *errField) UnmarshalJSON(b []byte) error {
+	switch firstByte(b) {
+	case '{':
+		var o struct {
+			Message string `json:"message"`
+		}
+		if decode(b, &o) {
+			e.message = o.Message
+		}
+	case '"':
+		_ = json.Unmarshal(b, &e.code)
+	}
+	return nil
+}
+
+// contentField is a list of content blocks or, in user messages, a string.
+type contentField []contentBlock
+
+func (c *contentField) UnmarshalJSON(b []byte) error {
+	switch firstByte(b) {
+	case '[':
+		var blocks []contentBlock
+		if decode(b, &blocks) {
+			*c = blocks
+		}
+	case '"':
+		var s string
+		if json.Unmarshal(b, &s) == nil {
+			*c = contentField{{Type: "text", Text: s}}
+		}
+	}
+	return nil
+}
+
+// maxCount caps one token counter; far above any real step, far below
+// overflow when thousands of them are added.
+const maxCount = 1 << 50
+
+// count is a token counter: any JSON number, clamped to [0, maxCount];
+// anything else (string, null, object) leaves it unset.
+type count struct {
+	v  int64
+	ok bool
+}
+
+func (n *count) UnmarshalJSON(b []byte) error {
+	s := string(bytes.TrimSpace(b))
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*n = count{v: min(max(i, 0), maxCount), ok: true}
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !isRangeErr(err) {
+		return nil
+	}
+	if math.IsNaN(f) {
+		return nil
+	}
+	*n = count{v: int64(min(max(f, 0), maxCount)), ok: true}
+	return nil
+}
+
+// maxMoney caps one reported amount (USD, or a Unix time in resetsAt) so
+// sums stay finite.
+const maxMoney = 1e15
+
+// money is a non-negative JSON number, capped at maxMoney; anything else
+// leaves it unset.
+type money struct {
+	v  float64
+	ok bool
+}
+
+func (m *money) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64)
+	if (err != nil && !isRangeErr(err)) || math.IsNaN(f) || f < 0 {
+		return nil
+	}
+	*m = money{v: min(f, maxMoney), ok: true}
+	return nil
+}
+
+func (m money) ptr() *float64 {
+	if !m.ok {
+		return nil
+	}
+	v := m.v
+	return &v
+}
+
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+func firstByte(b []byte) byte {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
