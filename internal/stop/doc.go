@@ -1,0 +1,77 @@
+// Package stop decides when a run stops and why: the stop condition types of SPEC
+// section 5, their JSON form (.loop/stop.json), validation, the pricing table, and the
+// Evaluator the scheduler calls after every step.
+//
+// The package is pure: it never touches the database, and it reads time only through
+// the Clock it is given. The scheduler derives a Context from persisted steps and asks
+// for a verdict; the same steps give the same verdict before and after a restart. The
+// only side effects are the ones conditions ask for: file_created and file_contains
+// read the workspace, custom_script runs a script in it.
+//
+// # Conditions
+//
+// Each condition type is a small struct implementing the sealed Condition interface
+// (MaxIterations{Count: 5}, All{Conditions: …}, …), decoded through a table of field
+// specs. Small structs rather than one tagged struct: each type carries exactly its
+// fields, a type switch over them is checked by the compiler, and the zero values of
+// unrelated fields cannot leak into JSON. The "not" condition is the struct Negation,
+// because Not is the builder (And, Or, Not, with the seed's flattening).
+//
+// JSON is the seed's tagged form, {"type":"max_iterations","count":5}. Decoding is
+// strict (unknown types and fields, duplicates and wrong JSON types are errors with the
+// JSON path and a "did you mean"); encoding is canonical and round-trips exactly:
+// is_regex is always written, args and tests are [] when empty, on_error.pattern and
+// max_cost.model are left out when empty, and max_duration is a humantime string in the
+// form of FormatDuration ("2h 30m"). ParseDuration reads both humantime ("2h 30m",
+// "1day", "90 sec") and Go ("2h30m") durations.
+//
+// # Classes and verdicts
+//
+// The list a condition is declared in gives its Class: Set.Conditions are limits
+// (ClassLimit, the run ends ABORTED), Set.SuccessConditions complete it (ClassSuccess,
+// COMPLETED) and Set.FailureConditions fail it (ClassFailure, FAILED). When several are
+// met at once, failure beats success beats limit; within a class the highest priority
+// wins, then declaration order. Priorities are the seed's (on_error 100, user_signal 90,
+// max_iterations and max_duration 80, test_failure_streak and no_progress 70, tests 60,
+// output_pattern 50, files 40, custom_script 30, all/any 20, not 10, never 0); token and
+// cost limits are 80, max_consecutive_failures and stuck_task 70.
+//
+// The config keys are shorthands for conditions (see Shorthands): max_iterations,
+// max_duration, max_tokens, max_input_tokens, max_output_tokens and max_cost add
+// limits; max_consecutive_<phase>_failures, max_task_failures (stuck_task) and
+// no_progress_iterations (no_progress) add failure conditions. Set.Merge puts them and
+// .loop/stop.json into one Set for one Evaluator.
+//
+// Verdict.Reason is the machine reason of SPEC section 4 (Condition.Reason):
+// max_iterations:<n>, max_duration:<FormatDuration>, max_tokens:<n>,
+// max_input_tokens:<n>, max_output_tokens:<n>, max_cost:<usd, 2 decimals>,
+// max_consecutive_failures:<phase>:<limit>, stuck_task:<n>, no_progress:<iterations>,
+// test_failure_streak:<count>, and condition:<type> for every other type (a composite
+// is condition:all, condition:any or condition:not whichever child met it).
+// Verdict.Description is the condition's description ("after 7 iterations") and
+// Verdict.Detail the result's human detail ("Reached 7 iterations").
+//
+// # Tokens and cost
+//
+// Usage.InputTokens excludes cache reads and writes. max_input_tokens counts every input
+// token the model processed, InputTokens + CacheReadTokens + CacheWriteTokens
+// (Usage.InputTotal); max_output_tokens counts OutputTokens; max_tokens counts both
+// (Usage.Total). Limits trigger when the count is ≥ the limit.
+//
+// max_cost triggers when the cost is ≥ the budget. The cost is Usage.PricedCostUSD when
+// the run's model is in the pricing table (PricedKnown), else the agents' reported cost
+// (ReportedKnown). With neither, and tokens used, the cost cannot be measured: the
+// Result is not met, Unmeasurable is set and Reason says "cost unknown: model X is not
+// in the pricing table and the agent reported no cost" — the caller surfaces it (status
+// and event); it is never counted as $0. max_cost with a model re-prices the token
+// totals with that model's price from Options.Prices; Set.ValidateModels rejects a
+// model that is not there.
+//
+// # Evaluation
+//
+// See Evaluator for the order, parallelism, timeouts and the cache, which never reuses a
+// result for a different Context.Step. Each Evaluation lists the conditions whose
+// progress changed (the caller emits CONDITION_PROGRESSED), the last 100 are kept
+// (History, for `loopctl status --debug`), and each is logged at debug level (info with
+// Options.Debug) with the run, step, iteration, duration and every condition's result.
+package stop

@@ -1,0 +1,757 @@
+package stop
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Encoding: every condition encodes as {"type":…} followed by its fields in the seed's
+// order. The canonical form writes every field except the optional on_error.pattern and
+// max_cost.model, which are left out when empty; lists are [] rather than null; durations
+// are FormatDuration strings. encode(decode(encode(c))) == encode(c) for every condition.
+
+func (c MaxIterations) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type `json:"type"`
+		Count int  `json:"count"`
+	}{c.Type(), c.Count})
+}
+
+func (c MaxDuration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type     Type   `json:"type"`
+		Duration string `json:"duration"`
+	}{c.Type(), FormatDuration(c.Duration)})
+}
+
+func (c TestFailureStreak) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type `json:"type"`
+		Count int  `json:"count"`
+	}{c.Type(), c.Count})
+}
+
+func (c AllTestsPass) MarshalJSON() ([]byte, error) { return marshalBare(c.Type()) }
+
+func (c SpecificTestsPass) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type     `json:"type"`
+		Tests []string `json:"tests"`
+	}{c.Type(), nonNil(c.Tests)})
+}
+
+func (c NoProgress) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type       Type `json:"type"`
+		Iterations int  `json:"iterations"`
+	}{c.Type(), c.Iterations})
+}
+
+func (c FileCreated) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type Type   `json:"type"`
+		Path string `json:"path"`
+	}{c.Type(), c.Path})
+}
+
+func (c FileContains) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type    Type   `json:"type"`
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}{c.Type(), c.Path, c.Content})
+}
+
+func (c OutputPattern) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type    Type   `json:"type"`
+		Pattern string `json:"pattern"`
+		IsRegex bool   `json:"is_regex"`
+	}{c.Type(), c.Pattern, c.IsRegex})
+}
+
+func (c OnError) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type    Type   `json:"type"`
+		Pattern string `json:"pattern,omitempty"`
+	}{c.Type(), c.Pattern})
+}
+
+func (c CustomScript) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type   Type     `json:"type"`
+		Script string   `json:"script"`
+		Args   []string `json:"args"`
+	}{c.Type(), c.Script, nonNil(c.Args)})
+}
+
+func (c UserSignal) MarshalJSON() ([]byte, error) { return marshalBare(c.Type()) }
+
+func (c All) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type       Type        `json:"type"`
+		Conditions []Condition `json:"conditions"`
+	}{c.Type(), nonNil(c.Conditions)})
+}
+
+func (c Any) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type       Type        `json:"type"`
+		Conditions []Condition `json:"conditions"`
+	}{c.Type(), nonNil(c.Conditions)})
+}
+
+func (c Negation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type      Type      `json:"type"`
+		Condition Condition `json:"condition"`
+	}{c.Type(), c.Condition})
+}
+
+func (c Never) MarshalJSON() ([]byte, error) { return marshalBare(c.Type()) }
+
+func (c MaxTokens) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type  `json:"type"`
+		Count int64 `json:"count"`
+	}{c.Type(), c.Count})
+}
+
+func (c MaxInputTokens) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type  `json:"type"`
+		Count int64 `json:"count"`
+	}{c.Type(), c.Count})
+}
+
+func (c MaxOutputTokens) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type  `json:"type"`
+		Count int64 `json:"count"`
+	}{c.Type(), c.Count})
+}
+
+func (c MaxCost) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type    Type    `json:"type"`
+		Dollars float64 `json:"dollars"`
+		Model   string  `json:"model,omitempty"`
+	}{c.Type(), c.Dollars, c.Model})
+}
+
+func (c MaxConsecutiveFailures) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type   `json:"type"`
+		Phase string `json:"phase"`
+		Limit int    `json:"limit"`
+	}{c.Type(), c.Phase, c.Limit})
+}
+
+func (c StuckTask) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Type  Type `json:"type"`
+		Count int  `json:"count"`
+	}{c.Type(), c.Count})
+}
+
+func marshalBare(t Type) ([]byte, error) {
+	return json.Marshal(struct {
+		Type Type `json:"type"`
+	}{t})
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// MarshalJSON encodes s in the canonical form of .loop/stop.json: all four keys, lists
+// as [] when empty.
+func (s Set) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Conditions        []Condition `json:"conditions"`
+		SuccessConditions []Condition `json:"success_conditions"`
+		FailureConditions []Condition `json:"failure_conditions"`
+		StopOnFirst       bool        `json:"stop_on_first"`
+	}{nonNil(s.Conditions), nonNil(s.SuccessConditions), nonNil(s.FailureConditions), s.StopOnFirst})
+}
+
+// UnmarshalJSON decodes s strictly; see DecodeSet.
+func (s *Set) UnmarshalJSON(data []byte) error {
+	set, err := DecodeSet(data)
+	if err != nil {
+		return err
+	}
+	*s = set
+	return nil
+}
+
+// maxDepth bounds how deeply all/any/not may nest. It keeps decoding linear in the
+// input and evaluation's recursion shallow; real condition trees are a few levels deep.
+const maxDepth = 32
+
+// DecodeSet decodes the JSON of .loop/stop.json strictly: unknown types and fields,
+// duplicate fields, wrong JSON types, missing required fields and trailing data are
+// errors. Every problem found is reported (errors.Join of *ValidationError), each with
+// its JSON path, e.g. `success_conditions[0].conditions[2].count: expected an integer,
+// got "5"`. Absent lists are empty. DecodeSet checks shape only; Set.Validate checks
+// values.
+func DecodeSet(data []byte) (Set, error) {
+	var d decoder
+	raw, ok := d.top(data)
+	if !ok {
+		return Set{}, d.err()
+	}
+	var s Set
+	for _, m := range d.object(raw, "") {
+		switch m.key {
+		case "conditions":
+			s.Conditions = d.conditions(m.value, m.key, 0)
+		case "success_conditions":
+			s.SuccessConditions = d.conditions(m.value, m.key, 0)
+		case "failure_conditions":
+			s.FailureConditions = d.conditions(m.value, m.key, 0)
+		case "stop_on_first":
+			s.StopOnFirst, _ = d.bool(m.value, m.key)
+		default:
+			d.unknownField(m.key, "", "stop.json", setFields)
+		}
+	}
+	if err := d.err(); err != nil {
+		return Set{}, err
+	}
+	return s, nil
+}
+
+var setFields = []string{"conditions", "success_conditions", "failure_conditions", "stop_on_first"}
+
+// DecodeCondition decodes one condition as strictly as DecodeSet; paths in its errors
+// are relative to the condition ("conditions[0].count").
+func DecodeCondition(data []byte) (Condition, error) {
+	var d decoder
+	raw, ok := d.top(data)
+	if !ok {
+		return nil, d.err()
+	}
+	c := d.condition(raw, "", 0)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decoder collects every problem found while decoding.
+type decoder struct{ errs []error }
+
+func (d *decoder) fail(path, format string, args ...any) {
+	d.errs = append(d.errs, &ValidationError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) err() error { return errors.Join(d.errs...) }
+
+// top checks that data is exactly one JSON value.
+func (d *decoder) top(data []byte) (json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		d.syntax(data, err)
+		return nil, false
+	}
+	end := dec.InputOffset()
+	if _, err := dec.Token(); err != io.EOF {
+		rest := data[end:]
+		line, col := lineCol(data, end+int64(len(rest)-len(bytes.TrimLeft(rest, " \t\r\n"))))
+		d.fail("", "invalid JSON at line %d, column %d: data after the top-level value", line, col)
+		return nil, false
+	}
+	return raw, true
+}
+
+func (d *decoder) syntax(data []byte, err error) {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		line, col := lineCol(data, se.Offset-1) // Offset is just past the bad byte
+		d.fail("", "invalid JSON at line %d, column %d: %v", line, col, err)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		d.fail("", "invalid JSON: unexpected end of input")
+	default:
+		d.fail("", "invalid JSON: %v", err)
+	}
+}
+
+func lineCol(data []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 0), int64(len(data)))
+	before := data[:offset]
+	line = bytes.Count(before, []byte{'\n'}) + 1
+	col = int(offset) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return line, col
+}
+
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+// object returns the members of the JSON object raw in document order, reporting a
+// non-object and duplicate keys.
+func (d *decoder) object(raw json.RawMessage, path string) []member {
+	if k := kindOf(raw); k != "object" {
+		d.fail(path, "expected an object, got %s", describe(raw))
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'; raw is valid JSON
+		d.fail(path, "invalid JSON: %v", err)
+		return nil
+	}
+	var ms []member
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			d.fail(path, "invalid JSON: %v", err)
+			return ms
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			d.fail(join(path, key), "invalid JSON: %v", err)
+			return ms
+		}
+		if seen[key] {
+			d.fail(join(path, key), "duplicate field")
+			continue
+		}
+		seen[key] = true
+		ms = append(ms, member{key, v})
+	}
+	return ms
+}
+
+func (d *decoder) conditions(raw json.RawMessage, path string, depth int) []Condition {
+	if k := kindOf(raw); k != "array" {
+		d.fail(path, "expected an array of conditions, got %s", describe(raw))
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		d.fail(path, "invalid JSON: %v", err)
+		return nil
+	}
+	cs := make([]Condition, 0, len(items))
+	for i, item := range items {
+		if c := d.condition(item, index(path, i), depth); c != nil {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// fieldKind is the JSON shape of a condition field.
+type fieldKind int
+
+const (
+	kindInt fieldKind = iota
+	kindInt64
+	kindFloat
+	kindBool
+	kindString
+	kindStrings
+	kindDuration
+	kindCondition
+	kindConditions
+)
+
+type fieldSpec struct {
+	name     string
+	kind     fieldKind
+	optional bool // may be absent or null
+}
+
+type typeSpec struct {
+	fields []fieldSpec
+	build  func(v fieldValues) Condition
+}
+
+// fieldValues holds the decoded fields of one condition; absent fields read as zero.
+type fieldValues map[string]any
+
+func get[T any](v fieldValues, name string) T {
+	x, _ := v[name].(T)
+	return x
+}
+
+var typeSpecs = map[Type]typeSpec{
+	TypeMaxIterations: {[]fieldSpec{{"count", kindInt, false}}, func(v fieldValues) Condition {
+		return MaxIterations{Count: get[int](v, "count")}
+	}},
+	TypeMaxDuration: {[]fieldSpec{{"duration", kindDuration, false}}, func(v fieldValues) Condition {
+		return MaxDuration{Duration: get[time.Duration](v, "duration")}
+	}},
+	TypeTestFailureStreak: {[]fieldSpec{{"count", kindInt, false}}, func(v fieldValues) Condition {
+		return TestFailureStreak{Count: get[int](v, "count")}
+	}},
+	TypeAllTestsPass: {nil, func(fieldValues) Condition { return AllTestsPass{} }},
+	TypeSpecificTestsPass: {[]fieldSpec{{"tests", kindStrings, false}}, func(v fieldValues) Condition {
+		return SpecificTestsPass{Tests: get[[]string](v, "tests")}
+	}},
+	TypeNoProgress: {[]fieldSpec{{"iterations", kindInt, false}}, func(v fieldValues) Condition {
+		return NoProgress{Iterations: get[int](v, "iterations")}
+	}},
+	TypeFileCreated: {[]fieldSpec{{"path", kindString, false}}, func(v fieldValues) Condition {
+		return FileCreated{Path: get[string](v, "path")}
+	}},
+	TypeFileContains: {[]fieldSpec{{"path", kindString, false}, {"content", kindString, false}}, func(v fieldValues) Condition {
+		return FileContains{Path: get[string](v, "path"), Content: get[string](v, "content")}
+	}},
+	TypeOutputPattern: {[]fieldSpec{{"pattern", kindString, false}, {"is_regex", kindBool, true}}, func(v fieldValues) Condition {
+		return OutputPattern{Pattern: get[string](v, "pattern"), IsRegex: get[bool](v, "is_regex")}
+	}},
+	TypeOnError: {[]fieldSpec{{"pattern", kindString, true}}, func(v fieldValues) Condition {
+		return OnError{Pattern: get[string](v, "pattern")}
+	}},
+	TypeCustomScript: {[]fieldSpec{{"script", kindString, false}, {"args", kindStrings, true}}, func(v fieldValues) Condition {
+		return CustomScript{Script: get[string](v, "script"), Args: get[[]string](v, "args")}
+	}},
+	TypeUserSignal: {nil, func(fieldValues) Condition { return UserSignal{} }},
+	TypeAll: {[]fieldSpec{{"conditions", kindConditions, false}}, func(v fieldValues) Condition {
+		return All{Conditions: get[[]Condition](v, "conditions")}
+	}},
+	TypeAny: {[]fieldSpec{{"conditions", kindConditions, false}}, func(v fieldValues) Condition {
+		return Any{Conditions: get[[]Condition](v, "conditions")}
+	}},
+	TypeNot: {[]fieldSpec{{"condition", kindCondition, false}}, func(v fieldValues) Condition {
+		return Negation{Condition: get[Condition](v, "condition")}
+	}},
+	TypeNever: {nil, func(fieldValues) Condition { return Never{} }},
+	TypeMaxTokens: {[]fieldSpec{{"count", kindInt64, false}}, func(v fieldValues) Condition {
+		return MaxTokens{Count: get[int64](v, "count")}
+	}},
+	TypeMaxInputTokens: {[]fieldSpec{{"count", kindInt64, false}}, func(v fieldValues) Condition {
+		return MaxInputTokens{Count: get[int64](v, "count")}
+	}},
+	TypeMaxOutputTokens: {[]fieldSpec{{"count", kindInt64, false}}, func(v fieldValues) Condition {
+		return MaxOutputTokens{Count: get[int64](v, "count")}
+	}},
+	TypeMaxCost: {[]fieldSpec{{"dollars", kindFloat, false}, {"model", kindString, true}}, func(v fieldValues) Condition {
+		return MaxCost{Dollars: get[float64](v, "dollars"), Model: get[string](v, "model")}
+	}},
+	TypeMaxConsecutiveFailures: {[]fieldSpec{{"phase", kindString, false}, {"limit", kindInt, false}}, func(v fieldValues) Condition {
+		return MaxConsecutiveFailures{Phase: get[string](v, "phase"), Limit: get[int](v, "limit")}
+	}},
+	TypeStuckTask: {[]fieldSpec{{"count", kindInt, false}}, func(v fieldValues) Condition {
+		return StuckTask{Count: get[int](v, "count")}
+	}},
+}
+
+// condition decodes one condition object; it returns nil after recording its problems.
+func (d *decoder) condition(raw json.RawMessage, path string, depth int) Condition {
+	if depth >= maxDepth {
+		d.fail(path, "conditions nested more than %d deep", maxDepth)
+		return nil
+	}
+	if k := kindOf(raw); k != "object" {
+		d.fail(path, "expected a condition object such as {\"type\":\"max_iterations\",\"count\":5}, got %s", describe(raw))
+		return nil
+	}
+	before := len(d.errs)
+	members := d.object(raw, path)
+	var typ Type
+	found := false
+	for _, m := range members {
+		if m.key == "type" {
+			found = true
+			if s, ok := d.string(m.value, join(path, "type")); ok {
+				typ = Type(s)
+			}
+		}
+	}
+	if !found {
+		d.fail(path, "missing field \"type\"")
+		return nil
+	}
+	if len(d.errs) > before {
+		return nil
+	}
+	spec, ok := typeSpecs[typ]
+	if !ok {
+		names := make([]string, len(allTypes))
+		for i, t := range allTypes {
+			names[i] = string(t)
+		}
+		if s, ok := closest(string(typ), names); ok {
+			d.fail(join(path, "type"), "unknown condition type %q (did you mean %s?)", typ, s)
+		} else {
+			d.fail(join(path, "type"), "unknown condition type %q (known types: %s)", typ, strings.Join(names, ", "))
+		}
+		return nil
+	}
+	values := make(fieldValues, len(spec.fields))
+	names := make([]string, len(spec.fields))
+	for i, f := range spec.fields {
+		names[i] = f.name
+	}
+	for _, m := range members {
+		if m.key == "type" {
+			continue
+		}
+		i := indexOfField(spec.fields, m.key)
+		if i < 0 {
+			d.unknownField(m.key, path, string(typ), names)
+			continue
+		}
+		f := spec.fields[i]
+		fpath := join(path, f.name)
+		if f.optional && kindOf(m.value) == "null" {
+			continue
+		}
+		if v, ok := d.field(f.kind, m.value, fpath, depth); ok {
+			values[f.name] = v
+		}
+	}
+	for _, f := range spec.fields {
+		if _, ok := values[f.name]; !ok && !f.optional && !hasMember(members, f.name) {
+			d.fail(path, "missing field %q for %s", f.name, typ)
+		}
+	}
+	if len(d.errs) > before {
+		return nil
+	}
+	return spec.build(values)
+}
+
+func indexOfField(fs []fieldSpec, name string) int {
+	for i, f := range fs {
+		if f.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func hasMember(ms []member, key string) bool {
+	for _, m := range ms {
+		if m.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *decoder) unknownField(key, path, owner string, known []string) {
+	switch s, ok := closest(key, known); {
+	case ok:
+		d.fail(join(path, key), "unknown field for %s (did you mean %s?)", owner, s)
+	case len(known) == 0:
+		d.fail(join(path, key), "unknown field: %s has no fields", owner)
+	default:
+		d.fail(join(path, key), "unknown field for %s (fields: %s)", owner, strings.Join(known, ", "))
+	}
+}
+
+func (d *decoder) field(k fieldKind, raw json.RawMessage, path string, depth int) (any, bool) {
+	switch k {
+	case kindInt:
+		n, ok := d.integer(raw, path, strconv.IntSize)
+		return int(n), ok
+	case kindInt64:
+		return d.integer(raw, path, 64)
+	case kindFloat:
+		if kind := kindOf(raw); kind != "number" {
+			d.fail(path, "expected a number, got %s", describe(raw))
+			return nil, false
+		}
+		v, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || math.IsInf(v, 0) {
+			d.fail(path, "number %s is out of range", raw)
+			return nil, false
+		}
+		return v, true
+	case kindBool:
+		return d.bool(raw, path)
+	case kindString:
+		return d.string(raw, path)
+	case kindStrings:
+		if kind := kindOf(raw); kind != "array" {
+			d.fail(path, "expected an array of strings, got %s", describe(raw))
+			return nil, false
+		}
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			d.fail(path, "invalid JSON: %v", err)
+			return nil, false
+		}
+		out := make([]string, 0, len(items))
+		ok := true
+		for i, item := range items {
+			s, good := d.string(item, index(path, i))
+			ok = ok && good
+			out = append(out, s)
+		}
+		return out, ok
+	case kindDuration:
+		s, ok := d.string(raw, path)
+		if !ok {
+			return nil, false
+		}
+		v, err := ParseDuration(s)
+		if err != nil {
+			d.fail(path, "%v", err)
+			return nil, false
+		}
+		return v, true
+	case kindCondition:
+		c := d.condition(raw, path, depth+1)
+		return c, c != nil
+	case kindConditions:
+		before := len(d.errs)
+		cs := d.conditions(raw, path, depth+1)
+		return cs, len(d.errs) == before
+	}
+	panic("stop: unknown field kind")
+}
+
+func (d *decoder) integer(raw json.RawMessage, path string, bits int) (int64, bool) {
+	if kind := kindOf(raw); kind != "number" {
+		d.fail(path, "expected an integer, got %s", describe(raw))
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(raw), 10, bits)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			d.fail(path, "integer %s is out of range", raw)
+		} else {
+			d.fail(path, "expected an integer, got %s", raw)
+		}
+		return 0, false
+	}
+	return n, true
+}
+
+func (d *decoder) bool(raw json.RawMessage, path string) (bool, bool) {
+	switch string(raw) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	d.fail(path, "expected true or false, got %s", describe(raw))
+	return false, false
+}
+
+func (d *decoder) string(raw json.RawMessage, path string) (string, bool) {
+	if kind := kindOf(raw); kind != "string" {
+		d.fail(path, "expected a string, got %s", describe(raw))
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		d.fail(path, "invalid string: %v", err)
+		return "", false
+	}
+	return s, true
+}
+
+// kindOf names the JSON type of a valid raw value for error messages.
+func kindOf(raw json.RawMessage) string {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// describe names the JSON type of raw, with the value of short strings, for "got …".
+func describe(raw json.RawMessage) string {
+	k := kindOf(raw)
+	if raw = bytes.TrimSpace(raw); k == "string" && len(raw) <= 40 {
+		return "string " + string(raw)
+	}
+	return k
+}
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// closest returns the candidate most likely meant by word: one that starts like word
+// does, but for at most its last byte ("verify" → "verification"), else the nearest by
+// edit distance if near enough.
+func closest(word string, candidates []string) (string, bool) {
+	best, bestDist := "", math.MaxInt
+	for _, c := range candidates {
+		if n := commonPrefix(word, c); n >= 4 && n >= len(word)-1 && (best == "" || len(c) < len(best)) {
+			best = c
+		}
+	}
+	if best != "" {
+		return best, true
+	}
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if best == "" || bestDist >= len(word) || bestDist > max(2, len(word)/3) {
+		return "", false
+	}
+	return best, true
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 { // suggestions are for typos, not for essays
+		return math.MaxInt
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
