@@ -1,0 +1,3 @@
+package broken
+
+func Answer() int { return "forty-two" }

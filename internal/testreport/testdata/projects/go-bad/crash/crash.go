@@ -1,0 +1,3 @@
+package crash
+
+func Div(a, b int) int { return a / b }

@@ -1,0 +1,5 @@
+package strs
+
+import "strings"
+
+func Upper(s string) string { return strings.ToUpper(s) }

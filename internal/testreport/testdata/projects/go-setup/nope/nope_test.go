@@ -1,0 +1,9 @@
+package nope
+
+import (
+	"testing"
+
+	"example.com/setup/missing"
+)
+
+func TestNope(t *testing.T) { missing.Do() }

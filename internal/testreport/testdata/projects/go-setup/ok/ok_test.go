@@ -1,0 +1,5 @@
+package ok
+
+import "testing"
+
+func TestFine(t *testing.T) {}

@@ -1,0 +1,9 @@
+describe('strs', () => {
+  test('upper', () => {
+    expect('a'.toUpperCase()).toBe('A');
+  });
+
+  test('trim', () => {
+    expect(' a '.trim()).toBe('a');
+  });
+});

@@ -1,0 +1,5 @@
+import not_a_real_module
+
+
+def test_never_runs():
+    assert not_a_real_module
