@@ -18,6 +18,7 @@ CREATE TABLE runs (
     pause_request INTEGER NOT NULL DEFAULT 0 CHECK (pause_request IN (0, 1)),
     user_signal   INTEGER NOT NULL DEFAULT 0 CHECK (user_signal IN (0, 1)),
     wait_until    INTEGER,                         -- WAITING: when the agent's usage limit resets
+    postmortem_at INTEGER,                         -- when runs/<id>/postmortem.md was written for the current ending
     created_at    INTEGER NOT NULL,
     started_at    INTEGER,
     ended_at      INTEGER,
@@ -25,6 +26,7 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_workspace_created ON runs (workspace, created_at);
 CREATE INDEX runs_status ON runs (status, created_at);
+CREATE INDEX runs_postmortem_due ON runs (status) WHERE postmortem_at IS NULL;
 
 CREATE TABLE steps (
     id                 INTEGER PRIMARY KEY,

@@ -211,6 +211,9 @@ func (c *Client) Events(ctx context.Context, ref RunRef, after int64, follow boo
 type LogsOptions struct {
 	Step   int  // step seq; 0 = every step in order
 	Follow bool // keep streaming as output is written, until the run ends
+	// JSON streams NDJSON objects {"seq","phase","text"} instead of raw
+	// bytes with a header line between steps.
+	JSON bool
 }
 
 // Logs streams step output: raw bytes, in order, never split inside a UTF-8
@@ -222,6 +225,9 @@ func (c *Client) Logs(ctx context.Context, ref RunRef, opts LogsOptions) (io.Rea
 	}
 	if opts.Follow {
 		q.Set("follow", "1")
+	}
+	if opts.JSON {
+		q.Set("format", "json")
 	}
 	return c.stream(ctx, ref.path("/logs"), q)
 }

@@ -28,6 +28,7 @@ type Run struct {
 	PauseRequest bool          `db:"pause_request"`
 	UserSignal   bool          `db:"user_signal"`
 	WaitUntil    *int64        `db:"wait_until"`
+	PostmortemAt *int64        `db:"postmortem_at"`
 	CreatedAt    int64         `db:"created_at"`
 	StartedAt    *int64        `db:"started_at"`
 	EndedAt      *int64        `db:"ended_at"`
@@ -41,14 +42,14 @@ const (
 )
 
 const runColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
-	exit_code, stop_request, pause_request, user_signal, wait_until, created_at, started_at, ended_at, updated_at`
+	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at`
 
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
 	r.CreatedAt, r.UpdatedAt = t.now, t.now
 	_, err := t.tx.NamedExecContext(t.ctx, `INSERT INTO runs (`+runColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
-		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :created_at, :started_at, :ended_at, :updated_at)`, r)
+		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at)`, r)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}
@@ -94,8 +95,9 @@ func (t *Tx) TransitionRun(tr Transition) error {
 		c := tr.To.ExitCode()
 		exit, ended = &c, &t.now
 	}
+	// Any change of status makes the postmortem of an earlier ending stale.
 	set := []string{"status = ?", "reason = ?", "description = ?", "condition = ?", "exit_code = ?",
-		"ended_at = ?", "wait_until = ?", "updated_at = ?"}
+		"ended_at = ?", "wait_until = ?", "updated_at = ?", "postmortem_at = NULL"}
 	args := []any{tr.To, tr.Reason, tr.Description, tr.Condition, exit, ended, tr.WaitUntil, t.now}
 	if tr.To == api.RunRunning {
 		set = append(set, "started_at = COALESCE(started_at, ?)")
@@ -289,4 +291,54 @@ func (s *Store) CountRuns(ctx context.Context) (map[api.RunStatus]int, error) {
 		out[st] = n
 	}
 	return out, rows.Err()
+}
+
+// Claimable returns the oldest run that may start now: PENDING, or WAITING
+// with its usage limit reset. ErrNotFound when there is none.
+func (s *Store) Claimable(ctx context.Context, now int64) (Run, error) {
+	var r Run
+	err := s.r.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs
+		WHERE status = 'PENDING' OR (status = 'WAITING' AND COALESCE(wait_until, 0) <= ?)
+		ORDER BY created_at, rowid LIMIT 1`, now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	return r, err
+}
+
+// NextWakeUp returns the earliest reset time among WAITING runs, or 0.
+func (s *Store) NextWakeUp(ctx context.Context) (int64, error) {
+	var at sql.NullInt64
+	err := s.r.GetContext(ctx, &at, `SELECT MIN(COALESCE(wait_until, 0)) FROM runs WHERE status = 'WAITING'`)
+	return at.Int64, err
+}
+
+// MarkPostmortem records that a terminal run's postmortem was written, with
+// its POSTMORTEM_WRITTEN event; ErrConflict when the run is no longer in
+// the status the postmortem describes.
+func (t *Tx) MarkPostmortem(id string, status api.RunStatus, payload any) error {
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET postmortem_at = ? WHERE id = ? AND status = ?`, t.now, id, status)
+	if err != nil {
+		return fmt.Errorf("mark postmortem: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("mark postmortem of %s: %w", id, ErrConflict)
+	}
+	_, err = t.Event(id, nil, events.PostmortemWritten, payload)
+	return err
+}
+
+// PostmortemsDue lists terminal runs whose postmortem was not written (the
+// daemon died between the terminal commit and the report).
+func (s *Store) PostmortemsDue(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := s.r.SelectContext(ctx, &ids, `SELECT id FROM runs WHERE postmortem_at IS NULL
+		AND status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED') ORDER BY created_at`)
+	return ids, err
+}
+
+// ClearUserSignal lowers a run's user_signal.
+func (t *Tx) ClearUserSignal(id string) error {
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET user_signal = 0, updated_at = ? WHERE id = ?`, t.now, id)
+	return err
 }

@@ -127,9 +127,12 @@ func (t *Tx) SetStepProcess(stepID int64, pid, pgid int, procStart int64, bootID
 
 // FinishStep moves a RUNNING step to its final status (compare-and-set:
 // ErrConflict when it already ended) with everything learned, and appends
-// typ (STEP_FINISHED or STEP_INTERRUPTED).
+// typ (STEP_FINISHED or STEP_INTERRUPTED). EndedAt defaults to now; a step
+// whose end was learned after the fact (from its status file) sets it.
 func (t *Tx) FinishStep(s *Step, typ events.Type, payload any) error {
-	s.EndedAt = &t.now
+	if s.EndedAt == nil {
+		s.EndedAt = &t.now
+	}
 	res, err := t.tx.NamedExecContext(t.ctx, `UPDATE steps SET status = :status, exit_code = :exit_code, error = :error,
 		ended_at = :ended_at, model = :model, input_tokens = :input_tokens, output_tokens = :output_tokens,
 		cache_read_tokens = :cache_read_tokens, cache_write_tokens = :cache_write_tokens, usage_found = :usage_found,

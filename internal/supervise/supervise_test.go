@@ -260,6 +260,7 @@ func TestWatchLimits(t *testing.T) {
 		{"busy is not idle", "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.05; done",
 			func(l Limits) Limits { l.IdleTimeout = 300 * time.Millisecond; return l }, false, Exited},
 		{"canceled", "sleep 30", func(l Limits) Limits { return l }, true, Canceled},
+		{"detached", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.Detach = ch; return l }, false, Detached},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,7 +279,12 @@ func TestWatchLimits(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("Watch = %v, want %v", got, tt.want)
 			}
-			if !p.ended() {
+			if tt.want == Detached {
+				if p.ended() {
+					t.Error("a detached step must keep running")
+				}
+				p.Terminate(time.Second)
+			} else if !p.ended() {
 				t.Error("Watch returned before the process ended")
 			}
 		})

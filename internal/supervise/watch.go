@@ -12,6 +12,10 @@ type Limits struct {
 	IdleTimeout time.Duration // the step is stopped after this long without new output; 0 = none
 	LogPath     string        // where its output goes (watched for idleness)
 	Grace       time.Duration // between SIGTERM and SIGKILL; default 5s
+	// Detach, when closed, makes Watch return Detached at once and leave
+	// the process alone: the daemon is shutting down and the step goes on
+	// for the next daemon to adopt.
+	Detach <-chan struct{}
 }
 
 // Ending says why Watch returned.
@@ -22,6 +26,7 @@ const (
 	TimedOut               // Limits.Deadline passed; the step was stopped
 	Idle                   // no output for Limits.IdleTimeout; the step was stopped
 	Canceled               // ctx was canceled; the step was stopped
+	Detached               // Limits.Detach was closed; the step is still running
 )
 
 // Watch waits for the process to end while enforcing limits. When ctx is
@@ -57,6 +62,11 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 		select {
 		case <-p.done:
 			return Exited
+		case <-l.Detach:
+			if p.ended() {
+				return Exited
+			}
+			return Detached
 		case <-ctx.Done():
 			if p.ended() {
 				return Exited

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// Exit codes (SPEC section 3).
+const (
+	exitOK          = 0
+	exitUsage       = 64  // bad flags, arguments or input
+	exitNotFound    = 66  // no such run
+	exitUnavailable = 69  // the daemon is not reachable (or refuses this user)
+	exitInternal    = 70  // a daemon-side or unexpected failure
+	exitTimeout     = 124 // `wait --timeout` elapsed; the run goes on
+	exitInterrupted = 130 // Ctrl+C: loopctl stopped, the run did not
+)
+
+// exitError carries a chosen exit code; msg, if any, is printed.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+// classify maps an error to its exit code and message.
+func classify(err error) (int, string) {
+	var ae *api.Error
+	switch {
+	case errors.Is(err, api.ErrUnavailable):
+		return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
+	case errors.As(err, &ae):
+		switch ae.Code {
+		case api.CodeNotFound:
+			return exitNotFound, ae.Error()
+		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge:
+			return exitUsage, ae.Error()
+		case api.CodeForbidden, api.CodeShutdown:
+			return exitUnavailable, ae.Error()
+		}
+		return exitInternal, ae.Error()
+	case isCobraUsage(err):
+		return exitUsage, err.Error() + "\n  see `loopctl --help`"
+	}
+	return exitInternal, err.Error()
+}
+
+// isCobraUsage recognises the usage errors cobra itself returns.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
+		"invalid argument", "accepts ", "requires at least", "requires at most", "bad flag syntax"} {
+		if strings.HasPrefix(msg, p) || strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// ago formats how long ago t was.
+func ago(t api.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return duration(time.Since(t.Time)) + " ago"
+}
+
+// duration formats d compactly: 850ms, 12s, 3m05s, 2h04m, 3d02h.
+func duration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", math.Floor(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func ms(n int64) string { return duration(time.Duration(n) * time.Millisecond) }
+
+// count formats a token count: 950, 12.3k, 4.56M.
+func count(n int64) string {
+	switch {
+	case n < 10_000:
+		return strconv.FormatInt(n, 10)
+	case n < 1_000_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.2fM", float64(n)/1e6)
+}
+
+func cost(u api.Usage) string {
+	s := fmt.Sprintf("$%.2f", u.CostUSD)
+	if u.CostUSD > 0 && u.CostUSD < 0.01 {
+		s = fmt.Sprintf("$%.4f", u.CostUSD)
+	}
+	if u.CostUnknown {
+		s += "+?"
+	}
+	return s
+}
+
+func usageLine(u api.Usage) string {
+	return fmt.Sprintf("%s in · %s out · %s cache read · %s cache write · %s (agent-reported $%.2f)",
+		count(u.InputTokens), count(u.OutputTokens), count(u.CacheReadTokens), count(u.CacheWriteTokens), cost(u), u.ReportedCostUSD)
+}
+
+// bar draws a progress bar of width cells for a fraction, "n/a" for nil.
+func bar(p *float64, width int) string {
+	if p == nil {
+		return "[" + strings.Repeat(" ", width) + "]  n/a"
+	}
+	f := min(max(*p, 0), 1)
+	n := int(math.Floor(f * float64(width)))
+	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat("-", width-n), int(math.Floor(f*100)))
+}
+
+// testsSummary is "12 passed, 2 failed (TestParseFails, TestTable/case_b)".
+func testsSummary(t *api.Tests) string {
+	if t == nil {
+		return ""
+	}
+	if t.Summary != "" {
+		return t.Summary
+	}
+	var parts []string
+	if t.Passed != nil {
+		parts = append(parts, fmt.Sprintf("%d passed", *t.Passed))
+	}
+	if t.Failed != nil {
+		s := fmt.Sprintf("%d failed", *t.Failed)
+		if len(t.FailedNames) > 0 {
+			s += " (" + strings.Join(t.FailedNames[:min(3, len(t.FailedNames))], ", ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	if t.Skipped != nil && *t.Skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d skipped", *t.Skipped))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// outcomeLine describes how a run ended (or where it is).
+func outcomeLine(r api.Run) string {
+	s := fmt.Sprintf("run %s %s", shortID(r.ID), r.Status)
+	if r.Reason != "" {
+		s += ": " + r.Reason
+	}
+	if r.Description != "" {
+		s += " — " + r.Description
+	}
+	return s
+}

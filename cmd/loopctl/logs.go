@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+type logsOptions struct {
+	*globalOptions
+	Step   int
+	Follow bool
+}
+
+func newLogsCmd(g *globalOptions) *cobra.Command {
+	o := &logsOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "logs RUN",
+		Short: "Print the output of a run's steps (or one step); --follow streams it live",
+		Long: `Print the output of a run's steps in order, with a header line before each
+step, or of one step (--step N, the # in loopctl steps). With --follow, output
+is streamed as it is written and the command ends when the run (or the step)
+does. --json prints NDJSON objects {"seq","phase","text"}.`,
+		Args: runArg,
+		RunE: o.run,
+	}
+	cmd.Flags().IntVar(&o.Step, "step", 0, "only this step (its # in `loopctl steps`)")
+	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "stream output as it is written, until the run (or the step) ends")
+	return cmd
+}
+
+func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
+	if o.Step < 0 {
+		return usageErrorf("--step must be a step number ≥ 1")
+	}
+	ref, err := o.ref(args[0])
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	c, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	body, err := c.Logs(ctx, ref, api.LogsOptions{Step: o.Step, Follow: o.Follow, JSON: o.JSON})
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	if _, err := io.Copy(o.Out, body); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("read logs: %w", err)
+	}
+	return nil
+}
+
+type eventsOptions struct {
+	*globalOptions
+	Follow bool
+	After  int64
+}
+
+func newEventsCmd(g *globalOptions) *cobra.Command {
+	o := &eventsOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "events RUN",
+		Short: "Print a run's events; --follow goes on live until the run ends",
+		Long: `Print a run's events in order. With --follow, the stored events are replayed
+and then new ones are printed as they happen, with nothing missed or repeated,
+until the run's terminal event. --after SEQ starts after that event (resume a
+follower with the last seq it saw). --json prints one event per line.`,
+		Args: runArg,
+		RunE: o.run,
+	}
+	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "go on live until the run ends")
+	cmd.Flags().Int64Var(&o.After, "after", 0, "only events after this seq")
+	return cmd
+}
+
+func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
+	if o.After < 0 {
+		return usageErrorf("--after must be an event seq ≥ 0")
+	}
+	ref, err := o.ref(args[0])
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	c, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	for ev, err := range c.Events(ctx, ref, o.After, o.Follow) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if o.JSON {
+			b, _ := json.Marshal(ev)
+			fmt.Fprintf(o.Out, "%s\n", b)
+			continue
+		}
+		fmt.Fprintf(o.Out, "%6d  %s  %-20s %s\n", ev.Seq, ev.TS.Local().Format("15:04:05.000"), ev.Type, eventDetail(ev))
+	}
+	return nil
+}
+
+// eventDetail summarises an event's payload on one line.
+func eventDetail(ev api.Event) string {
+	var p map[string]any
+	if json.Unmarshal(ev.Payload, &p) != nil || len(p) == 0 {
+		return ""
+	}
+	get := func(k string) string {
+		if v, ok := p[k]; ok && v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	}
+	switch ev.Type {
+	case "STEP_STARTED":
+		return fmt.Sprintf("#%s %s, iteration %s", get("seq"), get("phase"), get("iteration"))
+	case "STEP_FINISHED", "STEP_INTERRUPTED":
+		s := fmt.Sprintf("#%s %s %s", get("seq"), get("phase"), get("status"))
+		if e := get("error"); e != "" {
+			s += ": " + truncate(e, 100)
+		}
+		return s
+	case "STEP_ADOPTED":
+		return fmt.Sprintf("#%s %s, pid %s", get("seq"), get("phase"), get("pid"))
+	case "CONDITION_PROGRESSED":
+		if get("unmeasurable") == "true" {
+			return get("description") + ": " + get("reason")
+		}
+		if v, ok := p["progress"].(float64); ok {
+			return fmt.Sprintf("%s: %.0f%%", get("description"), v*100)
+		}
+	case "RUN_COMPLETED", "RUN_FAILED", "RUN_ABORTED", "RUN_INTERRUPTED":
+		return get("reason") + " — " + get("description")
+	case "RUN_WAITING":
+		return "until " + get("until")
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+"="+get(k))
+	}
+	return truncate(strings.Join(parts, " "), 120)
+}

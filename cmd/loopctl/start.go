@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+type startOptions struct {
+	*globalOptions
+	PromptFile, Spec, Plan, Name, StopFile string
+	Set                                    []string
+	Wait                                   bool
+}
+
+func newStartCmd(g *globalOptions) *cobra.Command {
+	o := &startOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "start [GOAL...]",
+		Short: "Create a run in the workspace (the current directory, or -C DIR)",
+		Long: `Create a run: loopd runs the agent on the goal again and again, runs the
+project's checks after each attempt, and stops for a recorded reason.
+
+The goal is GOAL (all words joined), else prompt/prompt_file from the config,
+else PROMPT.md in the workspace. The configuration is resolved now and frozen:
+built-in defaults < ~/.config/loop/config < .loop/config < --set.`,
+		Example: `  loopctl start "make the tests in ./parser pass"
+  loopctl start -C ~/src/app --plan PLAN.md --set max_cost=5 --wait`,
+		RunE: o.run,
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.PromptFile, "prompt-file", "", "file holding the goal")
+	f.StringVar(&o.Spec, "spec", "", "specification file referenced in the prompt")
+	f.StringVar(&o.Plan, "plan", "", "plan file: a markdown checklist the agent works through")
+	f.StringVar(&o.Name, "name", "", "a name for the run")
+	f.StringArrayVar(&o.Set, "set", nil, "config key=value, repeatable (highest precedence)")
+	f.StringVar(&o.StopFile, "stop-file", "", "JSON stop conditions (default .loop/stop.json when present)")
+	f.BoolVar(&o.Wait, "wait", false, "wait for the run to end; exit with its code (0 COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED)")
+	return cmd
+}
+
+func (o *startOptions) run(cmd *cobra.Command, args []string) error {
+	ws, err := o.workspace()
+	if err != nil {
+		return err
+	}
+	req := api.CreateRunRequest{Workspace: ws, Goal: strings.Join(args, " "), Name: o.Name, Set: o.Set}
+	// Paths given as flags are relative to where loopctl runs.
+	for _, p := range []struct {
+		in  string
+		out *string
+	}{
+		{o.PromptFile, &req.PromptFile}, {o.Spec, &req.SpecFile}, {o.Plan, &req.PlanFile}, {o.StopFile, &req.StopFile},
+	} {
+		if p.in != "" {
+			if *p.out, err = filepath.Abs(p.in); err != nil {
+				return usageErrorf("%v", err)
+			}
+		}
+	}
+	ctx := cmd.Context()
+	c, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	run, err := c.CreateRun(ctx, req)
+	if err != nil {
+		return err
+	}
+	if !o.Wait {
+		if o.JSON {
+			return printJSON(o.Out, run)
+		}
+		fmt.Fprintf(o.Out, "%s\n", run.ID)
+		fmt.Fprintf(o.Err, "started run %s in %s\n  follow it: loopctl watch %s   ·   loopctl logs %s --follow\n",
+			shortID(run.ID), run.Workspace, shortID(run.ID), shortID(run.ID))
+		return nil
+	}
+	if !o.JSON {
+		fmt.Fprintf(o.Err, "started run %s; waiting for it to end (Ctrl+C leaves it running)\n", shortID(run.ID))
+	}
+	return waitAndReport(cmd, o.globalOptions, c, api.RunRef{Ref: run.ID})
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+type statusOptions struct {
+	*globalOptions
+	Debug bool
+}
+
+func newStatusCmd(g *globalOptions) *cobra.Command {
+	o := &statusOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "status RUN",
+		Short: "Show a run: status, reason, iteration, counters, usage and cost, every stop condition",
+		Args:  runArg,
+		RunE:  o.run,
+	}
+	cmd.Flags().BoolVar(&o.Debug, "debug", false, "also show the last 100 stop-condition evaluations")
+	return cmd
+}
+
+func (o *statusOptions) run(cmd *cobra.Command, args []string) error {
+	ref, err := o.ref(args[0])
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	c, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	run, err := c.GetRun(ctx, ref, o.Debug)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return printJSON(o.Out, run)
+	}
+	printStatus(o.Out, run)
+	if o.Debug {
+		printEvaluations(o.Out, run.Evaluations)
+	}
+	return nil
+}
+
+func printStatus(w io.Writer, r api.Run) {
+	title := r.ID
+	if r.Name != "" {
+		title += "  (" + r.Name + ")"
+	}
+	fmt.Fprintf(w, "run %s\n", title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  workspace\t%s\n", r.Workspace)
+	state := string(r.Status)
+	switch {
+	case r.CurrentStep != nil:
+		s := r.CurrentStep
+		state += fmt.Sprintf("  (step #%d %s, iteration %d, running %s)", s.Seq, s.Phase, s.Iteration, ms(s.DurationMS))
+	case r.Status == api.RunWaiting && !r.WaitUntil.IsZero():
+		state += "  (usage limit; resumes at " + r.WaitUntil.Local().Format(time.DateTime) + ")"
+	}
+	if r.StopRequested != "" {
+		state += "  [stop requested: " + r.StopRequested + "]"
+	}
+	if r.PauseRequest {
+		state += "  [pause requested]"
+	}
+	fmt.Fprintf(tw, "  status\t%s\n", state)
+	if r.Reason != "" {
+		fmt.Fprintf(tw, "  reason\t%s\n", r.Reason)
+		fmt.Fprintf(tw, "  \t%s\n", r.Description)
+	}
+	if r.ExitCode != nil {
+		fmt.Fprintf(tw, "  exit code\t%d\n", *r.ExitCode)
+	}
+	fmt.Fprintf(tw, "  iteration\t%d  (%d steps, %s running)\n", r.Iteration, r.Steps, ms(r.ElapsedMS))
+	fmt.Fprintf(tw, "  failures\timplementation %d · review %d · verification %d (consecutive)\n",
+		r.Counters.Implementation, r.Counters.Review, r.Counters.Verification)
+	fmt.Fprintf(tw, "  usage\t%s\n", usageLine(r.Usage))
+	fmt.Fprintf(tw, "  created\t%s\n", ago(r.CreatedAt))
+	tw.Flush()
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	if len(r.Conditions) > 0 {
+		fmt.Fprintf(w, "\nstop conditions:\n")
+		printConditions(w, r.Conditions)
+	}
+}
+
+func printConditions(w io.Writer, cs []api.Condition) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range cs {
+		met := "  "
+		if c.Met {
+			met = "✔ "
+		}
+		detail := c.Reason
+		switch {
+		case c.TimedOut:
+			detail = "timed out: " + detail
+		case c.Error != "":
+			detail = "error: " + c.Error
+		}
+		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%s\n", met, c.Kind, c.Description, bar(c.Progress, 20), truncate(detail, 60))
+	}
+	tw.Flush()
+}
+
+func printEvaluations(w io.Writer, evs []api.Evaluation) {
+	fmt.Fprintf(w, "\nevaluations (oldest first, last %d):\n", len(evs))
+	for _, e := range evs {
+		fmt.Fprintf(w, "\n  %s  step %d  iteration %d  %dµs\n", e.At.Local().Format("15:04:05.000"), e.StepID, e.Iteration, e.DurationUS)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, c := range e.Results {
+			p := "n/a"
+			if c.Progress != nil {
+				p = fmt.Sprintf("%.3f", *c.Progress)
+			}
+			fmt.Fprintf(tw, "    %s\t%s\tmet=%v\tprogress=%s\t%dµs\t%s\n", c.Kind, c.Type, c.Met, p, c.DurationUS, truncate(c.Reason, 60))
+		}
+		tw.Flush()
+	}
+}
+
+type stepsOptions struct{ *globalOptions }
+
+func newStepsCmd(g *globalOptions) *cobra.Command {
+	o := &stepsOptions{g}
+	return &cobra.Command{
+		Use:   "steps RUN",
+		Short: "List a run's steps: phase, iteration, status, exit code, duration, tests",
+		Args:  runArg,
+		RunE:  o.run,
+	}
+}
+
+func (o *stepsOptions) run(cmd *cobra.Command, args []string) error {
+	ref, err := o.ref(args[0])
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	c, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	steps, err := c.Steps(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return printJSON(o.Out, steps)
+	}
+	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tPHASE\tITER\tSTATUS\tEXIT\tDURATION\tCOST\tDETAIL")
+	for _, s := range steps {
+		exit := "-"
+		if s.ExitCode != nil {
+			exit = fmt.Sprint(*s.ExitCode)
+		}
+		var detail []string
+		if t := testsSummary(s.Tests); t != "" {
+			detail = append(detail, t)
+		}
+		if s.Error != "" && (s.Tests == nil || s.Status != api.StepFailed || !strings.Contains(s.Error, "tests failed")) {
+			detail = append(detail, s.Error)
+		}
+		if s.Promise {
+			detail = append(detail, "promise")
+		}
+		c := "-"
+		if s.Usage.CostUSD > 0 || s.Usage.CostUnknown {
+			c = cost(s.Usage)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Seq, s.Phase, s.Iteration, s.Status, exit, ms(s.DurationMS), c,
+			truncate(strings.Join(detail, "; "), 90))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,140 @@
+// Command loopd is the loopd daemon: it runs autonomous coding-agent loops
+// and serves loopctl over a Unix socket. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/daemon"
+)
+
+// Exit codes of loopd.
+const (
+	exitOK      = 0
+	exitFailure = 1  // the daemon could not start or failed
+	exitLocked  = 75 // another daemon serves this home (EX_TEMPFAIL): nothing was changed
+	exitUsage   = 64
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("loopd", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: loopd [flags]\n\nRuns the loopd daemon in the foreground. loopctl starts it in the background when needed.\n"+
+			"Every flag can also be set with an environment variable (flags win).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	home := fs.String("home", env("LOOPD_HOME", ""), "state directory: database, socket, lock, run logs (env LOOPD_HOME; default $XDG_STATE_HOME/loop or ~/.local/state/loop)")
+	socket := fs.String("socket", env("LOOPD_SOCKET", ""), "Unix socket path (env LOOPD_SOCKET; default HOME/loopd.sock)")
+	maxRuns := fs.Int("max-concurrent-runs", envInt("LOOPD_MAX_CONCURRENT_RUNS", 4), "runs executing at once (env LOOPD_MAX_CONCURRENT_RUNS)")
+	level := fs.String("log-level", env("LOOPD_LOG_LEVEL", "info"), "debug, info, warn or error; debug also logs every stop-condition evaluation (env LOOPD_LOG_LEVEL)")
+	format := fs.String("log-format", env("LOOPD_LOG_FORMAT", "console"), "console or json (env LOOPD_LOG_FORMAT)")
+	logFile := fs.String("log-file", env("LOOPD_LOG_FILE", ""), "also append logs to this file (env LOOPD_LOG_FILE)")
+	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "loopd: unexpected argument %q (loopd takes only flags; use loopctl to start runs)\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *version {
+		fmt.Println("loopd", api.Version)
+		return exitOK
+	}
+	if *maxRuns < 1 {
+		fmt.Fprintf(os.Stderr, "loopd: --max-concurrent-runs must be at least 1, got %d\n", *maxRuns)
+		return exitUsage
+	}
+	lvl, err := zapcore.ParseLevel(*level)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loopd: --log-level: %v (use debug, info, warn or error)\n", err)
+		return exitUsage
+	}
+	if *format != "console" && *format != "json" {
+		fmt.Fprintf(os.Stderr, "loopd: --log-format must be console or json, got %q\n", *format)
+		return exitUsage
+	}
+	if *home == "" {
+		if *home, err = api.DefaultHome(); err != nil {
+			fmt.Fprintln(os.Stderr, "loopd:", err)
+			return exitUsage
+		}
+	}
+	if *home, err = filepath.Abs(*home); err != nil {
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		return exitUsage
+	}
+	log := newLogger(lvl, *format, os.Stderr)
+	defer log.Sync()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err = daemon.Run(ctx, daemon.Options{
+		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
+		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace,
+		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
+	})
+	var locked *daemon.LockedError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &locked):
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		return exitLocked
+	default:
+		log.Error("loopd failed", zap.Error(err))
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		return exitFailure
+	}
+}
+
+func newLogger(lvl zapcore.Level, format string, w *os.File) *zap.Logger {
+	return zap.New(core(lvl, format, zapcore.Lock(w)))
+}
+
+func core(lvl zapcore.Level, format string, w zapcore.WriteSyncer) zapcore.Core {
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+	enc := zapcore.NewJSONEncoder(ec)
+	if format == "console" {
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	}
+	return zapcore.NewCore(enc, w, lvl)
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v := os.Getenv(key); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a number\n", key, v)
+	}
+	return def
+}

@@ -1,0 +1,184 @@
+// Package daemon is loopd's process lifecycle and HTTP API: it takes the
+// home's lock, opens the database, recovers runs, serves the JSON API on
+// an owner-only Unix socket, and shuts down promptly, leaving running steps
+// for the next daemon to adopt.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/scheduler"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// Options configure the daemon.
+type Options struct {
+	Home              string // LOOPD_HOME
+	Socket            string // default Home/loopd.sock
+	MaxConcurrentRuns int
+	Logger            *zap.Logger
+	Version           string
+	// DebugConditions logs every stop-condition evaluation (--log-level debug).
+	DebugConditions bool
+	// Grace is the time between SIGTERM and SIGKILL when a step is stopped.
+	Grace time.Duration
+	// LogFile, when set, also receives the logs, through a core built by
+	// LogCore. It is opened only after the lock is taken, so a second
+	// daemon that refuses to start writes nothing.
+	LogFile string
+	LogCore func(zapcore.WriteSyncer) zapcore.Core
+}
+
+// Daemon is a running loopd.
+type Daemon struct {
+	opts    Options
+	log     *zap.Logger
+	store   *storage.Store
+	bus     *events.Bus
+	sched   *scheduler.Scheduler
+	started time.Time
+
+	stopOnce  sync.Once
+	stopCh    chan struct{} // closed by POST /v1/daemon/stop
+	killSteps bool
+}
+
+// Run runs the daemon until ctx is done or a client asks it to stop.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Home == "" {
+		return errors.New("no home directory: set LOOPD_HOME")
+	}
+	if opts.Socket == "" {
+		opts.Socket = filepath.Join(opts.Home, "loopd.sock")
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if err := prepareHome(opts.Home); err != nil {
+		return err
+	}
+	lockFile, err := lock(opts.Home)
+	if err != nil {
+		return err
+	}
+	defer lockFile.Close()
+	if opts.LogFile != "" && opts.LogCore != nil {
+		f, err := os.OpenFile(opts.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open log file: %w", err)
+		}
+		defer f.Close()
+		opts.Logger = zap.New(zapcore.NewTee(opts.Logger.Core(), opts.LogCore(zapcore.Lock(f))))
+	}
+
+	d := &Daemon{opts: opts, log: opts.Logger.Named("daemon"), started: time.Now(), stopCh: make(chan struct{})}
+	d.store, err = storage.Open(ctx, filepath.Join(opts.Home, "loopd.db"), storage.Options{})
+	if err != nil {
+		return err
+	}
+	defer d.store.Close()
+	seq, err := d.store.LastEventSeq(ctx)
+	if err != nil {
+		return fmt.Errorf("read event log: %w", err)
+	}
+	d.bus = events.NewBus(seq)
+	d.store.SetNotify(d.bus.Publish)
+	d.sched = scheduler.New(scheduler.Options{
+		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
+		Grace: opts.Grace, DebugConditions: opts.DebugConditions,
+	})
+
+	ln, err := listenUnix(opts.Socket)
+	if err != nil {
+		return err
+	}
+	err = d.store.Write(ctx, func(tx *storage.Tx) error {
+		_, err := tx.Event("", nil, events.DaemonStarted, map[string]any{"pid": os.Getpid(), "version": opts.Version,
+			"home": opts.Home, "socket": opts.Socket})
+		return err
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
+		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
+
+	srv := &http.Server{
+		Handler:           d.routes(),
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
+	}
+	schedCtx, stopSched := context.WithCancel(context.Background())
+	defer stopSched()
+	var g errgroup.Group
+	g.Go(func() error { return d.sched.Run(schedCtx) })
+	g.Go(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	})
+
+	select {
+	case <-ctx.Done():
+		d.log.Info("shutting down: signal")
+	case <-d.stopCh:
+		d.log.Info("shutting down: requested", zap.Bool("kill_steps", d.killSteps))
+	}
+	// Stop accepting work first, then end the streams (followers see EOF),
+	// then stop the runners: steps keep running unless asked otherwise.
+	ln.Close()
+	d.bus.Close()
+	if d.killSteps {
+		d.sched.KillSteps()
+	}
+	stopSched()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	err = g.Wait()
+	d.log.Info("loopd stopped")
+	return err
+}
+
+// prepareHome creates LOOPD_HOME owner-only; an existing home that others
+// can read is tightened, because it holds the socket and every run's output.
+func prepareHome(home string) error {
+	if err := os.MkdirAll(filepath.Join(home, "runs"), 0o700); err != nil {
+		return fmt.Errorf("create LOOPD_HOME %s: %w", home, err)
+	}
+	for _, dir := range []string{home, filepath.Join(home, "runs")} {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return fmt.Errorf("make %s owner-only: %w", dir, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) requestStop(killSteps bool) {
+	d.stopOnce.Do(func() {
+		d.killSteps = killSteps
+		close(d.stopCh)
+	})
+}

@@ -1,0 +1,348 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/postmortem"
+	"github.com/loopd/loopd/internal/scheduler"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// maxBody bounds every request body.
+const maxBody = 1 << 20
+
+func (d *Daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/daemon", d.handleDaemon)
+	mux.HandleFunc("POST /v1/daemon/stop", d.handleDaemonStop)
+	mux.HandleFunc("POST /v1/runs", d.handleCreate)
+	mux.HandleFunc("GET /v1/runs", d.handleList)
+	mux.HandleFunc("GET /v1/runs/{ref}", d.handleGet)
+	mux.HandleFunc("GET /v1/runs/{ref}/steps", d.handleSteps)
+	mux.HandleFunc("GET /v1/runs/{ref}/events", d.handleEvents)
+	mux.HandleFunc("GET /v1/runs/{ref}/logs", d.handleLogs)
+	mux.HandleFunc("GET /v1/runs/{ref}/wait", d.handleWait)
+	mux.HandleFunc("GET /v1/runs/{ref}/postmortem", d.handlePostmortem)
+	mux.HandleFunc("POST /v1/runs/{ref}/stop", d.handleStop)
+	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
+	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
+	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return d.owner(mux)
+}
+
+// owner admits only connections from the daemon's own uid (SO_PEERCRED),
+// whatever the socket file's mode says.
+func (d *Daemon) owner(next http.Handler) http.Handler {
+	uid := os.Getuid()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := peerFrom(r.Context())
+		if !p.ok || p.uid != uid {
+			d.log.Warn("refused connection from another user", zap.Int("peer_uid", p.uid), zap.Int("peer_pid", p.pid))
+			d.fail(w, r, api.Errorf(api.CodeForbidden, "loopd serves only its owner (uid %d); connection from uid %d refused", uid, p.uid))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fail answers with the API error that fits err.
+func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		ae    *api.Error
+		in    *scheduler.InputError
+		st    *scheduler.StateError
+		amb   *storage.AmbiguousError
+		large *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &in):
+		ae = &api.Error{Code: api.CodeBadRequest, Message: in.Msg, Details: in.Problems}
+	case errors.As(err, &st):
+		ae = api.Errorf(api.CodeConflict, "%s", st.Msg)
+	case errors.As(err, &amb):
+		ae = api.Errorf(api.CodeAmbiguous, "%s; give more characters of the id", amb.Error())
+	case errors.As(err, &large):
+		ae = api.Errorf(api.CodeTooLarge, "request body larger than %d bytes", large.Limit)
+	case errors.Is(err, storage.ErrNotFound):
+		ae = api.Errorf(api.CodeNotFound, "%v", err)
+	case errors.Is(err, storage.ErrConflict):
+		ae = api.Errorf(api.CodeConflict, "%v", err)
+	default:
+		d.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		ae = api.Errorf(api.CodeInternal, "internal error: %v", err)
+	}
+	if ae.Status == 0 {
+		ae.Status = ae.Code.HTTPStatus()
+	}
+	writeJSON(w, ae.Status, map[string]any{"error": ae})
+}
+
+// decode reads a JSON request body strictly: bounded size, no unknown
+// fields, nothing after the value.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		b = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return api.Errorf(api.CodeBadRequest, "malformed request body: %v", err)
+	}
+	if dec.More() {
+		return api.Errorf(api.CodeBadRequest, "malformed request body: unexpected data after the JSON value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return api.Errorf(api.CodeBadRequest, "malformed request body: unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// resolve finds the run named by the {ref} path value.
+func (d *Daemon) resolve(r *http.Request) (storage.Run, error) {
+	ws := r.URL.Query().Get("workspace")
+	if ws != "" {
+		ws = scheduler.CanonicalWorkspace(ws)
+	}
+	return d.store.ResolveRun(r.Context(), r.PathValue("ref"), ws)
+}
+
+func (d *Daemon) describe(w http.ResponseWriter, r *http.Request, id string, status int) {
+	run, err := d.store.Run(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{Debug: r.URL.Query().Get("debug") != ""})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	writeJSON(w, status, view)
+}
+
+func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.DaemonInfo{
+		PID: os.Getpid(), Version: d.opts.Version, Home: d.opts.Home, Socket: d.opts.Socket,
+		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
+	})
+}
+
+func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
+	var req api.DaemonStopRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"stopping": true, "kill_steps": req.KillSteps})
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	d.requestStop(req.KillSteps)
+}
+
+func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateRunRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	run, err := d.sched.CreateRun(r.Context(), req)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.describe(w, r, run.ID, http.StatusCreated)
+}
+
+func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := storage.RunFilter{Status: api.RunStatus(q.Get("status"))}
+	if f.Status != "" && !f.Status.Valid() {
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "unknown status %q: use PENDING, RUNNING, PAUSED, WAITING, COMPLETED, FAILED, ABORTED or INTERRUPTED", f.Status))
+		return
+	}
+	if ws := q.Get("workspace"); ws != "" {
+		f.Workspace = scheduler.CanonicalWorkspace(ws)
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 10_000 {
+			d.fail(w, r, api.Errorf(api.CodeBadRequest, "limit must be a number from 1 to 10000, got %q", l))
+			return
+		}
+		f.Limit = n
+	}
+	runs, err := d.store.ListRuns(r.Context(), f)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	out := make([]api.Run, 0, len(runs))
+	for _, run := range runs {
+		view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{})
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		view.Config = nil
+		out = append(out, view)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (d *Daemon) handleGet(w http.ResponseWriter, r *http.Request) {
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.describe(w, r, run.ID, http.StatusOK)
+}
+
+func (d *Daemon) handleSteps(w http.ResponseWriter, r *http.Request) {
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	steps, err := d.store.Steps(r.Context(), run.ID)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	now := time.Now().UnixMilli()
+	out := make([]api.Step, 0, len(steps))
+	for i := range steps {
+		out = append(out, scheduler.StepJSON(&steps[i], now))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (d *Daemon) handleStop(w http.ResponseWriter, r *http.Request) {
+	var req api.StopRequest
+	d.command(w, r, &req, func(id string) error { return d.sched.Stop(r.Context(), id, req.Now) })
+}
+
+func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
+	d.command(w, r, &struct{}{}, func(id string) error { return d.sched.Pause(r.Context(), id) })
+}
+
+func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
+	var req api.ResumeRequest
+	d.command(w, r, &req, func(id string) error { return d.sched.Resume(r.Context(), id, req.Set) })
+}
+
+func (d *Daemon) handleSignal(w http.ResponseWriter, r *http.Request) {
+	d.command(w, r, &struct{}{}, func(id string) error { return d.sched.Signal(r.Context(), id) })
+}
+
+// command decodes a request, resolves its run, applies fn and answers with
+// the run as it is now.
+func (d *Daemon) command(w http.ResponseWriter, r *http.Request, req any, fn func(id string) error) {
+	if err := decode(w, r, req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if err := fn(run.ID); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.describe(w, r, run.ID, http.StatusOK)
+}
+
+func (d *Daemon) handleWait(w http.ResponseWriter, r *http.Request) {
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	timeout := 60 * time.Second
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		if timeout, err = time.ParseDuration(t); err != nil || timeout <= 0 {
+			d.fail(w, r, api.Errorf(api.CodeBadRequest, "timeout must be a positive duration such as 30s, got %q", t))
+			return
+		}
+	}
+	ctx, cancel := contextWithTimeout(r.Context(), timeout)
+	defer cancel()
+	seen := d.bus.Seq()
+	for {
+		cur, err := d.store.Run(r.Context(), run.ID)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if cur.Status.Terminal() {
+			break
+		}
+		if seen, err = d.bus.Wait(ctx, seen); err != nil {
+			break // timeout, client gone or shutdown: answer with the current state
+		}
+	}
+	d.describe(w, r, run.ID, http.StatusOK)
+}
+
+func (d *Daemon) handlePostmortem(w http.ResponseWriter, r *http.Request) {
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if !run.Status.Terminal() {
+		d.fail(w, r, api.Errorf(api.CodeConflict, "run %s is %s: a postmortem is written when it ends", run.ID, run.Status))
+		return
+	}
+	dir := filepath.Join(d.opts.Home, "runs", run.ID)
+	ctx, cancel := contextWithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	seen := d.bus.Seq()
+	for {
+		cur, err := d.store.Run(ctx, run.ID)
+		if err == nil && cur.PostmortemAt != nil {
+			break
+		}
+		if seen, err = d.bus.Wait(ctx, seen); err != nil {
+			d.fail(w, r, api.Errorf(api.CodeConflict, "the postmortem of run %s is not written yet; try again", run.ID))
+			return
+		}
+	}
+	md, err1 := os.ReadFile(filepath.Join(dir, postmortem.MarkdownFile))
+	summary, err2 := os.ReadFile(filepath.Join(dir, postmortem.SummaryFile))
+	if err := errors.Join(err1, err2); err != nil {
+		d.fail(w, r, fmt.Errorf("read postmortem: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Postmortem{RunID: run.ID, Markdown: string(md), Summary: json.RawMessage(summary)})
+}

@@ -1,0 +1,313 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/scheduler"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+// eventPage bounds how many events a follower reads per query, so a
+// follower far behind costs a bounded amount of memory.
+const eventPage = 500
+
+// handleEvents streams a run's events as NDJSON: every stored event after
+// `after`, then (with follow) each new one as soon as it commits, until the
+// run's terminal event has been sent. Each follower re-reads the database
+// after its last seq on every wake-up, so no event is missed or sent twice
+// across the replay/live boundary.
+func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	var after int64
+	if a := q.Get("after"); a != "" {
+		if after, err = strconv.ParseInt(a, 10, 64); err != nil || after < 0 {
+			d.fail(w, r, api.Errorf(api.CodeBadRequest, "after must be an event seq ≥ 0, got %q", a))
+			return
+		}
+	}
+	follow := q.Get("follow") != ""
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	ctx := r.Context()
+	for {
+		seen := d.bus.Seq() // read before querying: a commit after this wakes us
+		// The run's status is read before its events: a status committed
+		// as terminal has its terminal event in the same commit, so the
+		// query below is sure to include it.
+		cur, err := d.store.Run(ctx, run.ID)
+		if err != nil {
+			return
+		}
+		evs, err := d.store.Events(ctx, run.ID, after, eventPage)
+		if err != nil {
+			return
+		}
+		for _, e := range evs {
+			if err := enc.Encode(scheduler.EventJSON(e)); err != nil {
+				return // the follower went away
+			}
+			after = e.Seq
+		}
+		if flusher != nil && len(evs) > 0 {
+			flusher.Flush()
+		}
+		if len(evs) == eventPage {
+			continue
+		}
+		if !follow || cur.Status.Terminal() {
+			return
+		}
+		if _, err := d.bus.Wait(ctx, seen); err != nil {
+			return
+		}
+	}
+}
+
+// logPoll is how often a followed log file is checked for growth: step
+// output goes straight from the step's processes to the file, so growth is
+// observed, not announced.
+const logPoll = 50 * time.Millisecond
+
+// handleLogs streams step output: one step (?step=N) or every step in
+// order with a header line between them; with follow, output is sent as it
+// is written and the stream ends with the run (or the step).
+func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	follow := q.Get("follow") != ""
+	asJSON := q.Get("format") == "json"
+	only := 0
+	if s := q.Get("step"); s != "" {
+		if only, err = strconv.Atoi(s); err != nil || only < 1 {
+			d.fail(w, r, api.Errorf(api.CodeBadRequest, "step must be a step number ≥ 1 (see loopctl steps), got %q", s))
+			return
+		}
+		if _, err := d.store.Step(r.Context(), run.ID, only); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+	}
+	if asJSON {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	} else {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	w.WriteHeader(http.StatusOK)
+	lw := &logWriter{w: w}
+	if f, ok := w.(http.Flusher); ok {
+		lw.flush = f.Flush
+	}
+	ctx := r.Context()
+	seq := max(only, 1)
+	for {
+		st, err := d.store.Step(ctx, run.ID, seq)
+		if errors.Is(err, storage.ErrNotFound) {
+			if !follow || only > 0 {
+				return
+			}
+			// No such step yet: wait for the next one, or the end of the run.
+			cur, err := d.store.Run(ctx, run.ID)
+			if err != nil || cur.Status.Terminal() || cur.Status == api.RunPaused {
+				return
+			}
+			if !d.sleep(ctx) {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if asJSON {
+			lw.w = &jsonChunks{w: w, seq: st.Seq, phase: string(st.Phase)}
+		} else if only == 0 {
+			fmt.Fprintf(lw, "%s==> #%d %s (iteration %d) <==\n", lw.sep(), st.Seq, st.Phase, st.Iteration)
+		}
+		if !d.tailStep(ctx, lw, st, follow) {
+			return
+		}
+		if only > 0 {
+			return
+		}
+		seq++
+	}
+}
+
+// tailStep copies a step's log to w; with follow, until the step has ended
+// and its log is read to the end. It reports false when the client is gone.
+func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, follow bool) bool {
+	f, err := os.Open(st.LogPath)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) || st.Status != api.StepRunning || !follow {
+			return true // a step that never started has no log
+		}
+	}
+	buf := make([]byte, 32*1024)
+	running := st.Status == api.StepRunning
+	for {
+		if f == nil {
+			f, _ = os.Open(st.LogPath)
+		}
+		if f != nil {
+			for {
+				n, err := f.Read(buf)
+				if n > 0 {
+					if _, werr := w.WriteRunes(buf[:n]); werr != nil {
+						f.Close()
+						return false
+					}
+				}
+				if err == io.EOF || n == 0 {
+					break
+				}
+				if err != nil {
+					f.Close()
+					return true
+				}
+			}
+			w.Flush()
+		}
+		if !follow || !running {
+			w.FlushPartial()
+			if f != nil {
+				f.Close()
+			}
+			return true
+		}
+		// Check the status before the last read, so output written just
+		// before the step ended is still copied after we see it ended.
+		cur, err := d.store.Step(ctx, st.RunID, st.Seq)
+		if err != nil {
+			return false
+		}
+		if cur.Status != api.StepRunning {
+			running = false
+			continue // one more read to the end
+		}
+		if !d.sleep(ctx) {
+			if f != nil {
+				f.Close()
+			}
+			return false
+		}
+	}
+}
+
+func (d *Daemon) sleep(ctx context.Context) bool {
+	t := time.NewTimer(logPoll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-d.stopCh:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// logWriter writes log bytes without ever splitting a UTF-8 character
+// across writes: an incomplete trailing sequence is held back until its
+// remaining bytes arrive.
+type logWriter struct {
+	w       io.Writer
+	flush   func()
+	pending []byte
+	wrote   bool
+}
+
+func (l *logWriter) sep() string {
+	if l.wrote {
+		return "\n"
+	}
+	return ""
+}
+
+// Write implements io.Writer for headers.
+func (l *logWriter) Write(p []byte) (int, error) {
+	l.wrote = true
+	return l.w.Write(p)
+}
+
+// WriteRunes writes p, holding back a trailing partial character.
+func (l *logWriter) WriteRunes(p []byte) (int, error) {
+	b := append(l.pending, p...)
+	cut := len(b)
+	// Look back at most UTFMax-1 bytes for the start of an incomplete rune.
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	l.pending = append(l.pending[:0:0], b[cut:]...)
+	if cut == 0 {
+		return len(p), nil
+	}
+	l.wrote = true
+	_, err := l.w.Write(b[:cut])
+	return len(p), err
+}
+
+// FlushPartial writes any held-back bytes (the log ended mid-character).
+func (l *logWriter) FlushPartial() {
+	if len(l.pending) > 0 {
+		_, _ = l.w.Write(l.pending)
+		l.pending = nil
+	}
+	l.Flush()
+}
+
+// Flush sends buffered output to the client.
+func (l *logWriter) Flush() {
+	if l.flush != nil {
+		l.flush()
+	}
+}
+
+// jsonChunks writes each chunk of a step's output as one NDJSON object,
+// {"seq":3,"phase":"verification","text":"…"}; chunks never split a
+// character, so text is always valid UTF-8.
+type jsonChunks struct {
+	w     io.Writer
+	seq   int
+	phase string
+}
+
+func (j *jsonChunks) Write(p []byte) (int, error) {
+	b, err := json.Marshal(map[string]any{"seq": j.seq, "phase": j.phase, "text": string(p)})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := j.w.Write(append(b, '\n')); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

@@ -1,0 +1,318 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/stop"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// InputError is bad user input (config, conditions, paths): nothing was
+// changed. Problems lists each one, located (file:line: key, JSON path).
+type InputError struct {
+	Msg      string
+	Problems []string
+}
+
+func (e *InputError) Error() string {
+	if len(e.Problems) == 0 {
+		return e.Msg
+	}
+	return e.Msg + ":\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// StateError is a request the run's status does not allow.
+type StateError struct{ Msg string }
+
+func (e *StateError) Error() string { return e.Msg }
+
+func problems(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		out = append(out, err.Error())
+	}
+	walk(err)
+	return out
+}
+
+// CreateRun validates a request completely — workspace, every config
+// layer, the stop conditions — and creates a PENDING run with its config
+// frozen. On any problem it returns an *InputError and creates nothing.
+func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, error) {
+	ws, err := resolveWorkspace(req.Workspace)
+	if err != nil {
+		return storage.Run{}, err
+	}
+	// Flags are the last layer, after --set: the goal given on the command
+	// line wins over prompt/prompt_file from any file.
+	sets := append([]string(nil), req.Set...)
+	for _, kv := range [][2]string{{"prompt_file", req.PromptFile}, {"spec_file", req.SpecFile},
+		{"plan_file", req.PlanFile}, {"stop_file", req.StopFile}} {
+		if kv[1] != "" {
+			sets = append(sets, kv[0]+"="+config.QuoteValue(kv[1]))
+		}
+	}
+	if strings.TrimSpace(req.Goal) != "" {
+		sets = append(sets, "prompt="+config.QuoteValue(req.Goal))
+	}
+	cfg, err := config.Load(config.LoadOptions{Workspace: ws, Sets: sets})
+	if err != nil {
+		return storage.Run{}, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
+	}
+	goal := cfg.Prompt
+	if goal == "" && cfg.PromptFile != "" {
+		b, err := os.ReadFile(cfg.PromptFile)
+		if err != nil {
+			return storage.Run{}, &InputError{Msg: "cannot read the goal", Problems: []string{err.Error()}}
+		}
+		goal = strings.TrimSpace(string(b))
+	}
+	if goal == "" {
+		return storage.Run{}, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
+	}
+	file, err := loadStopFile(cfg)
+	if err != nil {
+		return storage.Run{}, err
+	}
+	full := shorthandsOf(cfg).Set()
+	full.Merge(file)
+	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
+		return storage.Run{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return storage.Run{}, fmt.Errorf("encode config: %w", err)
+	}
+	condJSON, err := json.Marshal(file)
+	if err != nil {
+		return storage.Run{}, fmt.Errorf("encode conditions: %w", err)
+	}
+	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
+		Conditions: string(condJSON), Status: api.RunPending}
+	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+		return tx.InsertRun(run, map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws})
+	})
+	if err != nil {
+		return storage.Run{}, err
+	}
+	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws))
+	s.Wake()
+	return s.store.Run(ctx, run.ID)
+}
+
+func loadStopFile(cfg config.Config) (stop.Set, error) {
+	if cfg.StopFile == "" {
+		return stop.Set{}, nil
+	}
+	b, err := os.ReadFile(cfg.StopFile)
+	if err != nil {
+		return stop.Set{}, &InputError{Msg: "cannot read the stop file", Problems: []string{err.Error()}}
+	}
+	set, err := stop.DecodeSet(b)
+	if err != nil {
+		probs := problems(err)
+		for i, p := range probs {
+			probs[i] = cfg.StopFile + ": " + p
+		}
+		return stop.Set{}, &InputError{Msg: "invalid stop file; nothing was created", Problems: probs}
+	}
+	return set, nil
+}
+
+// resolveWorkspace checks that a workspace is an existing directory and
+// returns its canonical path (symlinks resolved, so `last` finds runs
+// however the directory was named).
+func resolveWorkspace(ws string) (string, error) {
+	if ws == "" || !filepath.IsAbs(ws) {
+		return "", &InputError{Msg: fmt.Sprintf("workspace %q must be an absolute path", ws)}
+	}
+	real, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return "", &InputError{Msg: fmt.Sprintf("workspace %s does not exist", ws)}
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.IsDir() {
+		return "", &InputError{Msg: fmt.Sprintf("workspace %s is not a directory", ws)}
+	}
+	return real, nil
+}
+
+// CanonicalWorkspace resolves a workspace path for lookups ("last");
+// unresolvable paths are returned cleaned.
+func CanonicalWorkspace(ws string) string {
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		return real
+	}
+	return filepath.Clean(ws)
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Stop ends a run: at once when no step runs (PENDING, PAUSED, WAITING),
+// else after the current step, or with the step killed when now.
+func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
+	kind := storage.StopGraceful
+	if now {
+		kind = storage.StopNow
+	}
+	var terminal bool
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
+		run, err := tx.Run(runID)
+		if err != nil {
+			return err
+		}
+		switch run.Status {
+		case api.RunPending, api.RunPaused, api.RunWaiting:
+			terminal = true
+			desc := "stopped by the user while " + strings.ToLower(string(run.Status))
+			return tx.TransitionRun(storage.Transition{RunID: runID, From: []api.RunStatus{run.Status}, To: api.RunInterrupted,
+				Reason: "user_stop", Description: desc, Event: events.RunInterrupted, ClearRequests: true,
+				Payload: events.TerminalPayload{RunID: runID, Reason: "user_stop", Description: desc}})
+		case api.RunRunning:
+			if run.StopRequest == storage.StopNow {
+				kind = storage.StopNow // never downgrade a stop --now
+			}
+			return tx.SetStopRequest(runID, kind)
+		}
+		return &StateError{Msg: fmt.Sprintf("run %s has already ended (%s)", runID, run.Status)}
+	})
+	if err != nil {
+		return err
+	}
+	if terminal {
+		s.finished(runID)
+		return nil
+	}
+	if now {
+		if r := s.runner(runID); r != nil {
+			r.cancelStep(errStopNow)
+		}
+	}
+	return nil
+}
+
+// Pause holds a run: at once when no step runs, else after the current step.
+func (s *Scheduler) Pause(ctx context.Context, runID string) error {
+	return s.store.Write(ctx, func(tx *storage.Tx) error {
+		run, err := tx.Run(runID)
+		if err != nil {
+			return err
+		}
+		switch run.Status {
+		case api.RunPaused:
+			return nil
+		case api.RunPending, api.RunWaiting:
+			return tx.TransitionRun(storage.Transition{RunID: runID, From: []api.RunStatus{run.Status}, To: api.RunPaused,
+				Event: events.RunPaused, Payload: map[string]any{"run_id": runID}})
+		case api.RunRunning:
+			return tx.SetPauseRequest(runID, true)
+		}
+		return &StateError{Msg: fmt.Sprintf("run %s has ended (%s); nothing to pause", runID, run.Status)}
+	})
+}
+
+// Resume continues a PAUSED, WAITING, FAILED, ABORTED or INTERRUPTED run
+// with its history, counters and budgets intact. sets change the frozen
+// config (to raise a limit) and are validated like a new run's.
+func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) error {
+	run, err := s.store.Run(ctx, runID)
+	if err != nil {
+		return err
+	}
+	switch run.Status {
+	case api.RunPaused, api.RunWaiting, api.RunFailed, api.RunAborted, api.RunInterrupted:
+	case api.RunRunning, api.RunPending:
+		if len(sets) > 0 {
+			return &StateError{Msg: fmt.Sprintf("run %s is %s; pause it before changing its config", runID, run.Status)}
+		}
+		// A RUNNING run with a pending pause request: cancel the request.
+		return s.store.Write(ctx, func(tx *storage.Tx) error { return tx.SetPauseRequest(runID, false) })
+	default:
+		return &StateError{Msg: fmt.Sprintf("run %s is %s and cannot be resumed", runID, run.Status)}
+	}
+	cfgJSON := run.Config
+	if len(sets) > 0 {
+		cfg, _, err := decodeFrozen(run)
+		if err != nil {
+			return err
+		}
+		next, err := cfg.With(run.Workspace, sets)
+		if err != nil {
+			return &InputError{Msg: "invalid --set; the run was not changed", Problems: problems(err)}
+		}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		cfgJSON = string(b)
+	}
+	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+		if cfgJSON != run.Config {
+			if err := tx.UpdateConfig(runID, cfgJSON, run.Conditions); err != nil {
+				return err
+			}
+		}
+		if err := clearSignal(tx, runID, run.UserSignal); err != nil {
+			return err
+		}
+		return tx.TransitionRun(storage.Transition{RunID: runID, From: []api.RunStatus{run.Status}, To: api.RunPending,
+			Event: events.RunResumed, ClearRequests: true,
+			Payload: map[string]any{"run_id": runID, "from": run.Status, "set": sets}})
+	})
+	if errors.Is(err, storage.ErrConflict) {
+		return &StateError{Msg: fmt.Sprintf("run %s changed state while resuming; try again", runID)}
+	}
+	if err != nil {
+		return err
+	}
+	s.Wake()
+	return nil
+}
+
+// clearSignal lowers a raised user_signal on resume, so that a run it
+// stopped does not stop again at once.
+func clearSignal(tx *storage.Tx, runID string, raised bool) error {
+	if !raised {
+		return nil
+	}
+	return tx.ClearUserSignal(runID)
+}
+
+// Signal raises the run's user_signal condition; it is evaluated after the
+// current step.
+func (s *Scheduler) Signal(ctx context.Context, runID string) error {
+	err := s.store.Write(ctx, func(tx *storage.Tx) error { return tx.SetUserSignal(runID) })
+	if errors.Is(err, storage.ErrConflict) {
+		return &StateError{Msg: fmt.Sprintf("run %s has ended; nothing to signal", runID)}
+	}
+	if err == nil {
+		// A run with no step running evaluates its conditions when it
+		// next runs; a PENDING one is woken now.
+		s.Wake()
+	}
+	return err
+}

@@ -1,0 +1,214 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/stop"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/testreport"
+)
+
+// DescribeOptions choose how much of a run Describe includes.
+type DescribeOptions struct {
+	Debug bool // the last 100 evaluations
+}
+
+// Describe builds the wire view of a run. Every number in it is derived
+// from persisted steps and evaluations, so it is the same before and after
+// a daemon restart.
+func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts DescribeOptions) (api.Run, error) {
+	steps, err := s.store.Steps(ctx, run.ID)
+	if err != nil {
+		return api.Run{}, fmt.Errorf("load steps: %w", err)
+	}
+	out := runJSON(run)
+	cfg, set, err := decodeFrozen(run)
+	if err != nil {
+		return out, err
+	}
+	h := History{Steps: steps, Pipeline: pipelineOf(cfg)}
+	out.Iteration = h.Iteration()
+	out.Counters = h.Counters()
+	out.Usage = h.Usage()
+	if out.Usage.Model == "" {
+		out.Usage.Model = cfg.Model
+	}
+	now := s.opts.Now().UnixMilli()
+	if !run.Status.Terminal() && run.Status != api.RunRunning {
+		now = run.UpdatedAt // paused or waiting: the clock is not running
+	}
+	out.ElapsedMS = h.ElapsedMS(now)
+	out.Steps = len(steps)
+	if last := h.Last(); last != nil && last.Status == api.StepRunning {
+		cur := StepJSON(last, now)
+		out.CurrentStep = &cur
+	}
+	if out.Usage.CostUnknown {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("cost unknown for part of the usage: model %q is not in the pricing table "+
+			"and the agent reported no cost; set price.<model> in .loop/config", out.Usage.Model))
+	}
+	out.Conditions, err = s.conditions(ctx, run, set)
+	if err != nil {
+		return out, err
+	}
+	for _, c := range out.Conditions {
+		if c.Unmeasured {
+			out.Warnings = append(out.Warnings, c.Description+": "+c.Reason)
+		}
+	}
+	gate := api.Condition{Type: "completion", Kind: string(stop.ClassSuccess),
+		Description: "when " + joinGates(cfg.Completion) + " hold after the same iteration"}
+	if run.Status == api.RunCompleted && len(run.Reason) > len("completed:") && run.Reason[:len("completed:")] == "completed:" {
+		one := 1.0
+		gate.Met, gate.Progress, gate.Reason = true, &one, run.Description
+	}
+	out.Conditions = append(out.Conditions, gate)
+	if opts.Debug {
+		evs, err := s.store.Evaluations(ctx, run.ID)
+		if err != nil {
+			return out, err
+		}
+		for _, e := range evs {
+			ae := api.Evaluation{Iteration: e.Iteration, At: api.Millis(e.At), DurationUS: e.DurationUS}
+			if e.StepID != nil {
+				ae.StepID = *e.StepID
+			}
+			var results []stop.Result
+			if err := json.Unmarshal([]byte(e.Results), &results); err == nil {
+				ae.Results = conditionsJSON(results)
+			}
+			out.Evaluations = append(out.Evaluations, ae)
+		}
+	}
+	out.Config = json.RawMessage(run.Config)
+	return out, nil
+}
+
+func joinGates[T ~string](gates []T) string {
+	parts := make([]string, len(gates))
+	for i, g := range gates {
+		parts[i] = string(g)
+	}
+	if len(parts) == 0 {
+		return "no gates"
+	}
+	return joinAnd(parts)
+}
+
+// conditions are the run's stop conditions with their latest results, or
+// not yet evaluated.
+func (s *Scheduler) conditions(ctx context.Context, run storage.Run, set stop.Set) ([]api.Condition, error) {
+	last, err := s.store.LastEvaluation(ctx, run.ID)
+	if err == nil {
+		var results []stop.Result
+		if err := json.Unmarshal([]byte(last.Results), &results); err != nil {
+			return nil, fmt.Errorf("decode evaluation: %w", err)
+		}
+		if len(results) == set.Len() {
+			return conditionsJSON(results), nil
+		}
+	}
+	var out []api.Condition
+	add := func(class stop.Class, cs []stop.Condition) {
+		for _, c := range cs {
+			spec, _ := json.Marshal(c)
+			out = append(out, api.Condition{Type: string(c.Type()), Kind: string(class), Description: c.Description(),
+				Reason: "not evaluated yet", Spec: spec})
+		}
+	}
+	add(stop.ClassFailure, set.FailureConditions)
+	add(stop.ClassSuccess, set.SuccessConditions)
+	add(stop.ClassLimit, set.Conditions)
+	return out, nil
+}
+
+func conditionsJSON(results []stop.Result) []api.Condition {
+	out := make([]api.Condition, 0, len(results))
+	for _, r := range results {
+		c := api.Condition{Kind: string(r.Class), Description: r.Description, Met: r.Met, Progress: r.Progress,
+			Reason: r.Reason, TimedOut: r.TimedOut, Unmeasured: r.Unmeasurable, Error: r.Err,
+			DurationUS: r.Duration.Microseconds()}
+		if r.Condition != nil {
+			c.Type = string(r.Condition.Type())
+			c.Spec, _ = json.Marshal(r.Condition)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func runJSON(r storage.Run) api.Run {
+	out := api.Run{
+		ID: r.ID, Name: r.Name, Workspace: r.Workspace, Goal: r.Goal, Status: r.Status,
+		Reason: r.Reason, Description: r.Description, ExitCode: r.ExitCode,
+		CreatedAt: api.Millis(r.CreatedAt), StopRequested: r.StopRequest, PauseRequest: r.PauseRequest,
+		UserSignal: r.UserSignal, Conditions: []api.Condition{},
+	}
+	if r.StartedAt != nil {
+		out.StartedAt = api.Millis(*r.StartedAt)
+	}
+	if r.EndedAt != nil {
+		out.EndedAt = api.Millis(*r.EndedAt)
+	}
+	if r.WaitUntil != nil && r.Status == api.RunWaiting {
+		out.WaitUntil = api.Millis(*r.WaitUntil)
+	}
+	if r.Condition != "" {
+		out.Condition = json.RawMessage(r.Condition)
+	}
+	return out
+}
+
+// StepJSON converts a step row to its wire form; now is used for the
+// duration of a step still running.
+func StepJSON(st *storage.Step, now int64) api.Step {
+	out := api.Step{
+		ID: st.ID, RunID: st.RunID, Seq: st.Seq, Phase: st.Phase, Iteration: st.Iteration, Status: st.Status,
+		ExitCode: st.ExitCode, Error: st.Error, StartedAt: api.Millis(st.StartedAt), LogPath: st.LogPath,
+		Usage: stepUsage(st), Tests: stepTests(st), Promise: st.Promise,
+	}
+	if st.EndedAt != nil {
+		out.EndedAt = api.Millis(*st.EndedAt)
+		out.DurationMS = *st.EndedAt - st.StartedAt
+	} else {
+		out.DurationMS = max(now-st.StartedAt, 0)
+	}
+	if st.Pid != nil && st.Status == api.StepRunning {
+		out.Pid = *st.Pid
+	}
+	return out
+}
+
+func stepUsage(st *storage.Step) api.Usage {
+	u := api.Usage{InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, CacheReadTokens: st.CacheReadTokens,
+		CacheWriteTokens: st.CacheWriteTokens, Model: st.Model}
+	if st.ReportedCostUSD != nil {
+		u.ReportedCostUSD = *st.ReportedCostUSD
+	}
+	switch {
+	case st.PricedCostUSD != nil:
+		u.CostUSD = *st.PricedCostUSD
+	case st.ReportedCostUSD != nil:
+		u.CostUSD = *st.ReportedCostUSD
+	case st.UsageFound:
+		u.CostUnknown = true
+	}
+	return u
+}
+
+func stepTests(st *storage.Step) *api.Tests {
+	if st.TestsFormat == "" {
+		return nil
+	}
+	res := testreport.Result{Format: testreport.Format(st.TestsFormat), Passed: st.TestsPassed, Failed: st.TestsFailed,
+		Skipped: st.TestsSkipped, FailedNames: st.TestsFailedNames, PassedNames: st.TestsPassedNames}
+	names := st.TestsFailedNames
+	if names == nil {
+		names = []string{}
+	}
+	return &api.Tests{Format: st.TestsFormat, Passed: st.TestsPassed, Failed: st.TestsFailed, Skipped: st.TestsSkipped,
+		FailedNames: names, Summary: res.Summary()}
+}

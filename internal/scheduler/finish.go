@@ -1,0 +1,140 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/postmortem"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// recover picks up after a previous daemon: every RUNNING run gets a
+// runner (which adopts or resolves its running step), and every ended run
+// whose postmortem was not written gets one.
+func (s *Scheduler) recover(ctx context.Context) error {
+	runs, err := s.store.RunsInStatus(ctx, api.RunRunning)
+	if err != nil {
+		return err
+	}
+	for _, run := range runs {
+		s.start(run.ID, true)
+	}
+	due, err := s.store.PostmortemsDue(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range due {
+		s.finished(id)
+	}
+	if len(runs) > 0 || len(due) > 0 {
+		s.log.Info("recovered", zap.Int("running_runs", len(runs)), zap.Int("postmortems_due", len(due)))
+	}
+	return nil
+}
+
+// finished is called once a run has reached a terminal status: it writes
+// the postmortem in the background, so the terminal status is never
+// delayed by it.
+func (s *Scheduler) finished(runID string) {
+	s.runners.Go(func() {
+		if err := s.writePostmortem(runID); err != nil {
+			s.log.Error("write postmortem", zap.String("run", runID), zap.Error(err))
+		}
+	})
+}
+
+func (s *Scheduler) writePostmortem(runID string) error {
+	ctx := context.Background()
+	run, err := s.store.Run(ctx, runID)
+	if err != nil || !run.Status.Terminal() {
+		return err
+	}
+	view, err := s.Describe(ctx, run, DescribeOptions{})
+	if err != nil {
+		return err
+	}
+	steps, err := s.store.Steps(ctx, runID)
+	if err != nil {
+		return err
+	}
+	in := postmortem.Input{Run: view}
+	var lastFail, lastVerifyFail *storage.Step
+	for i := range steps {
+		st := &steps[i]
+		in.Steps = append(in.Steps, StepJSON(st, st.StartedAt))
+		if st.Status == api.StepFailed {
+			lastFail = st
+			if st.Phase == api.PhaseVerification {
+				lastVerifyFail = st
+			}
+		}
+	}
+	if lastVerifyFail != nil {
+		lastFail = lastVerifyFail
+	}
+	if lastFail != nil {
+		in.LastFailureTail = feedbackOutput(lastFail)
+	}
+	evs, err := s.store.Events(ctx, runID, 0, 100_000)
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		in.Events = append(in.Events, EventJSON(e))
+	}
+	dir := filepath.Join(s.opts.Home, "runs", runID)
+	if _, err := postmortem.Write(dir, in); err != nil {
+		return err
+	}
+	md := filepath.Join(dir, postmortem.MarkdownFile)
+	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+		return tx.MarkPostmortem(runID, run.Status, map[string]any{"run_id": runID, "status": run.Status,
+			"path": md, "summary": filepath.Join(dir, postmortem.SummaryFile)})
+	})
+	if err != nil {
+		return err
+	}
+	cfg, _, err := decodeFrozen(run)
+	if err == nil && cfg.PostmortemCommand != "" && !s.detached() {
+		s.runPostmortemCommand(run, cfg.PostmortemCommand, cfg.PostmortemTimeout.Std(), md)
+	}
+	return nil
+}
+
+// runPostmortemCommand runs the user's analysis command after the run has
+// ended, bounded by its timeout, with output to runs/<id>/postmortem-command.log.
+func (s *Scheduler) runPostmortemCommand(run storage.Run, command string, timeout time.Duration, md string) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	logPath := filepath.Join(s.opts.Home, "runs", run.ID, "postmortem-command.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		s.log.Warn("postmortem command log", zap.Error(err))
+		return
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd.Dir = run.Workspace
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "LOOP_RUN_ID="+run.ID, "LOOP_WORKSPACE="+run.Workspace, "LOOP_POSTMORTEM="+md,
+		"LOOP_STATUS="+string(run.Status), "LOOP_REASON="+run.Reason)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Run(); err != nil {
+		s.log.Warn("postmortem command failed", zap.String("run", run.ID), zap.Error(err), zap.String("log", logPath))
+	}
+}
+
+// EventJSON converts an event row to its wire form.
+func EventJSON(e storage.Event) api.Event {
+	return api.Event{Seq: e.Seq, RunID: e.RunID, StepID: e.StepID, Type: string(e.Type), TS: api.Millis(e.TS),
+		Payload: json.RawMessage(e.Payload)}
+}

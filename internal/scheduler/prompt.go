@@ -1,0 +1,112 @@
+package scheduler
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+const (
+	feedbackTail  = 4 << 10 // bytes of a failed step's output fed into the next prompt
+	feedbackNames = 20      // failing test names listed in the feedback
+)
+
+// ansi matches terminal escape sequences; they are noise in a prompt.
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07`)
+
+// goal is the run's goal: the prompt text, or the prompt file read afresh
+// each iteration (Ralph loops are steered by editing it while they run),
+// falling back to the text frozen at creation if the file is gone.
+func (r *runner) goal() string {
+	if r.cfg.Prompt == "" && r.cfg.PromptFile != "" {
+		if b, err := os.ReadFile(r.cfg.PromptFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return r.run.Goal
+}
+
+// prompt is what the agent receives: the goal, pointers to the spec and
+// plan, the completion instruction, and, after a failure, feedback from
+// the previous iteration.
+func (r *runner) prompt(next Next, task string) string {
+	var b strings.Builder
+	b.WriteString(r.goal())
+	b.WriteString("\n")
+	if r.cfg.SpecFile != "" {
+		fmt.Fprintf(&b, "\nThe specification is in %s.\n", r.cfg.SpecFile)
+	}
+	if r.cfg.PlanFile != "" {
+		fmt.Fprintf(&b, "\nThe plan is in %s. ", r.cfg.PlanFile)
+		if task != "" {
+			fmt.Fprintf(&b, "Work on its first unchecked item: %q. ", task)
+		}
+		b.WriteString("Check items off (- [x]) as you finish them.\n")
+	}
+	if r.cfg.HasGate(config.GatePromise) {
+		fmt.Fprintf(&b, "\nWhen the goal is fully achieved, end your final message with this line, on its own:\n%s\n", r.cfg.CompletionPromise)
+		b.WriteString("Do not write that line otherwise.\n")
+	}
+	if fb := r.feedback(next.Iteration - 1); fb != "" {
+		b.WriteString("\n")
+		b.WriteString(fb)
+	}
+	return b.String()
+}
+
+// feedback describes how iteration it went, when it did not complete.
+func (r *runner) feedback(it int) string {
+	if it < 1 {
+		return ""
+	}
+	var b strings.Builder
+	fail := r.hist.LastFailure(it)
+	if fail == nil {
+		// Every phase passed, yet the run did not complete: the promise
+		// was missing.
+		if r.cfg.HasGate(config.GatePromise) {
+			fmt.Fprintf(&b, "## Feedback from iteration %d\n\nEvery check passed, but your final message did not end with the completion line. "+
+				"If the goal is fully achieved, end your final message with:\n%s\n", it, r.cfg.CompletionPromise)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "## Feedback from iteration %d\n\n", it)
+	switch fail.Phase {
+	case api.PhaseVerification:
+		fmt.Fprintf(&b, "Verification failed: %s.\n", fail.Error)
+		if names := fail.TestsFailedNames; len(names) > 0 {
+			shown := names[:min(len(names), feedbackNames)]
+			fmt.Fprintf(&b, "Failing tests: %s", strings.Join(shown, ", "))
+			if more := len(names) - len(shown); more > 0 {
+				fmt.Fprintf(&b, " (+%d more)", more)
+			}
+			b.WriteString("\n")
+		}
+	case api.PhaseReview:
+		fmt.Fprintf(&b, "The review did not approve: %s.\n", fail.Error)
+	case api.PhaseImplementation:
+		fmt.Fprintf(&b, "The previous attempt failed: %s.\n", fail.Error)
+	}
+	if out := feedbackOutput(fail); out != "" {
+		fmt.Fprintf(&b, "\nLast lines of its output:\n```\n%s\n```\n", out)
+	}
+	return b.String()
+}
+
+// feedbackOutput is the capped tail of a failed step's output, without
+// terminal escapes, starting at a line boundary when one is near.
+func feedbackOutput(st *storage.Step) string {
+	if st.Phase == api.PhaseReview && st.FinalMessage != "" {
+		return tailString(st.FinalMessage, feedbackTail)
+	}
+	out := ansi.ReplaceAllString(tail(st.LogPath, feedbackTail), "")
+	if i := strings.IndexByte(out, '\n'); len(out) >= feedbackTail-1 && i >= 0 && i < 512 {
+		out = out[i+1:]
+	}
+	return strings.TrimRight(out, "\n")
+}

@@ -1,0 +1,637 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/stop"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// Causes of a canceled step.
+var (
+	errStopNow    = errors.New("stopped by the user (loopctl stop --now)")
+	errDaemonStop = errors.New("stopped with the daemon (loopctl daemon stop --kill-steps)")
+)
+
+// errDetached ends a runner because the daemon is shutting down.
+var errDetached = errors.New("detached: daemon shutting down")
+
+// runner drives one RUNNING run.
+type runner struct {
+	s   *Scheduler
+	id  string
+	log *zap.Logger
+
+	run  storage.Run
+	cfg  config.Config
+	set  stop.Set
+	hist History
+	eval *stop.Evaluator
+	dir  string // LOOPD_HOME/runs/<id>
+
+	// Which optional inputs the conditions read, decided once per load so
+	// the per-step path does no work for conditions that are not there.
+	usesOutput, usesScript bool
+
+	mu         sync.Mutex
+	stepCancel context.CancelCauseFunc // cancels the current step, nil between steps
+	pending    error                   // a cancel requested before the step started
+	warnedKeys map[string]bool         // unmeasurable conditions already reported
+}
+
+func newRunner(s *Scheduler, id string) *runner {
+	return &runner{s: s, id: id, log: s.log.With(zap.String("run", id)),
+		dir: filepath.Join(s.opts.Home, "runs", id)}
+}
+
+// cancelStep kills the current step (or the next one, as soon as it
+// starts) with cause.
+func (r *runner) cancelStep(cause error) {
+	r.mu.Lock()
+	cancel := r.stepCancel
+	if cancel == nil {
+		r.pending = cause
+	}
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
+// main runs the loop until the run leaves RUNNING or the daemon detaches.
+// An internal error (the database unavailable, a full disk) never ends the
+// run: the runner waits and starts over from the database, which is how a
+// restarted daemon would pick it up too.
+func (r *runner) main(recovered bool) {
+	for attempt := 0; ; attempt++ {
+		err := r.loop(recovered || attempt > 0)
+		if err == nil || errors.Is(err, errDetached) || r.s.detached() {
+			return
+		}
+		r.log.Error("run loop failed; retrying from the database", zap.Error(err), zap.Duration("backoff", r.s.opts.RetryBackoff))
+		select {
+		case <-r.s.detach:
+			return
+		case <-time.After(r.s.opts.RetryBackoff):
+		}
+	}
+}
+
+// bg is the context for database writes: they are short and must finish
+// even while the daemon shuts down, so a step's outcome is never lost
+// between its end and its record.
+func bg() context.Context { return context.Background() }
+
+func (r *runner) load() error {
+	run, err := r.s.store.Run(bg(), r.id)
+	if err != nil {
+		return err
+	}
+	cfg, set, err := decodeFrozen(run)
+	if err != nil {
+		return err
+	}
+	steps, err := r.s.store.Steps(bg(), r.id)
+	if err != nil {
+		return fmt.Errorf("load steps: %w", err)
+	}
+	r.run, r.cfg, r.set = run, cfg, set
+	r.usesOutput, r.usesScript = uses(set, stop.TypeOutputPattern), uses(set, stop.TypeCustomScript)
+	r.hist = History{Steps: steps, Pipeline: pipelineOf(cfg)}
+	r.eval = stop.NewEvaluator(set, stop.Options{
+		Clock:  stop.ClockFunc(r.s.opts.Now),
+		Logger: r.s.opts.Logger.Named("stop"),
+		Prices: pricesOf(cfg),
+		Debug:  r.s.opts.DebugConditions,
+	})
+	// Seed the evaluator's "previous progress" from the last persisted
+	// evaluation so a restart does not re-announce unchanged progress.
+	if last, err := r.s.store.LastEvaluation(bg(), r.id); err == nil {
+		var prev []stop.Result
+		if json.Unmarshal([]byte(last.Results), &prev) == nil {
+			r.eval.Restore(prev)
+		}
+	}
+	return os.MkdirAll(r.dir, 0o700)
+}
+
+// decodeFrozen decodes a run's frozen config and its complete condition set
+// (config shorthands merged with the stop file's conditions).
+func decodeFrozen(run storage.Run) (config.Config, stop.Set, error) {
+	var cfg config.Config
+	if err := json.Unmarshal([]byte(run.Config), &cfg); err != nil {
+		return cfg, stop.Set{}, fmt.Errorf("decode frozen config of %s: %w", run.ID, err)
+	}
+	file, err := stop.DecodeSet([]byte(run.Conditions))
+	if err != nil {
+		return cfg, stop.Set{}, fmt.Errorf("decode frozen conditions of %s: %w", run.ID, err)
+	}
+	set := shorthandsOf(cfg).Set()
+	set.Merge(file)
+	return cfg, set, nil
+}
+
+func shorthandsOf(cfg config.Config) stop.Shorthands {
+	return stop.Shorthands{
+		MaxIterations:   cfg.MaxIterations,
+		MaxDuration:     cfg.MaxDuration.Std(),
+		MaxTokens:       cfg.MaxTokens,
+		MaxInputTokens:  cfg.MaxInputTokens,
+		MaxOutputTokens: cfg.MaxOutputTokens,
+		MaxCost:         cfg.MaxCost,
+		MaxConsecutiveFailures: map[string]int{
+			string(api.PhaseImplementation): cfg.MaxConsecutiveImplementationFailures,
+			string(api.PhaseReview):         cfg.MaxConsecutiveReviewFailures,
+			string(api.PhaseVerification):   cfg.MaxConsecutiveVerificationFailures,
+		},
+		MaxTaskFailures:      planLimit(cfg),
+		NoProgressIterations: cfg.NoProgressIterations,
+	}
+}
+
+// planLimit is the stuck-task limit: it needs a plan to know the task.
+func planLimit(cfg config.Config) int {
+	if cfg.PlanFile == "" {
+		return 0
+	}
+	return cfg.MaxTaskFailures
+}
+
+func pipelineOf(cfg config.Config) Pipeline {
+	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0}
+}
+
+func pricesOf(cfg config.Config) stop.Prices {
+	prices := stop.DefaultPrices()
+	for model, p := range cfg.Prices {
+		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite})
+	}
+	return prices
+}
+
+// loop is one pass of the runner over its run, from the database.
+func (r *runner) loop(recovered bool) error {
+	if err := r.load(); err != nil {
+		return err
+	}
+	if r.run.Status != api.RunRunning {
+		return nil // stopped or paused while we were not looking
+	}
+	if recovered {
+		err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+			_, err := tx.Event(r.id, nil, events.RunRecovered, map[string]any{"run_id": r.id, "steps": len(r.hist.Steps)})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// A step a previous daemon left RUNNING: adopt it, record it, or mark
+	// it INTERRUPTED. Never start another while it may be alive.
+	if last := r.hist.Last(); last != nil && last.Status == api.StepRunning {
+		done, err := r.reconcile(last)
+		if err != nil || done {
+			return err
+		}
+	} else if len(r.hist.Steps) > 0 {
+		// Resumed or recovered between steps: thresholds are re-checked
+		// before anything runs (a resumed run whose limit was not raised
+		// ends again at once, with the same reason).
+		done, err := r.conclude(nil, "")
+		if err != nil || done {
+			return err
+		}
+	}
+	for {
+		if r.s.detached() || r.s.isStopping() {
+			return errDetached
+		}
+		run, err := r.s.store.Run(bg(), r.id)
+		if err != nil {
+			return err
+		}
+		r.run = run
+		if run.Status != api.RunRunning {
+			return nil
+		}
+		if d := r.requests(run); d != nil {
+			return r.apply(nil, "", nil, d)
+		}
+		next := r.hist.Next()
+		if next.Phase == api.PhaseImplementation {
+			if d := r.checkAgent(); d != nil {
+				return r.apply(nil, "", nil, d)
+			}
+		}
+		st, err := r.execute(next)
+		if err != nil {
+			return err
+		}
+		done, err := r.conclude(st, events.StepFinished)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// decision is what happens to the run after an evaluation.
+type decision struct {
+	status      api.RunStatus // RUNNING-status changes only; "" = go on
+	reason      string
+	description string
+	condition   stop.Condition
+	waitUntil   *int64
+	event       events.Type
+	payload     any
+}
+
+// requests turns pending user requests into a decision.
+func (r *runner) requests(run storage.Run) *decision {
+	if run.StopRequest != "" {
+		return r.interrupted(run.StopRequest)
+	}
+	if run.PauseRequest {
+		return &decision{status: api.RunPaused, event: events.RunPaused,
+			payload: map[string]any{"run_id": r.id}}
+	}
+	return nil
+}
+
+func (r *runner) interrupted(kind string) *decision {
+	desc := "stopped by the user after the current step (loopctl stop)"
+	if kind == storage.StopNow {
+		desc = "stopped by the user; the running step was killed (loopctl stop --now)"
+	}
+	return &decision{status: api.RunInterrupted, reason: "user_stop", description: desc, event: events.RunInterrupted}
+}
+
+// checkAgent ends the run when the agent preset's binary is not installed.
+func (r *runner) checkAgent() *decision {
+	bin := r.cfg.AgentBinary()
+	if bin == "" {
+		return nil
+	}
+	if _, err := r.s.opts.LookPath(bin); err == nil {
+		return nil
+	}
+	return &decision{status: api.RunAborted, reason: "fatal:agent_not_found", event: events.RunAborted,
+		description: agentNotFound(bin)}
+}
+
+func agentNotFound(bin string) string {
+	hint := ""
+	switch bin {
+	case "claude":
+		hint = "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in"
+	case "codex":
+		hint = "install the Codex CLI (npm install -g @openai/codex) and log in"
+	}
+	msg := fmt.Sprintf("the agent %q was not found on the daemon's PATH", bin)
+	if hint != "" {
+		msg += ": " + hint
+	}
+	return msg + ", or set agent=command with your own agent_command; then `loopctl resume` the run"
+}
+
+// conclude records a finished step (st nil: an evaluation at resume or
+// recovery), evaluates the stop conditions, decides, and commits all of it
+// in one transaction. done reports that the runner must return.
+func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err error) {
+	if st != nil {
+		r.hist.Steps[len(r.hist.Steps)-1] = *st
+	}
+	run, err := r.s.store.Run(bg(), r.id)
+	if err != nil {
+		return false, err
+	}
+	r.run = run
+	var stepID int64
+	if st != nil {
+		stepID = st.ID
+	}
+	ev := r.eval.Evaluate(context.Background(), r.context(stepID))
+	d := r.decide(ev, st)
+	return d != nil, r.commit(st, typ, &ev, d)
+}
+
+// apply commits a decision taken without a step.
+func (r *runner) apply(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision) error {
+	return r.commit(st, typ, ev, d)
+}
+
+func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision) error {
+	err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+		if st != nil {
+			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
+				return err
+			}
+		}
+		if ev != nil {
+			if err := r.recordEvaluation(tx, ev); err != nil {
+				return err
+			}
+		}
+		if d != nil {
+			return tx.TransitionRun(r.transition(d, st))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		r.log.Info("run "+strings.ToLower(string(d.status)), zap.String("reason", d.reason), zap.String("description", d.description))
+		if d.status.Terminal() {
+			r.s.finished(r.id)
+		}
+	}
+	return nil
+}
+
+func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
+	tr := storage.Transition{RunID: r.id, From: []api.RunStatus{api.RunRunning}, To: d.status,
+		Reason: d.reason, Description: d.description, WaitUntil: d.waitUntil, Event: d.event,
+		ClearRequests: true, Payload: d.payload}
+	if st != nil {
+		tr.StepID = &st.ID
+	}
+	if d.status.Terminal() {
+		var cond any
+		if d.condition != nil {
+			b, _ := json.Marshal(d.condition)
+			tr.Condition = string(b)
+			cond = json.RawMessage(b)
+		}
+		tr.Payload = events.TerminalPayload{RunID: r.id, Reason: d.reason, Description: d.description, Condition: cond}
+	}
+	return tr
+}
+
+func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
+	results, err := json.Marshal(ev.Results)
+	if err != nil {
+		return fmt.Errorf("encode evaluation: %w", err)
+	}
+	e := storage.Evaluation{RunID: r.id, Iteration: ev.Iteration, At: ev.At.UnixMilli(),
+		DurationUS: ev.Duration.Microseconds(), Results: string(results)}
+	if ev.Step != 0 {
+		e.StepID = &ev.Step
+	}
+	if err := tx.InsertEvaluation(e); err != nil {
+		return err
+	}
+	for _, p := range ev.Progressed {
+		if p.Previous == nil && p.Current == 0 {
+			continue // first seen at zero: nothing has progressed yet
+		}
+		payload := map[string]any{
+			"condition": p.Condition, "type": p.Condition.Type(), "kind": p.Class, "description": p.Description,
+			"previous": p.Previous, "progress": p.Current, "delta": p.Delta,
+		}
+		if _, err := tx.Event(r.id, e.StepID, events.ConditionProgressed, payload); err != nil {
+			return err
+		}
+	}
+	// A budget that cannot be measured is said once per evaluation that
+	// finds it so, never silently counted as $0.
+	for _, res := range ev.Results {
+		if res.Unmeasurable && !r.warned(res) {
+			payload := map[string]any{"condition": res.Condition, "type": res.Condition.Type(), "kind": res.Class,
+				"description": res.Description, "unmeasurable": true, "reason": res.Reason, "progress": nil}
+			if _, err := tx.Event(r.id, e.StepID, events.ConditionProgressed, payload); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// warned reports whether an unmeasurable condition was already reported
+// in this runner's lifetime.
+func (r *runner) warned(res stop.Result) bool {
+	key := string(res.Class) + fmt.Sprint(res.Index)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warnedKeys == nil {
+		r.warnedKeys = map[string]bool{}
+	}
+	if r.warnedKeys[key] {
+		return true
+	}
+	r.warnedKeys[key] = true
+	return false
+}
+
+// decide resolves an evaluation after a step: failure beats success beats
+// limit (the completion gate is a success), then the user's requests, then
+// a usage limit.
+func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
+	// A step killed by `stop --now` ends the run as the user asked.
+	if st != nil && st.Status == api.StepCanceled && r.run.StopRequest == storage.StopNow {
+		return r.interrupted(storage.StopNow)
+	}
+	v := ev.Stop
+	if v != nil && v.Class == stop.ClassFailure {
+		return r.verdictDecision(v)
+	}
+	if gates, ok := r.completed(); ok {
+		return &decision{status: api.RunCompleted, event: events.RunCompleted,
+			reason:      "completed:" + strings.Join(gates, "+"),
+			description: completionDescription(gates, r.hist.Iteration())}
+	}
+	if v != nil {
+		return r.verdictDecision(v)
+	}
+	if d := r.requests(r.run); d != nil {
+		return d
+	}
+	if st != nil && st.RateLimitedUntil != nil {
+		return &decision{status: api.RunWaiting, waitUntil: st.RateLimitedUntil, event: events.RunWaiting,
+			reason: "usage_limit", description: st.Error,
+			payload: map[string]any{"run_id": r.id, "until": api.Millis(*st.RateLimitedUntil), "reason": st.Error}}
+	}
+	return nil
+}
+
+func (r *runner) verdictDecision(v *stop.Verdict) *decision {
+	d := &decision{reason: v.Reason, condition: v.Condition, description: v.Description}
+	if v.Detail != "" {
+		d.description = v.Detail + " (" + v.Description + ")"
+	}
+	switch v.Class {
+	case stop.ClassFailure:
+		d.status, d.event = api.RunFailed, events.RunFailed
+	case stop.ClassSuccess:
+		d.status, d.event = api.RunCompleted, events.RunCompleted
+	default:
+		d.status, d.event = api.RunAborted, events.RunAborted
+	}
+	return d
+}
+
+// completed checks the completion gate: every configured gate holds after
+// the same iteration, which must have ended with all its phases passing.
+func (r *runner) completed() ([]string, bool) {
+	last := r.hist.Last()
+	if last == nil || !r.hist.IterationEnded() || last.Status != api.StepSucceeded {
+		return nil, false
+	}
+	it := last.Iteration
+	impl := r.hist.LastIn(it, api.PhaseImplementation)
+	if impl == nil || impl.Status != api.StepSucceeded {
+		return nil, false
+	}
+	// gates lists the gates that held for real; a verify or review gate
+	// with no verification or reviewer configured holds vacuously and is
+	// not named in the reason.
+	var gates []string
+	for _, g := range r.cfg.Completion {
+		switch g {
+		case config.GatePromise:
+			if !impl.Promise {
+				return nil, false
+			}
+		case config.GateVerify:
+			if !r.hist.Pipeline.Verification {
+				continue
+			}
+			if v := r.hist.LastIn(it, api.PhaseVerification); v == nil || v.Status != api.StepSucceeded {
+				return nil, false
+			}
+		case config.GateReview:
+			if !r.hist.Pipeline.Review {
+				continue
+			}
+			if v := r.hist.LastIn(it, api.PhaseReview); v == nil || v.Status != api.StepSucceeded {
+				return nil, false
+			}
+		case config.GatePlan:
+			p, err := readPlan(r.cfg.PlanFile)
+			if err != nil || p.Unchecked > 0 {
+				return nil, false
+			}
+		}
+		gates = append(gates, string(g))
+	}
+	if len(gates) == 0 {
+		// Every configured gate was vacuous: the iteration passing is all
+		// there was to check.
+		for _, g := range r.cfg.Completion {
+			gates = append(gates, string(g))
+		}
+	}
+	return gates, true
+}
+
+func completionDescription(gates []string, iteration int) string {
+	var parts []string
+	for _, g := range gates {
+		switch g {
+		case string(config.GatePromise):
+			parts = append(parts, "the agent promised completion")
+		case string(config.GateVerify):
+			parts = append(parts, "verification passed")
+		case string(config.GateReview):
+			parts = append(parts, "the review approved")
+		case string(config.GatePlan):
+			parts = append(parts, "every plan item is checked")
+		}
+	}
+	return fmt.Sprintf("%s in iteration %d", joinAnd(parts), iteration)
+}
+
+func joinAnd(parts []string) string {
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// context builds the evaluator's view of the run, entirely from history.
+func (r *runner) context(stepID int64) stop.Context {
+	h := &r.hist
+	streaks := h.Streaks()
+	_, stuck := h.StuckTask()
+	c := stop.Context{
+		RunID:                   r.id,
+		Step:                    stepID,
+		Iteration:               h.CompletedIterations(),
+		Elapsed:                 time.Duration(h.ElapsedMS(r.s.opts.Now().UnixMilli())) * time.Millisecond,
+		Workspace:               r.run.Workspace,
+		TestFailureStreak:       h.TestFailureStreak(),
+		IterationsSinceProgress: h.IterationsSinceProgress(),
+		UserSignal:              r.run.UserSignal,
+		ConsecutiveFailures:     map[string]int{},
+		StuckTaskFailures:       stuck,
+		Usage:                   stopUsage(h.Usage(), r.cfg),
+	}
+	for p, n := range streaks {
+		c.ConsecutiveFailures[string(p)] = n
+	}
+	if last := h.Last(); last != nil {
+		c.HasError = last.Status == api.StepFailed
+		c.LastError = last.Error
+		if r.usesOutput {
+			c.LastOutput = tail(last.LogPath, outputTail)
+		}
+	}
+	if v := h.LastVerification(); v != nil && (v.TestsPassed != nil || v.TestsFailed != nil) {
+		c.TestsKnown = true
+		c.PassedTests = v.TestsPassedNames
+		c.FailedTests = v.TestsFailedNames
+	}
+	if r.usesScript {
+		c.Env = r.baseEnv()
+	}
+	return c
+}
+
+func stopUsage(u api.Usage, cfg config.Config) stop.Usage {
+	model := u.Model
+	if model == "" {
+		model = cfg.Model
+	}
+	return stop.Usage{
+		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+		Model: model, PricedCostUSD: u.CostUSD, PricedKnown: !u.CostUnknown,
+		ReportedCostUSD: u.ReportedCostUSD, ReportedKnown: u.ReportedCostUSD > 0,
+	}
+}
+
+// uses reports whether any condition of set, at any depth, has type t.
+func uses(set stop.Set, t stop.Type) bool {
+	b, _ := json.Marshal(set)
+	return strings.Contains(string(b), `"type":"`+string(t)+`"`)
+}
+
+func stepPayload(st *storage.Step) map[string]any {
+	p := map[string]any{"seq": st.Seq, "phase": st.Phase, "iteration": st.Iteration, "status": st.Status,
+		"exit_code": st.ExitCode, "error": st.Error}
+	if st.EndedAt != nil {
+		p["duration_ms"] = *st.EndedAt - st.StartedAt
+	}
+	if st.UsageFound {
+		p["usage"] = stepUsage(st)
+	}
+	if t := stepTests(st); t != nil {
+		p["tests"] = t
+	}
+	return p
+}

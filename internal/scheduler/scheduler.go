@@ -1,0 +1,257 @@
+// Package scheduler is loopd's run state machine: it claims runs, executes
+// their steps through package supervise, derives every counter from the
+// persisted step history, asks package stop for a verdict after each step,
+// and re-attaches to runs and steps after a daemon restart.
+//
+// One goroutine (a runner) drives each RUNNING run; the Scheduler owns them
+// and waits for them. The database is the only source of truth: a runner
+// keeps its run's steps in memory only as a copy of rows it committed.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// Options configure a Scheduler.
+type Options struct {
+	Store         *storage.Store
+	Home          string // LOOPD_HOME: run artifacts go to Home/runs/<id>/
+	MaxConcurrent int    // RUNNING runs at once; default 4
+	Logger        *zap.Logger
+	// Grace is the time between SIGTERM and SIGKILL when a step is stopped;
+	// default 5s.
+	Grace time.Duration
+	// UsageLimitBackoff is how long a run WAITs when the agent reports a
+	// usage limit without a reset time; default 10m.
+	UsageLimitBackoff time.Duration
+	// RetryBackoff is how long a runner that hit an internal error (a full
+	// disk, say) waits before it reloads its run and tries again; default 5s.
+	RetryBackoff time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// LookPath finds an agent binary; default exec.LookPath.
+	LookPath func(string) (string, error)
+	// DebugConditions logs every stop-condition evaluation.
+	DebugConditions bool
+}
+
+// Scheduler runs loops.
+type Scheduler struct {
+	opts  Options
+	store *storage.Store
+	log   *zap.Logger
+
+	wake chan struct{} // a run became claimable, or a slot freed
+
+	mu       sync.Mutex
+	active   map[string]*runner
+	stopping bool          // no new steps: the daemon is stopping
+	detach   chan struct{} // closed on shutdown: runners leave their steps running
+
+	runners sync.WaitGroup
+}
+
+// New returns a Scheduler; call Run to start it.
+func New(opts Options) *Scheduler {
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = 4
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 5 * time.Second
+	}
+	if opts.UsageLimitBackoff <= 0 {
+		opts.UsageLimitBackoff = 10 * time.Minute
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = 5 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.LookPath == nil {
+		opts.LookPath = exec.LookPath
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return &Scheduler{
+		opts:   opts,
+		store:  opts.Store,
+		log:    opts.Logger.Named("scheduler"),
+		wake:   make(chan struct{}, 1),
+		active: map[string]*runner{},
+		detach: make(chan struct{}),
+	}
+}
+
+// Wake makes the scheduler look for claimable runs now.
+func (s *Scheduler) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Active returns the number of runs with a runner.
+func (s *Scheduler) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
+}
+
+// MaxConcurrent is the configured number of run slots.
+func (s *Scheduler) MaxConcurrent() int { return s.opts.MaxConcurrent }
+
+// Run recovers the runs a previous daemon left RUNNING, then claims runs
+// as slots free up until ctx is done. On return every runner has stopped;
+// steps that were running are left running for the next daemon to adopt.
+func (s *Scheduler) Run(ctx context.Context) error {
+	defer s.shutdown()
+	if err := s.recover(ctx); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	for {
+		wakeAt, err := s.claim(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("claim runs", zap.Error(err))
+			wakeAt = s.opts.Now().Add(s.opts.RetryBackoff)
+		}
+		var timer <-chan time.Time
+		if !wakeAt.IsZero() {
+			t := time.NewTimer(max(time.Until(wakeAt), time.Millisecond))
+			timer = t.C
+			defer t.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		case <-timer:
+		}
+	}
+}
+
+// shutdown detaches every runner and waits for them. Runners finish the
+// database write they are in, if any, and leave their steps running.
+func (s *Scheduler) shutdown() {
+	s.mu.Lock()
+	s.stopping = true
+	select {
+	case <-s.detach:
+	default:
+		close(s.detach)
+	}
+	s.mu.Unlock()
+	s.runners.Wait()
+}
+
+// KillSteps stops every running step (SIGTERM, grace, SIGKILL) and keeps
+// runners from starting new ones; used by `loopctl daemon stop
+// --kill-steps` before shutdown. The killed steps are recorded CANCELED
+// and their runs stay RUNNING, to be picked up by the next daemon.
+func (s *Scheduler) KillSteps() {
+	s.mu.Lock()
+	s.stopping = true
+	runners := make([]*runner, 0, len(s.active))
+	for _, r := range s.active {
+		runners = append(runners, r)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Go(func() { r.cancelStep(errDaemonStop) })
+	}
+	wg.Wait()
+	s.runners.Wait()
+}
+
+func (s *Scheduler) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+// claim starts runners for claimable runs while slots are free. It returns
+// when the next WAITING run becomes due (zero when none waits).
+func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
+	for {
+		if s.Active() >= s.opts.MaxConcurrent || s.isStopping() {
+			break
+		}
+		now := s.opts.Now().UnixMilli()
+		run, err := s.store.Claimable(ctx, now)
+		if errors.Is(err, storage.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		tr := storage.Transition{RunID: run.ID, From: []api.RunStatus{run.Status}, To: api.RunRunning,
+			Event: events.RunStarted, Payload: map[string]any{"run_id": run.ID}}
+		if run.Status == api.RunWaiting {
+			tr.Event = events.RunResumed
+			tr.Payload = map[string]any{"run_id": run.ID, "reason": "usage limit reset"}
+		}
+		err = s.store.Write(ctx, func(tx *storage.Tx) error { return tx.TransitionRun(tr) })
+		if errors.Is(err, storage.ErrConflict) {
+			continue // someone (a stop, a pause) changed it first
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		s.start(run.ID, false)
+	}
+	at, err := s.store.NextWakeUp(ctx)
+	if err != nil || at == 0 {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(at), nil
+}
+
+// start launches the runner of a RUNNING run.
+func (s *Scheduler) start(runID string, recovered bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.active[runID]; ok {
+		return
+	}
+	r := newRunner(s, runID)
+	s.active[runID] = r
+	s.runners.Go(func() {
+		defer s.release(runID)
+		r.main(recovered)
+	})
+}
+
+func (s *Scheduler) release(runID string) {
+	s.mu.Lock()
+	delete(s.active, runID)
+	s.mu.Unlock()
+	s.Wake()
+}
+
+func (s *Scheduler) runner(runID string) *runner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active[runID]
+}
+
+func (s *Scheduler) detached() bool {
+	select {
+	case <-s.detach:
+		return true
+	default:
+		return false
+	}
+}

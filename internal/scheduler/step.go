@@ -1,0 +1,464 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/stop"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
+	"github.com/loopd/loopd/internal/testreport"
+	"github.com/loopd/loopd/internal/transcript"
+	"github.com/loopd/loopd/internal/workspace"
+)
+
+const (
+	outputTail      = 64 << 10 // bytes of a step's output given to output_pattern and the reviewer check
+	finalMessageCap = 8 << 10  // bytes of the agent's final message kept in the database
+)
+
+// stepFiles are a step's artifacts under LOOPD_HOME/runs/<id>/.
+type stepFiles struct {
+	log, prompt, status, pid string
+	tag                      string // in the step's argv: identifies its process after a restart
+}
+
+func (r *runner) files(seq int, phase api.Phase) stepFiles {
+	base := filepath.Join(r.dir, fmt.Sprintf("%04d-%s", seq, phase))
+	return stepFiles{
+		log: base + ".log", prompt: base + ".prompt", status: base + ".status", pid: base + ".pid",
+		tag: "loopd-step:" + r.id + ":" + strconv.Itoa(seq),
+	}
+}
+
+// execute runs the next step to its end and returns it with its outcome,
+// not yet recorded as finished (conclude does that, with the evaluation).
+func (r *runner) execute(next Next) (*storage.Step, error) {
+	seq := len(r.hist.Steps) + 1
+	f := r.files(seq, next.Phase)
+	st := &storage.Step{RunID: r.id, Seq: seq, Phase: next.Phase, Iteration: next.Iteration, LogPath: f.log}
+	var commands []string
+	stdin := ""
+	switch next.Phase {
+	case api.PhaseImplementation:
+		if r.cfg.PlanFile != "" {
+			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
+				st.PlanTask = plan.Current
+				st.PlanChecked = &plan.Checked
+			}
+		}
+		if err := os.WriteFile(f.prompt, []byte(r.prompt(next, st.PlanTask)), 0o600); err != nil {
+			return nil, fmt.Errorf("write prompt: %w", err)
+		}
+		commands, stdin = []string{r.cfg.AgentCommandLine()}, f.prompt
+	case api.PhaseReview:
+		commands = []string{r.cfg.ReviewCommand}
+	case api.PhaseVerification:
+		commands = r.cfg.VerifyCommands
+	}
+	if impl := r.hist.LastIn(next.Iteration, api.PhaseImplementation); impl != nil && next.Phase != api.PhaseImplementation {
+		// Stuck-task detection needs to know which task a verification judged.
+		st.PlanTask = impl.PlanTask
+	}
+	err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+		return tx.InsertStep(st, map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
+			"retry": next.Retry, "log_path": f.log})
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.hist.Steps = append(r.hist.Steps, *st)
+	r.log.Debug("step started", zap.Int("seq", seq), zap.String("phase", string(next.Phase)), zap.Int("iteration", next.Iteration))
+
+	env, err := r.stepEnv(st, r.files(r.implSeq(next.Iteration), api.PhaseImplementation).prompt)
+	if err != nil {
+		st.Status, st.Error = api.StepFailed, err.Error()
+		return st, nil
+	}
+	proc, err := supervise.Start(supervise.Spec{
+		Dir: r.run.Workspace, Commands: commands, Env: env, StdinPath: stdin,
+		LogPath: f.log, StatusPath: f.status, PidPath: f.pid, Tag: f.tag,
+	})
+	if err != nil {
+		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
+		return st, nil
+	}
+	st.Pid, st.Pgid, st.ProcStart, st.BootID = &proc.Pid, &proc.Pid, &proc.StartTicks, proc.BootID
+	err = r.s.store.Write(bg(), func(tx *storage.Tx) error {
+		return tx.SetStepProcess(st.ID, proc.Pid, proc.Pid, proc.StartTicks, proc.BootID)
+	})
+	if err != nil {
+		// The step runs on; its outcome is recorded by the status file
+		// and found by the retry's reconciliation.
+		return nil, err
+	}
+	return r.watch(st, proc)
+}
+
+// implSeq is the seq of an iteration's implementation step (for
+// LOOP_PROMPT_FILE in review and verification), or the next seq.
+func (r *runner) implSeq(iteration int) int {
+	if s := r.hist.LastIn(iteration, api.PhaseImplementation); s != nil {
+		return s.Seq
+	}
+	return len(r.hist.Steps)
+}
+
+// watch waits for a step's process under the run's limits and fills in
+// its outcome. It returns errDetached, leaving the process running, when
+// the daemon shuts down.
+func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step, error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	r.mu.Lock()
+	r.stepCancel = cancel
+	if r.pending != nil {
+		cancel(r.pending)
+		r.pending = nil
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.stepCancel = nil
+		r.mu.Unlock()
+	}()
+	deadline, capped := r.deadline(st)
+	ending := proc.Watch(ctx, supervise.Limits{
+		Deadline:    deadline,
+		IdleTimeout: r.cfg.IdleTimeout.Std(),
+		LogPath:     st.LogPath,
+		Grace:       r.s.opts.Grace,
+		Detach:      r.s.detach,
+	})
+	if ending == supervise.Detached {
+		return nil, errDetached
+	}
+	r.outcome(st, proc.Exit(), ending, context.Cause(ctx), capped)
+	return st, nil
+}
+
+// deadline is when the step must stop: its step_timeout, or sooner when
+// the run's max_duration runs out first (capped).
+func (r *runner) deadline(st *storage.Step) (time.Time, bool) {
+	started := time.UnixMilli(st.StartedAt)
+	deadline := started.Add(r.cfg.StepTimeout.Std())
+	if max := r.cfg.MaxDuration.Std(); max > 0 {
+		now := r.s.opts.Now()
+		before := time.Duration(r.hist.ElapsedMS(now.UnixMilli()))*time.Millisecond - now.Sub(started)
+		if runEnd := started.Add(max - before); runEnd.Before(deadline) {
+			return runEnd, true
+		}
+	}
+	return deadline, false
+}
+
+// outcome classifies a step's end and reads what its output says.
+func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.Ending, cause error, capped bool) {
+	if ex.Code >= 0 {
+		code := ex.Code
+		st.ExitCode = &code
+	}
+	switch ending {
+	case supervise.Canceled:
+		st.Status, st.Error = api.StepCanceled, "canceled"
+		if cause != nil {
+			st.Error = cause.Error()
+		}
+	case supervise.TimedOut:
+		if capped {
+			st.Status = api.StepCanceled
+			st.Error = "stopped: the run reached its max_duration of " + r.cfg.MaxDuration.String()
+		} else {
+			st.Status = api.StepFailed
+			st.Error = "timed out after " + r.cfg.StepTimeout.String() + " (step_timeout)"
+		}
+	case supervise.Idle:
+		st.Status = api.StepFailed
+		st.Error = "no output for " + r.cfg.IdleTimeout.String() + " (idle_timeout)"
+	default:
+		switch {
+		case ex.Signal != 0:
+			st.Status, st.Error = api.StepFailed, ex.String()
+		case !ex.Recorded && ex.Code < 0:
+			st.Status = api.StepInterrupted
+			st.Error = "the step's process ended without recording its exit status; its outcome is lost and the phase runs again"
+		case ex.Code != 0:
+			st.Status, st.Error = api.StepFailed, ex.String()
+		default:
+			st.Status = api.StepSucceeded
+		}
+	}
+	switch st.Phase {
+	case api.PhaseImplementation, api.PhaseReview:
+		r.readAgentOutput(st)
+	case api.PhaseVerification:
+		if st.Status != api.StepCanceled && st.Status != api.StepInterrupted {
+			r.readTests(st)
+		}
+	}
+	if st.Phase == api.PhaseImplementation && (st.Status == api.StepSucceeded || st.Status == api.StepFailed) {
+		if r.usesProgress() {
+			fp, err := workspace.Fingerprint(context.Background(), r.run.Workspace)
+			if err != nil {
+				r.log.Warn("workspace fingerprint", zap.Error(err))
+			}
+			st.Fingerprint = fp
+		}
+		if r.cfg.PlanFile != "" {
+			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
+				st.PlanChecked = &plan.Checked
+			}
+		}
+	}
+}
+
+func (r *runner) usesProgress() bool {
+	return r.cfg.NoProgressIterations > 0 || uses(r.set, stop.TypeNoProgress)
+}
+
+// readAgentOutput parses an agent's (or reviewer's) output for usage,
+// cost, the final message, the completion promise, usage limits and the
+// reviewer's approval.
+func (r *runner) readAgentOutput(st *storage.Step) {
+	res, err := transcript.ParseFile(st.LogPath)
+	if err != nil {
+		r.log.Warn("read agent output", zap.Int("seq", st.Seq), zap.Error(err))
+	}
+	u := res.Usage
+	st.InputTokens, st.OutputTokens = u.InputTokens, u.OutputTokens
+	st.CacheReadTokens, st.CacheWriteTokens = u.CacheReadTokens, u.CacheWriteTokens
+	st.UsageFound, st.ReportedCostUSD = res.UsageFound, u.ReportedCostUSD
+	st.Model = res.Model
+	if st.Model == "" && st.Phase == api.PhaseImplementation {
+		st.Model = r.cfg.Model
+	}
+	if price, ok := pricesOf(r.cfg).Lookup(st.Model); ok && res.UsageFound {
+		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, price)
+		st.PricedCostUSD = &cost
+	}
+	st.FinalMessage = tailString(res.FinalMessage, finalMessageCap)
+	if st.Status == api.StepCanceled || st.Status == api.StepInterrupted {
+		return
+	}
+	if st.Phase == api.PhaseImplementation {
+		// A structured agent's final message counts only when the agent
+		// reported the end of its turn without error: a step killed
+		// mid-turn may end on an assistant text that merely quotes it.
+		ended := res.Format == transcript.FormatText || res.Format == transcript.FormatGeneric || (res.ResultSeen && !res.IsError)
+		st.Promise = ended && transcript.HasPromise(res.FinalMessage, r.cfg.CompletionPromise)
+	}
+	if res.RateLimit != nil {
+		now := r.s.opts.Now()
+		until := res.RateLimit.ResetsAt
+		if until.IsZero() || until.Before(now) {
+			until = now.Add(r.s.opts.UsageLimitBackoff)
+		}
+		ms := until.UnixMilli()
+		st.RateLimitedUntil = &ms
+		st.Status = api.StepFailed
+		st.Error = "the agent hit its usage limit; the run waits until " + until.Format(time.RFC3339) + " and repeats this step"
+		if res.RateLimit.Message != "" {
+			st.Error += ": " + res.RateLimit.Message
+		}
+		return
+	}
+	if res.IsError && st.Status == api.StepSucceeded {
+		st.Status, st.Error = api.StepFailed, "the agent reported an error"
+		if res.ErrorText != "" {
+			st.Error += ": " + res.ErrorText
+		}
+	}
+	if st.Phase == api.PhaseReview && st.Status == api.StepSucceeded {
+		text := res.FinalMessage
+		if res.Format == transcript.FormatText || text == "" {
+			text = tail(st.LogPath, outputTail)
+		}
+		re, err := regexp.Compile(r.cfg.ReviewApprovePattern)
+		if err == nil && !re.MatchString(text) {
+			st.Status = api.StepFailed
+			st.Error = fmt.Sprintf("the review did not approve (no match for %q in its output)", r.cfg.ReviewApprovePattern)
+		}
+	}
+}
+
+// readTests reads a verification step's test results: the JUnit report
+// when one is configured and was written by this step, else the output.
+// Failing tests fail the step even when the command exited 0.
+func (r *runner) readTests(st *storage.Step) {
+	var res testreport.Result
+	if f, err := os.Open(st.LogPath); err == nil {
+		res, err = testreport.Parse(f)
+		f.Close()
+		if err != nil {
+			r.log.Warn("read test output", zap.Int("seq", st.Seq), zap.Error(err))
+		}
+	}
+	// A report counts only if this step wrote it: an older one left by an
+	// earlier attempt says nothing about this one.
+	if path := r.cfg.VerifyReport; path != "" {
+		if fi, err := os.Stat(path); err == nil && fi.ModTime().UnixMilli() >= st.StartedAt-1000 {
+			if f, err := os.Open(path); err == nil {
+				report, err := testreport.ParseJUnit(f)
+				f.Close()
+				if err != nil {
+					r.log.Warn("read verify_report", zap.String("path", path), zap.Error(err))
+				} else if report.Recognized() {
+					res = res.WithReport(report)
+				}
+			}
+		}
+	}
+	if !res.Recognized() {
+		return // the exit code decides; counts stay unknown
+	}
+	st.TestsFormat = string(res.Format)
+	st.TestsPassed, st.TestsFailed, st.TestsSkipped = res.Passed, res.Failed, res.Skipped
+	st.TestsFailedNames, st.TestsPassedNames = res.FailedNames, res.PassedNames
+	if res.HasFailures() && st.Status == api.StepSucceeded {
+		st.Status = api.StepFailed
+		st.Error = "tests failed although the command exited 0: " + res.Summary()
+	}
+}
+
+// stepEnv is the environment of a step: the daemon's, the run's env_file,
+// and the LOOP_* variables.
+func (r *runner) stepEnv(st *storage.Step, promptFile string) ([]string, error) {
+	env, err := r.envWithFile()
+	if err != nil {
+		return nil, err
+	}
+	return append(env,
+		"LOOP_RUN_ID="+r.id,
+		"LOOP_PHASE="+string(st.Phase),
+		"LOOP_ITERATION="+strconv.Itoa(st.Iteration),
+		"LOOP_STEP="+strconv.Itoa(st.Seq),
+		"LOOP_WORKSPACE="+r.run.Workspace,
+		"LOOP_PROMPT_FILE="+promptFile,
+	), nil
+}
+
+func (r *runner) envWithFile() ([]string, error) {
+	env := os.Environ()
+	if r.cfg.EnvFile == "" {
+		return env, nil
+	}
+	vars, err := config.LoadEnvFile(r.cfg.EnvFile)
+	if err != nil {
+		return nil, fmt.Errorf("env_file: %w", err)
+	}
+	return append(env, vars...), nil
+}
+
+// baseEnv is the environment of custom_script conditions.
+func (r *runner) baseEnv() []string {
+	env, err := r.envWithFile()
+	if err != nil {
+		return os.Environ()
+	}
+	return env
+}
+
+func readPlan(path string) (workspace.Plan, error) { return workspace.ReadPlan(path) }
+
+// tail returns up to the last n bytes of a file, starting at a character
+// boundary.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-n, 0)
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+		return ""
+	}
+	return string(trimToRune(b))
+}
+
+// tailString returns up to the last n bytes of s, starting at a character
+// boundary.
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return string(trimToRune([]byte(s[len(s)-n:])))
+}
+
+func trimToRune(b []byte) []byte {
+	for i := 0; i < len(b) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(b[i]) {
+			return b[i:]
+		}
+	}
+	return b
+}
+
+// reconcile resolves a step that a previous daemon left RUNNING: still
+// alive → adopted and watched to its real end; ended with a recorded exit
+// status → recorded; outcome lost → INTERRUPTED, and its phase runs again.
+func (r *runner) reconcile(st *storage.Step) (bool, error) {
+	f := r.files(st.Seq, st.Phase)
+	var id supervise.Identity
+	if st.Pid != nil {
+		id.Pid, id.BootID = *st.Pid, st.BootID
+		if st.ProcStart != nil {
+			id.StartTicks = *st.ProcStart
+		}
+	} else if found, ok := supervise.Find(f.tag, f.pid); ok {
+		id = found
+	}
+	if proc, err := supervise.Adopt(id, f.tag, f.status); err == nil {
+		err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+			if st.Pid == nil {
+				if err := tx.SetStepProcess(st.ID, id.Pid, id.Pid, id.StartTicks, id.BootID); err != nil {
+					return err
+				}
+			}
+			_, err := tx.Event(r.id, &st.ID, events.StepAdopted, map[string]any{"seq": st.Seq, "phase": st.Phase, "pid": id.Pid})
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		r.log.Info("adopted running step", zap.Int("seq", st.Seq), zap.Int("pid", id.Pid))
+		done, err := r.watch(st, proc)
+		if err != nil {
+			return false, err
+		}
+		return r.conclude(done, events.StepFinished)
+	}
+	if code, ok := supervise.ReadStatus(f.status); ok {
+		// It ended while no daemon watched: its status file's time is
+		// when, so the daemon's downtime is not counted as running time.
+		if fi, err := os.Stat(f.status); err == nil {
+			ended := max(fi.ModTime().UnixMilli(), st.StartedAt)
+			st.EndedAt = &ended
+		}
+		r.outcome(st, supervise.Exit{Code: code, Recorded: true}, supervise.Exited, nil, false)
+		return r.conclude(st, events.StepFinished)
+	}
+	st.Status = api.StepInterrupted
+	st.Error = "the daemon stopped while this step ran and its outcome was lost; the phase runs again"
+	if st.Phase != api.PhaseVerification {
+		r.readAgentOutput(st) // the tokens it spent were spent
+	}
+	return r.conclude(st, events.StepInterrupted)
+}

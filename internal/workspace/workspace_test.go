@@ -1,0 +1,120 @@
+package workspace
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func fp(t *testing.T, dir string) string {
+	t.Helper()
+	s, err := Fingerprint(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// touch moves a file's mtime forward so that a rewrite with the same size
+// within the filesystem's timestamp granularity still registers.
+func touchLater(t *testing.T, path string) {
+	t.Helper()
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFingerprintGit(t *testing.T) {
+	dir := t.TempDir()
+	git(t, dir, "init", "-q")
+	write(t, filepath.Join(dir, "a.txt"), "one")
+	git(t, dir, "add", ".")
+	git(t, dir, "commit", "-qm", "init")
+	base := fp(t, dir)
+	if again := fp(t, dir); again != base {
+		t.Fatal("fingerprint of an unchanged tree changed")
+	}
+	steps := []struct {
+		name   string
+		change func()
+	}{
+		{"modify tracked file", func() { write(t, filepath.Join(dir, "a.txt"), "two") }},
+		{"modify it again", func() { write(t, filepath.Join(dir, "a.txt"), "three"); touchLater(t, filepath.Join(dir, "a.txt")) }},
+		{"untracked file", func() { write(t, filepath.Join(dir, "new/b.txt"), "b") }},
+		{"stage", func() { git(t, dir, "add", ".") }},
+		{"commit", func() { git(t, dir, "commit", "-qm", "more") }},
+	}
+	prev := base
+	for _, s := range steps {
+		s.change()
+		got := fp(t, dir)
+		if got == prev {
+			t.Errorf("%s: fingerprint did not change", s.name)
+		}
+		prev = got
+	}
+	// Fingerprinting must not write: the index is untouched.
+	idx := filepath.Join(dir, ".git", "index")
+	before, _ := os.Stat(idx)
+	fp(t, dir)
+	after, _ := os.Stat(idx)
+	if !before.ModTime().Equal(after.ModTime()) {
+		t.Error("Fingerprint modified .git/index")
+	}
+}
+
+func TestFingerprintNonGit(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "src/main.c"), "int main;")
+	base := fp(t, dir)
+	if fp(t, dir) != base {
+		t.Fatal("unstable fingerprint")
+	}
+	write(t, filepath.Join(dir, "node_modules/x/y.js"), "dependency churn")
+	if fp(t, dir) != base {
+		t.Error("a change under node_modules counted as progress")
+	}
+	write(t, filepath.Join(dir, "src/main.c"), "int main(void){}")
+	if fp(t, dir) == base {
+		t.Error("an edit did not change the fingerprint of a non-git workspace")
+	}
+}
+
+func TestReadPlan(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "PLAN.md")
+	write(t, path, "# Plan\n\n- [x] scaffold\n* [X] parse input\n- [ ] handle errors  \n  - [ ] nested detail\n- not a task\n+ [ ] docs\n")
+	p, err := ReadPlan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Plan{Checked: 2, Unchecked: 3, Current: "handle errors"}
+	if p != want {
+		t.Errorf("ReadPlan = %+v, want %+v", p, want)
+	}
+	if _, err := ReadPlan(filepath.Join(t.TempDir(), "missing.md")); err == nil {
+		t.Error("missing plan file: no error")
+	}
+}
