@@ -25,6 +25,16 @@ func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, 
 // follower far behind costs a bounded amount of memory.
 const eventPage = 500
 
+// stallTimeout is how long a follower may leave data unread before it is
+// dropped: a stream holds at most one page in memory, and a client that
+// stopped reading must not pin a handler forever.
+const stallTimeout = 30 * time.Second
+
+// stall arms the write deadline before a write to a stream.
+func stall(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(stallTimeout))
+}
+
 // handleEvents streams a run's events as NDJSON: every stored event after
 // `after`, then (with follow) each new one as soon as it commits, until the
 // run's terminal event has been sent. Each follower re-reads the database
@@ -62,6 +72,9 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		evs, err := d.store.Events(ctx, run.ID, after, eventPage)
 		if err != nil {
 			return
+		}
+		if len(evs) > 0 {
+			stall(w)
 		}
 		for _, e := range evs {
 			if err := enc.Encode(scheduler.EventJSON(e)); err != nil {
@@ -118,7 +131,7 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	w.WriteHeader(http.StatusOK)
-	lw := &logWriter{w: w}
+	lw := &logWriter{rw: w, w: w}
 	if f, ok := w.(http.Flusher); ok {
 		lw.flush = f.Flush
 	}
@@ -177,6 +190,7 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 			for {
 				n, err := f.Read(buf)
 				if n > 0 {
+					w.stall()
 					if _, werr := w.WriteRunes(buf[:n]); werr != nil {
 						f.Close()
 						return false
@@ -235,6 +249,7 @@ func (d *Daemon) sleep(ctx context.Context) bool {
 // across writes: an incomplete trailing sequence is held back until its
 // remaining bytes arrive.
 type logWriter struct {
+	rw      http.ResponseWriter // for write deadlines
 	w       io.Writer
 	flush   func()
 	pending []byte
@@ -275,6 +290,8 @@ func (l *logWriter) WriteRunes(p []byte) (int, error) {
 	_, err := l.w.Write(b[:cut])
 	return len(p), err
 }
+
+func (l *logWriter) stall() { stall(l.rw) }
 
 // FlushPartial writes any held-back bytes (the log ended mid-character).
 func (l *logWriter) FlushPartial() {

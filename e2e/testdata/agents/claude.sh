@@ -14,7 +14,7 @@
 #   FAKE_SLEEP=S          work for S seconds (printing) before answering
 #   FAKE_WAIT_FILE=F      work until file F exists in the workspace ("%d" in
 #                         F is replaced by the iteration)
-#   FAKE_WAIT_ITERATION=N only wait in iteration N
+#   FAKE_WAIT_ITERATION="N M" only wait in these iterations
 #   FAKE_CHILD=1          leave a background process running (pid in .child-pid)
 #   FAKE_EXIT=N           exit with N
 #   FAKE_RATE_LIMIT_ONCE=S  the first invocation hits a usage limit that
@@ -49,9 +49,14 @@ if [ -n "${FAKE_SLEEP:-}" ]; then
   i=0
   while [ "$i" -lt "$FAKE_SLEEP" ]; do printf '%s\n' "{\"type\":\"stream_event\",\"event\":{\"type\":\"ping\"}}"; sleep 1; i=$((i+1)); done
 fi
-if [ -n "${FAKE_WAIT_FILE:-}" ] && { [ -z "${FAKE_WAIT_ITERATION:-}" ] || [ "$it" = "${FAKE_WAIT_ITERATION}" ]; }; then
+wait_here=0
+if [ -n "${FAKE_WAIT_FILE:-}" ]; then
+  case " ${FAKE_WAIT_ITERATION:-$it} " in *" $it "*) wait_here=1 ;; esac
+fi
+if [ "$wait_here" = 1 ]; then
   wait_file=$(printf '%s' "$FAKE_WAIT_FILE" | sed "s/%d/$it/")
   printf '%s\n' "{\"type\":\"stream_event\",\"event\":{\"type\":\"waiting\"}}"
+  echo "working on iteration $it"
   while [ ! -f "$ws/$wait_file" ]; do sleep 0.05; done
 fi
 

@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// follower runs `loopctl events RUN --follow --json` in the background.
+type follower struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error
+}
+
+func (e *env) follow(args ...string) *follower {
+	e.t.Helper()
+	f := &follower{done: make(chan error, 1)}
+	f.cmd = exec.Command(filepath.Join(binDir, "loopctl"), append([]string{"events", "--follow", "--json"}, args...)...)
+	f.cmd.Dir, f.cmd.Env, f.cmd.Stdout = e.ws, e.environ(), &f.out
+	if err := f.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { f.done <- f.cmd.Wait() }()
+	return f
+}
+
+// events waits for the follower to end by itself and decodes its output.
+func (f *follower) events(t *testing.T) []api.Event {
+	t.Helper()
+	select {
+	case err := <-f.done:
+		if err != nil {
+			t.Fatalf("follower: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		_ = f.cmd.Process.Kill()
+		t.Fatal("the follower did not end after the run's terminal event")
+	}
+	var evs []api.Event
+	for line := range strings.SplitSeq(strings.TrimSpace(f.out.String()), "\n") {
+		var ev api.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("follower line %q: %v", line, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+func seqs(evs []api.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// upToTerminal cuts the stored events after the run's terminal event (the
+// postmortem event follows it; a follower ends at the terminal event).
+func upToTerminal(evs []api.Event) []api.Event {
+	for i, e := range evs {
+		if strings.HasPrefix(e.Type, "RUN_") && (e.Type == "RUN_COMPLETED" || e.Type == "RUN_FAILED" || e.Type == "RUN_ABORTED" || e.Type == "RUN_INTERRUPTED") {
+			return evs[:i+1]
+		}
+	}
+	return evs
+}
+
+// Followers started before the run, and one started mid-run with --after,
+// receive exactly the stored events: nothing missed, nothing twice, in
+// order, across the replay/live boundary.
+func TestFollowersReceiveExactlyTheStoredEvents(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1 12"), "max_iterations=25")
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	first, second := e.follow(id), e.follow(id)
+	time.Sleep(200 * time.Millisecond) // both are following live now
+	e.release("go-1")
+	e.runningStep(id, 12)
+	sofar := e.events(id)
+	mid := sofar[len(sofar)/2].Seq
+	third := e.follow(id, "--after", strconvI(mid))
+	time.Sleep(200 * time.Millisecond)
+	e.release("go-12")
+	if code := e.wait(id); code != 2 {
+		t.Fatalf("wait exit %d", code)
+	}
+	stored := upToTerminal(e.events(id))
+	if len(stored) < 25*3 {
+		t.Fatalf("only %d stored events for 25 iterations", len(stored))
+	}
+	for name, f := range map[string]*follower{"first": first, "second": second} {
+		got := f.events(t)
+		if !equalSeqs(seqs(got), seqs(stored)) {
+			t.Errorf("%s follower got %d events %v…, stored %d", name, len(got), head(seqs(got)), len(stored))
+		}
+	}
+	var rest []api.Event
+	for _, ev := range stored {
+		if ev.Seq > mid {
+			rest = append(rest, ev)
+		}
+	}
+	if got := third.events(t); !equalSeqs(seqs(got), seqs(rest)) {
+		t.Errorf("--after %d follower got %d events, want the %d after it exactly once", mid, len(got), len(rest))
+	}
+}
+
+func strconvI(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func equalSeqs(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func head(s []int64) []int64 { return s[:min(len(s), 8)] }
+
+// logs --follow streams a step's output while the step is still running,
+// goes on into the next steps, and ends with the run.
+func TestLogsFollowStreamsARunningStep(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1", "FAKE_DONE_AT=2"),
+		`verify_command=echo "checking: héllo wörld ✓"; test -f done.txt`)
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	cmd := exec.Command(filepath.Join(binDir, "loopctl"), "logs", id, "--follow")
+	cmd.Dir, cmd.Env = e.ws, e.environ()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen bytes.Buffer
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		r := bufio.NewReader(stdout)
+		buf := make([]byte, 256)
+		for {
+			n, err := r.Read(buf)
+			mu.Lock()
+			seen.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	eventually(t, "the running step's output", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(seen.String(), "working on iteration 1")
+	})
+	if r := e.status(id); r.CurrentStep == nil || r.CurrentStep.Seq != 1 {
+		t.Fatal("the output arrived after the step ended; it must stream live")
+	}
+	e.release("go-1")
+	select {
+	case <-readDone:
+	case <-time.After(60 * time.Second):
+		t.Fatal("logs --follow did not end with the run")
+	}
+	_ = cmd.Wait()
+	out := seen.String()
+	for _, want := range []string{"==> #1 implementation (iteration 1) <==", "==> #4 verification (iteration 2) <==", "checking: héllo wörld ✓"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("followed logs lack %q", want)
+		}
+	}
+	// One step, as JSON chunks.
+	js := e.must("logs", id, "--step", "2", "--json")
+	var chunk struct {
+		Seq   int    `json:"seq"`
+		Phase string `json:"phase"`
+		Text  string `json:"text"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(js, "\n", 2)[0]), &chunk); err != nil || chunk.Seq != 2 ||
+		chunk.Phase != "verification" || !strings.Contains(chunk.Text, "héllo wörld ✓") {
+		t.Errorf("logs --json = %q (%v)", js, err)
+	}
+}
+
+func TestPostmortemForEachTerminalStatus(t *testing.T) {
+	tests := []struct {
+		name   string
+		config []string
+		agent  []string
+		stop   bool
+		status api.RunStatus
+		reason string
+	}{
+		{"completed", []string{verifyDone}, []string{"FAKE_DONE_AT=2"}, false, api.RunCompleted, "completed:promise+verify"},
+		{"failed", []string{verifyFails}, nil, false, api.RunFailed, "max_consecutive_failures:verification:3"},
+		{"aborted", []string{"max_iterations=1"}, nil, false, api.RunAborted, "max_iterations:1"},
+		{"interrupted", nil, []string{"FAKE_WAIT_FILE=never"}, true, api.RunInterrupted, "user_stop"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.startDaemon()
+			e.config(append([]string{"agent=command", e.fakeAgent(tt.agent...),
+				`postmortem_command=echo "analysing $LOOP_RUN_ID $LOOP_STATUS"; head -n 1 "$LOOP_POSTMORTEM"`}, tt.config...)...)
+			id := e.start("goal")
+			if tt.stop {
+				e.runningStep(id, 1)
+				e.must("stop", id, "--now")
+			}
+			code := e.wait(id)
+			var s struct {
+				Status      api.RunStatus `json:"status"`
+				Reason      string        `json:"reason"`
+				Description string        `json:"description"`
+				ExitCode    int           `json:"exit_code"`
+				Iterations  int           `json:"iterations"`
+				DurationMS  *int64        `json:"duration_ms"`
+				Usage       *api.Usage    `json:"usage"`
+				Phases      map[string]struct {
+					Steps, Passed, Failed int
+					Longest               int `json:"longest_failure_streak"`
+				} `json:"phases"`
+				Timeline []json.RawMessage `json:"timeline"`
+			}
+			out := e.must("postmortem", id, "--json")
+			if err := json.Unmarshal([]byte(out), &s); err != nil {
+				t.Fatalf("summary.json: %v\n%s", err, out)
+			}
+			if s.Status != tt.status || s.Reason != tt.reason || s.ExitCode != code || s.Description == "" ||
+				s.DurationMS == nil || s.Usage == nil || len(s.Timeline) == 0 || s.Iterations < 1 {
+				t.Errorf("summary = %+v (wait exit %d)", s, code)
+			}
+			if tt.status == api.RunFailed && s.Phases["verification"].Longest != 3 {
+				t.Errorf("longest verification streak = %d, want 3", s.Phases["verification"].Longest)
+			}
+			md := e.must("postmortem", id)
+			if !strings.Contains(md, string(tt.status)) || !strings.Contains(md, tt.reason) || !strings.Contains(md, "## Timeline") {
+				t.Errorf("postmortem.md:\n%s", md)
+			}
+			if n := countType(e.events(id), "POSTMORTEM_WRITTEN"); n != 1 {
+				t.Errorf("%d POSTMORTEM_WRITTEN events", n)
+			}
+			logPath := filepath.Join(e.home, "runs", id, "postmortem-command.log")
+			eventually(t, "the postmortem command", 20*time.Second, func() bool {
+				b, _ := os.ReadFile(logPath)
+				return strings.Contains(string(b), "analysing "+id+" "+string(tt.status)) && strings.Contains(string(b), "# Postmortem")
+			})
+		})
+	}
+}
