@@ -43,7 +43,7 @@ func classify(err error) (int, string) {
 			return exitNotFound, ae.Error()
 		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge:
 			return exitUsage, ae.Error()
-		case api.CodeForbidden, api.CodeShutdown:
+		case api.CodeForbidden, api.CodeShutdown, api.CodeUnavailable:
 			return exitUnavailable, ae.Error()
 		}
 		return exitInternal, ae.Error()

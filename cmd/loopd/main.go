@@ -44,6 +44,8 @@ func run(args []string) int {
 	level := fs.String("log-level", env("LOOPD_LOG_LEVEL", "info"), "debug, info, warn or error; debug also logs every stop-condition evaluation (env LOOPD_LOG_LEVEL)")
 	format := fs.String("log-format", env("LOOPD_LOG_FORMAT", "console"), "console or json (env LOOPD_LOG_FORMAT)")
 	logFile := fs.String("log-file", env("LOOPD_LOG_FILE", ""), "also append logs to this file (env LOOPD_LOG_FILE)")
+	httpAddr := fs.String("http", env("LOOPD_HTTP", ""), "also serve the API over TCP on this loopback address (host:port); requests need the bearer token in HOME/http.token (env LOOPD_HTTP)")
+	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -92,6 +94,7 @@ func run(args []string) int {
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
+		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote,
 	})
 	var locked *daemon.LockedError
 	switch {

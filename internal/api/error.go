@@ -19,6 +19,9 @@ const (
 	CodeForbidden  ErrorCode = "forbidden"   // the peer is not the daemon's owner
 	CodeInternal   ErrorCode = "internal"    // a daemon-side failure
 	CodeShutdown   ErrorCode = "shutting_down"
+	// CodeUnavailable: the daemon cannot record anything right now (its
+	// disk is full or read-only); it recovers by itself.
+	CodeUnavailable ErrorCode = "storage_unavailable"
 )
 
 // Error is the body of every non-2xx response: {"error": {...}}.

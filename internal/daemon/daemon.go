@@ -40,6 +40,11 @@ type Options struct {
 	// daemon that refuses to start writes nothing.
 	LogFile string
 	LogCore func(zapcore.WriteSyncer) zapcore.Core
+	// HTTPAddr, when set, also serves the API over TCP on this address,
+	// requiring the bearer token in LOOPD_HOME/http.token. Only loopback
+	// addresses unless HTTPAllowRemote.
+	HTTPAddr        string
+	HTTPAllowRemote bool
 }
 
 // Daemon is a running loopd.
@@ -50,6 +55,8 @@ type Daemon struct {
 	bus     *events.Bus
 	sched   *scheduler.Scheduler
 	started time.Time
+
+	token string // bearer token of the TCP listener, "" without one
 
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
@@ -105,6 +112,19 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	var tcp net.Listener
+	if opts.HTTPAddr != "" {
+		if d.token, err = loadToken(opts.Home); err != nil {
+			ln.Close()
+			return err
+		}
+		if tcp, err = listenTCP(opts.HTTPAddr, opts.HTTPAllowRemote); err != nil {
+			ln.Close()
+			return err
+		}
+		d.log.Info("serving the API over TCP", zap.String("addr", tcp.Addr().String()),
+			zap.String("token_file", filepath.Join(opts.Home, TokenFile)))
+	}
 	err = d.store.Write(ctx, func(tx *storage.Tx) error {
 		_, err := tx.Event("", nil, events.DaemonStarted, map[string]any{"pid": os.Getpid(), "version": opts.Version,
 			"home": opts.Home, "socket": opts.Socket})
@@ -127,12 +147,17 @@ func Run(ctx context.Context, opts Options) error {
 	defer stopSched()
 	var g errgroup.Group
 	g.Go(func() error { return d.sched.Run(schedCtx) })
-	g.Go(func() error {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
-			return fmt.Errorf("serve: %w", err)
+	for _, l := range []net.Listener{ln, tcp} {
+		if l == nil {
+			continue
 		}
-		return nil
-	})
+		g.Go(func() error {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("serve: %w", err)
+			}
+			return nil
+		})
+	}
 
 	select {
 	case <-ctx.Done():
@@ -143,6 +168,9 @@ func Run(ctx context.Context, opts Options) error {
 	// Stop accepting work first, then end the streams (followers see EOF),
 	// then stop the runners: steps keep running unless asked otherwise.
 	ln.Close()
+	if tcp != nil {
+		tcp.Close()
+	}
 	d.bus.Close()
 	if d.killSteps {
 		d.sched.KillSteps()

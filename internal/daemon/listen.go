@@ -43,7 +43,8 @@ type peerKey struct{}
 // peer is the credentials of the process on the other end of a connection.
 type peer struct {
 	uid, pid int
-	ok       bool
+	ok       bool // credentials were read from the Unix socket
+	tcp      bool // the optional TCP listener: authenticated by token
 }
 
 // connContext records the peer's credentials (SO_PEERCRED, filled in by
@@ -62,7 +63,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	} else {
 		// Not a Unix socket (the optional TCP listener): authenticated by
 		// token instead.
-		p = peer{uid: -1}
+		p = peer{uid: -1, tcp: true}
 	}
 	return context.WithValue(ctx, peerKey{}, p)
 }

@@ -45,12 +45,22 @@ func (d *Daemon) routes() http.Handler {
 	return d.owner(mux)
 }
 
-// owner admits only connections from the daemon's own uid (SO_PEERCRED),
-// whatever the socket file's mode says.
+// owner admits only the daemon's owner: on the Unix socket a peer with
+// the daemon's own uid (SO_PEERCRED, whatever the socket file's mode
+// says), on the optional TCP listener a request with the bearer token.
 func (d *Daemon) owner(next http.Handler) http.Handler {
 	uid := os.Getuid()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := peerFrom(r.Context())
+		if p.tcp {
+			if !tokenOK(r, d.token) {
+				d.log.Warn("refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
+				d.fail(w, r, api.Errorf(api.CodeForbidden, "missing or wrong bearer token (see %s/%s)", d.opts.Home, TokenFile))
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		if !p.ok || p.uid != uid {
 			d.log.Warn("refused connection from another user", zap.Int("peer_uid", p.uid), zap.Int("peer_pid", p.pid))
 			d.fail(w, r, api.Errorf(api.CodeForbidden, "loopd serves only its owner (uid %d); connection from uid %d refused", uid, p.uid))
@@ -89,6 +99,9 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = api.Errorf(api.CodeNotFound, "%v", err)
 	case errors.Is(err, storage.ErrConflict):
 		ae = api.Errorf(api.CodeConflict, "%v", err)
+	case storage.Transient(err):
+		d.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		ae = &api.Error{Status: http.StatusInsufficientStorage, Code: api.CodeUnavailable, Message: storage.Explain(err)}
 	default:
 		d.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 		ae = api.Errorf(api.CodeInternal, "internal error: %v", err)

@@ -90,6 +90,30 @@ func (r *runner) main(recovered bool) {
 	}
 }
 
+// write commits fn, retrying while the failure is transient (a full
+// disk, a read-only or failing file system): the runner holds an outcome
+// it knows — a finished step, a decision — and must not drop it for a
+// problem that goes away, because re-deriving it later would mark the
+// step INTERRUPTED and run a paid agent again. It gives up when the daemon
+// shuts down (the step's status file is then the record).
+func (r *runner) write(fn func(tx *storage.Tx) error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := r.s.store.Write(bg(), fn)
+		if err == nil || !storage.Transient(err) {
+			return err
+		}
+		r.log.Error("cannot record to the database; retrying", zap.String("problem", storage.Explain(err)),
+			zap.Duration("backoff", backoff))
+		select {
+		case <-r.s.detach:
+			return errDetached
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.s.opts.RetryBackoff)
+	}
+}
+
 // bg is the context for database writes: they are short and must finish
 // even while the daemon shuts down, so a step's outcome is never lost
 // between its end and its record.
@@ -191,7 +215,7 @@ func (r *runner) loop(recovered bool) error {
 		return nil // stopped or paused while we were not looking
 	}
 	if recovered {
-		err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+		err := r.write(func(tx *storage.Tx) error {
 			_, err := tx.Event(r.id, nil, events.RunRecovered, map[string]any{"run_id": r.id, "steps": len(r.hist.Steps)})
 			return err
 		})
@@ -333,7 +357,7 @@ func (r *runner) apply(st *storage.Step, typ events.Type, ev *stop.Evaluation, d
 }
 
 func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision) error {
-	err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+	err := r.write(func(tx *storage.Tx) error {
 		if st != nil {
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err

@@ -72,7 +72,7 @@ func (r *runner) execute(next Next) (*storage.Step, error) {
 		// Stuck-task detection needs to know which task a verification judged.
 		st.PlanTask = impl.PlanTask
 	}
-	err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+	err := r.write(func(tx *storage.Tx) error {
 		return tx.InsertStep(st, map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
 			"retry": next.Retry, "log_path": f.log})
 	})
@@ -96,7 +96,7 @@ func (r *runner) execute(next Next) (*storage.Step, error) {
 		return st, nil
 	}
 	st.Pid, st.Pgid, st.ProcStart, st.BootID = &proc.Pid, &proc.Pid, &proc.StartTicks, proc.BootID
-	err = r.s.store.Write(bg(), func(tx *storage.Tx) error {
+	err = r.write(func(tx *storage.Tx) error {
 		return tx.SetStepProcess(st.ID, proc.Pid, proc.Pid, proc.StartTicks, proc.BootID)
 	})
 	if err != nil {
@@ -426,7 +426,7 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		id = found
 	}
 	if proc, err := supervise.Adopt(id, f.tag, f.status); err == nil {
-		err := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+		err := r.write(func(tx *storage.Tx) error {
 			if st.Pid == nil {
 				if err := tx.SetStepProcess(st.ID, id.Pid, id.Pid, id.StartTicks, id.BootID); err != nil {
 					return err

@@ -162,3 +162,46 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	}
 	return nil
 }
+
+// Result codes of SQLite errors that go away by themselves (the disk has
+// space again, a lock is released, the file system is writable again).
+// Extended codes carry the primary code in their low byte.
+const (
+	sqliteBusy     = 5
+	sqliteLocked   = 6
+	sqliteReadonly = 8
+	sqliteIOErr    = 10
+	sqliteFull     = 13
+	sqliteCantOpen = 14
+)
+
+// Transient reports whether a failed write may succeed if retried later
+// unchanged: the disk is full, the file system is read-only or failing, or
+// the database is locked. Constraint violations and bugs are not transient.
+func Transient(err error) bool {
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteBusy, sqliteLocked, sqliteReadonly, sqliteIOErr, sqliteFull, sqliteCantOpen:
+			return true
+		}
+	}
+	return false
+}
+
+// Explain rewrites a storage error for a user: a full disk or a read-only
+// LOOPD_HOME are named as such, with what to do.
+func Explain(err error) string {
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteFull:
+			return "LOOPD_HOME is out of disk space; free some space: runs continue by themselves, nothing committed is lost (" + err.Error() + ")"
+		case sqliteReadonly, sqliteCantOpen:
+			return "LOOPD_HOME is not writable; make it writable again: runs continue by themselves, nothing committed is lost (" + err.Error() + ")"
+		case sqliteIOErr:
+			return "I/O error on LOOPD_HOME's database; check the disk (" + err.Error() + ")"
+		}
+	}
+	return err.Error()
+}

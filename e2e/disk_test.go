@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"database/sql"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// mountHome puts LOOPD_HOME on its own tmpfs (root only) so a test can
+// fill it or make it read-only. Its cleanup stops everything first.
+func (e *env) mountHome(opts string) {
+	e.t.Helper()
+	if os.Getuid() != 0 {
+		e.t.Skip("needs root to mount a small file system for LOOPD_HOME")
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", e.home).CombinedOutput(); err != nil {
+		e.t.Skipf("cannot mount tmpfs: %v %s", err, out)
+	}
+	e.t.Cleanup(func() {
+		if e.daemon != nil {
+			select {
+			case <-e.exited:
+			default:
+				_ = e.daemon.Process.Signal(syscall.SIGKILL)
+				<-e.exited
+			}
+		}
+		for _, pid := range processesMentioning(e.home) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if out, err := exec.Command("umount", e.home).CombinedOutput(); err != nil {
+			_ = exec.Command("umount", "-l", e.home).Run()
+			e.t.Logf("umount: %v %s", err, out)
+		}
+	})
+}
+
+func integrity(t *testing.T, dbPath string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var res string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A full disk stops loopd from recording anything, with a clear error,
+// loses nothing committed, and keeps the outcome of the step it holds:
+// when space is freed the run goes on by itself, without re-running the
+// agent.
+func TestDiskFull(t *testing.T) {
+	e := newEnv(t)
+	e.mountHome("size=24m,mode=0700")
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=2", "FAKE_DONE_AT=3"), verifyDone)
+	id := e.start("goal")
+	e.runningStep(id, 3)
+	before := e.counters(id)
+
+	filler := filepath.Join(e.home, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill: %v", err)
+			}
+			break
+		}
+	}
+	f.Close()
+
+	// New work is refused with a message that says what is wrong.
+	r := e.loopctl("start", "another goal")
+	if r.code != 69 || !strings.Contains(r.stderr, "out of disk space") {
+		t.Errorf("start on a full disk: exit %d, %s", r.code, r.stderr)
+	}
+	// Reads still work, and what was committed is there.
+	if got := e.counters(id); got != before {
+		t.Errorf("counters changed while the disk was full:\n%+v\n%+v", before, got)
+	}
+	// The parked agent finishes while nothing can be recorded.
+	e.release("go-2")
+	time.Sleep(1500 * time.Millisecond)
+	if !strings.Contains(e.daemonLog(), "out of disk space") {
+		t.Error("the daemon log does not say the disk is full")
+	}
+	if st := e.status(id); st.Status != api.RunRunning {
+		t.Errorf("run %s while the disk is full", st.Status)
+	}
+
+	os.Remove(filler)
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("after freeing space: wait exit %d", code)
+	}
+	steps := e.steps(id)
+	for _, s := range steps {
+		if s.Status == api.StepInterrupted {
+			t.Errorf("step %d INTERRUPTED: the daemon knew its outcome and must have kept it", s.Seq)
+		}
+	}
+	if n := len(e.invocations()); n != 3 {
+		t.Errorf("the agent ran %d times, want 3 (no re-run after the disk filled)", n)
+	}
+	if res := integrity(t, filepath.Join(e.home, "loopd.db")); res != "ok" {
+		t.Errorf("integrity_check: %s", res)
+	}
+}
+
+// A LOOPD_HOME that became read-only: the daemon refuses to start with a
+// message that names the problem, and the history is intact once it is
+// writable again.
+func TestReadOnlyHome(t *testing.T) {
+	e := newEnv(t)
+	e.mountHome("size=16m,mode=0700")
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1"))
+	id := e.start("goal")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d", code)
+	}
+	e.stopDaemon()
+	if out, err := exec.Command("mount", "-o", "remount,ro", e.home).CombinedOutput(); err != nil {
+		t.Fatalf("remount ro: %v %s", err, out)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "loopd"))
+	cmd.Env = e.environ()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "read-only file system") {
+		t.Errorf("loopd on a read-only home: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,rw", e.home).CombinedOutput(); err != nil {
+		t.Fatalf("remount rw: %v %s", err, out)
+	}
+	e.startDaemon()
+	if r := e.status(id); r.Status != api.RunCompleted {
+		t.Errorf("after the home is writable again: %s", r.Status)
+	}
+}
