@@ -113,10 +113,13 @@ func pidAlive(pid int) bool {
 func TestSecondDaemonRefused(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	before := e.must("events", "--help") // warm: the first daemon answers
-	_ = before
 	db := filepath.Join(e.home, "loopd.db")
 	fiBefore, _ := os.Stat(db)
+	// A home whose mode someone changed: the refused daemon must not even
+	// tighten it.
+	if err := os.Chmod(e.home, 0o750); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(filepath.Join(binDir, "loopd"))
 	cmd.Env = e.environ()
 	start := time.Now()
@@ -131,6 +134,9 @@ func TestSecondDaemonRefused(t *testing.T) {
 	wantPid := strconv.Itoa(e.daemon.Process.Pid)
 	if !strings.Contains(string(out), "already running") || !strings.Contains(string(out), "pid "+wantPid) {
 		t.Errorf("message does not name the holder (pid %s): %s", wantPid, out)
+	}
+	if fi, _ := os.Stat(e.home); fi.Mode().Perm() != 0o750 {
+		t.Errorf("the refused daemon changed the home's mode to %v", fi.Mode().Perm())
 	}
 	fiAfter, _ := os.Stat(db)
 	if !fiAfter.ModTime().Equal(fiBefore.ModTime()) || fiAfter.Size() != fiBefore.Size() {

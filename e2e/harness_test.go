@@ -74,6 +74,8 @@ func (e *env) environ(extra ...string) []string {
 		"HOME=" + e.home, // no user config leaks in from the machine
 		"LOOPD_HOME=" + e.home,
 		"LOOPCTL_NO_AUTOSTART=1",
+		// Race-built binaries otherwise sleep a second at every exit.
+		"GORACE=atexit_sleep_ms=0",
 	}
 	return append(env, extra...)
 }

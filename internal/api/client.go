@@ -202,7 +202,7 @@ func (c *Client) Events(ctx context.Context, ref RunRef, after int64, follow boo
 			}
 		}
 		if err := sc.Err(); err != nil && ctx.Err() == nil {
-			yield(Event{}, fmt.Errorf("read events: %w", err))
+			yield(Event{}, c.transportError(err))
 		}
 	}
 }
@@ -281,19 +281,27 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return c.transportError(err)
+		}
 		return fmt.Errorf("decode response: %w", err)
 	}
 	return nil
 }
 
 // transportError classifies a failed round trip: a daemon that is not there
-// (no socket, connection refused) is ErrUnavailable.
+// (no socket, connection refused) or that went away mid-request (it was
+// restarted or killed) is ErrUnavailable; the caller's own cancellation
+// stays what it is.
 func (c *Client) transportError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
 		return fmt.Errorf("%w: %s: %v", ErrUnavailable, c.socket, opErr.Err)
 	}
-	return err
+	return fmt.Errorf("%w: connection to %s lost: %v", ErrUnavailable, c.socket, err)
 }
 
 func decodeError(resp *http.Response) error {

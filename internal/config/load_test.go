@@ -601,3 +601,27 @@ func TestJSONMissingKeysTakeDefaults(t *testing.T) {
 		t.Fatalf("bad duration error = %v", err)
 	}
 }
+
+func TestVacuousCompletionIsRefused(t *testing.T) {
+	ws := t.TempDir()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", "")
+	for _, tc := range []struct {
+		sets []string
+		ok   bool
+	}{
+		{[]string{"completion=verify,review"}, false},
+		{[]string{"completion=review", "verify_command=true"}, false},
+		{[]string{"completion=verify", "verify_command=true"}, true},
+		{[]string{"completion=review", "review_command=./review.sh"}, true},
+		{[]string{"completion=promise"}, true},
+	} {
+		_, err := Load(LoadOptions{Workspace: ws, Sets: append([]string{"prompt=goal", "agent=command", "agent_command=true"}, tc.sets...)})
+		if tc.ok && err != nil {
+			t.Errorf("%v: %v", tc.sets, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "none of these gates checks anything")) {
+			t.Errorf("%v: err = %v, want the vacuous-completion error", tc.sets, err)
+		}
+	}
+}

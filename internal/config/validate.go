@@ -163,6 +163,14 @@ func validate(c Config, ws string, p provenance) []error {
 	if c.HasGate(GatePlan) && c.PlanFile == "" {
 		errs = append(errs, p.errorFor("completion", `gate "plan" needs plan_file to be set`, nil))
 	}
+	// verify and review hold vacuously when their phase is not configured;
+	// a gate list in which every gate would hold vacuously would complete
+	// the run after its first attempt, which nobody means.
+	if len(c.Completion) > 0 && !c.HasGate(GatePromise) && !c.HasGate(GatePlan) &&
+		!(c.HasGate(GateVerify) && len(c.VerifyCommands) > 0) && !(c.HasGate(GateReview) && c.ReviewCommand != "") {
+		errs = append(errs, p.errorFor("completion", "none of these gates checks anything: verify needs a verify_command, "+
+			"review needs a review_command; add one of them, or the promise or plan gate, or the run would complete after its first attempt", nil))
+	}
 	switch {
 	case c.Prompt == "" && c.PromptFile == "":
 		k := "prompt"

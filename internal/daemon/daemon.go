@@ -61,6 +61,7 @@ type Daemon struct {
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
 	killSteps bool
+	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -74,14 +75,19 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	if err := prepareHome(opts.Home); err != nil {
-		return err
+	// Only create the home before taking the lock: a second daemon that
+	// is refused must change nothing, not even the home's modes.
+	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
+		return fmt.Errorf("create LOOPD_HOME %s: %w", opts.Home, err)
 	}
 	lockFile, err := lock(opts.Home)
 	if err != nil {
 		return err
 	}
 	defer lockFile.Close()
+	if err := prepareHome(opts.Home); err != nil {
+		return err
+	}
 	if opts.LogFile != "" && opts.LogCore != nil {
 		f, err := os.OpenFile(opts.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
@@ -91,7 +97,8 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Logger = zap.New(zapcore.NewTee(opts.Logger.Core(), opts.LogCore(zapcore.Lock(f))))
 	}
 
-	d := &Daemon{opts: opts, log: opts.Logger.Named("daemon"), started: time.Now(), stopCh: make(chan struct{})}
+	d := &Daemon{opts: opts, log: opts.Logger.Named("daemon"), started: time.Now(),
+		stopCh: make(chan struct{}), closing: make(chan struct{})}
 	d.store, err = storage.Open(ctx, filepath.Join(opts.Home, "loopd.db"), storage.Options{})
 	if err != nil {
 		return err
@@ -145,8 +152,15 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	defer stopSched()
-	var g errgroup.Group
-	g.Go(func() error { return d.sched.Run(schedCtx) })
+	// The group's context ends when the scheduler or a listener fails: a
+	// daemon that can no longer run loops must not go on accepting them.
+	g, gctx := errgroup.WithContext(context.Background())
+	g.Go(func() error {
+		if err := d.sched.Run(schedCtx); err != nil {
+			return fmt.Errorf("scheduler: %w", err)
+		}
+		return nil
+	})
 	for _, l := range []net.Listener{ln, tcp} {
 		if l == nil {
 			continue
@@ -164,7 +178,10 @@ func Run(ctx context.Context, opts Options) error {
 		d.log.Info("shutting down: signal")
 	case <-d.stopCh:
 		d.log.Info("shutting down: requested", zap.Bool("kill_steps", d.killSteps))
+	case <-gctx.Done():
+		d.log.Error("shutting down: a component failed")
 	}
+	close(d.closing)
 	// Stop accepting work first, then end the streams (followers see EOF),
 	// then stop the runners: steps keep running unless asked otherwise.
 	ln.Close()
@@ -184,8 +201,9 @@ func Run(ctx context.Context, opts Options) error {
 	return err
 }
 
-// prepareHome creates LOOPD_HOME owner-only; an existing home that others
-// can read is tightened, because it holds the socket and every run's output.
+// prepareHome makes LOOPD_HOME and its runs/ owner-only (an existing home
+// that others can read is tightened, because it holds the socket and every
+// run's output). Called with the lock held.
 func prepareHome(home string) error {
 	if err := os.MkdirAll(filepath.Join(home, "runs"), 0o700); err != nil {
 		return fmt.Errorf("create LOOPD_HOME %s: %w", home, err)

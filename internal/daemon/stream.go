@@ -69,6 +69,14 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+		// A followed stream ends with the run's (last) terminal event,
+		// never sometimes with the events that follow it.
+		var end int64
+		if follow && cur.Status.Terminal() {
+			if end, err = d.store.LastTerminalEvent(ctx, run.ID); err != nil {
+				return
+			}
+		}
 		evs, err := d.store.Events(ctx, run.ID, after, eventPage)
 		if err != nil {
 			return
@@ -77,6 +85,9 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 			stall(w)
 		}
 		for _, e := range evs {
+			if end > 0 && e.Seq > end {
+				break
+			}
 			if err := enc.Encode(scheduler.EventJSON(e)); err != nil {
 				return // the follower went away
 			}
@@ -84,6 +95,9 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		if flusher != nil && len(evs) > 0 {
 			flusher.Flush()
+		}
+		if end > 0 && after >= end {
+			return
 		}
 		if len(evs) == eventPage {
 			continue
@@ -238,7 +252,7 @@ func (d *Daemon) sleep(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-d.stopCh:
+	case <-d.closing:
 		return false
 	case <-t.C:
 		return true

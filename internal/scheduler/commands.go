@@ -237,69 +237,59 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 
 // Resume continues a PAUSED, WAITING, FAILED, ABORTED or INTERRUPTED run
 // with its history, counters and budgets intact. sets change the frozen
-// config (to raise a limit) and are validated like a new run's.
+// config (to raise a limit) and are validated like a new run's. For a
+// RUNNING run it cancels a pending pause. The run is read and changed in
+// one transaction, so a runner pausing it at the same moment cannot make
+// a resume report success and leave it PAUSED.
 func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) error {
-	run, err := s.store.Run(ctx, runID)
-	if err != nil {
-		return err
-	}
-	switch run.Status {
-	case api.RunPaused, api.RunWaiting, api.RunFailed, api.RunAborted, api.RunInterrupted:
-	case api.RunRunning, api.RunPending:
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
+		run, err := tx.Run(runID)
+		if err != nil {
+			return err
+		}
+		switch run.Status {
+		case api.RunPaused, api.RunWaiting, api.RunFailed, api.RunAborted, api.RunInterrupted:
+		case api.RunRunning, api.RunPending:
+			if len(sets) > 0 {
+				return &StateError{Msg: fmt.Sprintf("run %s is %s; pause it before changing its config", runID, run.Status)}
+			}
+			return tx.SetPauseRequest(runID, false)
+		default:
+			return &StateError{Msg: fmt.Sprintf("run %s is %s and cannot be resumed", runID, run.Status)}
+		}
 		if len(sets) > 0 {
-			return &StateError{Msg: fmt.Sprintf("run %s is %s; pause it before changing its config", runID, run.Status)}
-		}
-		// A RUNNING run with a pending pause request: cancel the request.
-		return s.store.Write(ctx, func(tx *storage.Tx) error { return tx.SetPauseRequest(runID, false) })
-	default:
-		return &StateError{Msg: fmt.Sprintf("run %s is %s and cannot be resumed", runID, run.Status)}
-	}
-	cfgJSON := run.Config
-	if len(sets) > 0 {
-		cfg, _, err := decodeFrozen(run)
-		if err != nil {
-			return err
-		}
-		next, err := cfg.With(run.Workspace, sets)
-		if err != nil {
-			return &InputError{Msg: "invalid --set; the run was not changed", Problems: problems(err)}
-		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return err
-		}
-		cfgJSON = string(b)
-	}
-	err = s.store.Write(ctx, func(tx *storage.Tx) error {
-		if cfgJSON != run.Config {
-			if err := tx.UpdateConfig(runID, cfgJSON, run.Conditions); err != nil {
+			cfg, _, err := decodeFrozen(run)
+			if err != nil {
+				return err
+			}
+			next, err := cfg.With(run.Workspace, sets)
+			if err != nil {
+				return &InputError{Msg: "invalid --set; the run was not changed", Problems: problems(err)}
+			}
+			b, err := json.Marshal(next)
+			if err != nil {
+				return err
+			}
+			if err := tx.UpdateConfig(runID, string(b), run.Conditions); err != nil {
 				return err
 			}
 		}
-		if err := clearSignal(tx, runID, run.UserSignal); err != nil {
-			return err
+		// A signal that ended the run is spent; one raised while the run
+		// was held has not been evaluated yet and stays.
+		if run.UserSignal && run.Status.Terminal() {
+			if err := tx.ClearUserSignal(runID); err != nil {
+				return err
+			}
 		}
 		return tx.TransitionRun(storage.Transition{RunID: runID, From: []api.RunStatus{run.Status}, To: api.RunPending,
 			Event: events.RunResumed, ClearRequests: true,
 			Payload: map[string]any{"run_id": runID, "from": run.Status, "set": sets}})
 	})
-	if errors.Is(err, storage.ErrConflict) {
-		return &StateError{Msg: fmt.Sprintf("run %s changed state while resuming; try again", runID)}
-	}
 	if err != nil {
 		return err
 	}
 	s.Wake()
 	return nil
-}
-
-// clearSignal lowers a raised user_signal on resume, so that a run it
-// stopped does not stop again at once.
-func clearSignal(tx *storage.Tx, runID string, raised bool) error {
-	if !raised {
-		return nil
-	}
-	return tx.ClearUserSignal(runID)
 }
 
 // Signal raises the run's user_signal condition; it is evaluated after the

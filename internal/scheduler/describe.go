@@ -20,7 +20,7 @@ type DescribeOptions struct {
 // from persisted steps and evaluations, so it is the same before and after
 // a daemon restart.
 func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts DescribeOptions) (api.Run, error) {
-	steps, err := s.store.Steps(ctx, run.ID)
+	steps, err := s.store.StepsLight(ctx, run.ID)
 	if err != nil {
 		return api.Run{}, fmt.Errorf("load steps: %w", err)
 	}
@@ -29,7 +29,7 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 	if err != nil {
 		return out, err
 	}
-	h := History{Steps: steps, Pipeline: pipelineOf(cfg)}
+	h := NewHistory(steps, pipelineOf(cfg))
 	out.Iteration = h.Iteration()
 	out.Counters = h.Counters()
 	out.Usage = h.Usage()

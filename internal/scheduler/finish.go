@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,16 +21,18 @@ import (
 // runner (which adopts or resolves its running step), and every ended run
 // whose postmortem was not written gets one.
 func (s *Scheduler) recover(ctx context.Context) error {
+	// The due list is read before any runner starts: a run that a runner
+	// ends from here on is that runner's to report.
+	due, err := s.store.PostmortemsDue(ctx)
+	if err != nil {
+		return err
+	}
 	runs, err := s.store.RunsInStatus(ctx, api.RunRunning)
 	if err != nil {
 		return err
 	}
 	for _, run := range runs {
 		s.start(run.ID, true)
-	}
-	due, err := s.store.PostmortemsDue(ctx)
-	if err != nil {
-		return err
 	}
 	for _, id := range due {
 		s.finished(id)
@@ -44,7 +47,20 @@ func (s *Scheduler) recover(ctx context.Context) error {
 // the postmortem in the background, so the terminal status is never
 // delayed by it.
 func (s *Scheduler) finished(runID string) {
+	// One writer per run at a time: two would race on the same files.
+	s.mu.Lock()
+	if s.writing[runID] {
+		s.mu.Unlock()
+		return
+	}
+	s.writing[runID] = true
+	s.mu.Unlock()
 	s.runners.Go(func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.writing, runID)
+			s.mu.Unlock()
+		}()
 		if err := s.writePostmortem(runID); err != nil {
 			s.log.Error("write postmortem", zap.String("run", runID), zap.Error(err))
 		}
@@ -54,8 +70,8 @@ func (s *Scheduler) finished(runID string) {
 func (s *Scheduler) writePostmortem(runID string) error {
 	ctx := context.Background()
 	run, err := s.store.Run(ctx, runID)
-	if err != nil || !run.Status.Terminal() {
-		return err
+	if err != nil || !run.Status.Terminal() || run.PostmortemAt != nil {
+		return err // gone, resumed, or already reported
 	}
 	view, err := s.Describe(ctx, run, DescribeOptions{})
 	if err != nil {
@@ -99,6 +115,9 @@ func (s *Scheduler) writePostmortem(runID string) error {
 		return tx.MarkPostmortem(runID, run.Status, map[string]any{"run_id": runID, "status": run.Status,
 			"path": md, "summary": filepath.Join(dir, postmortem.SummaryFile)})
 	})
+	if errors.Is(err, storage.ErrConflict) {
+		return nil // resumed meanwhile, or already reported: nothing to announce
+	}
 	if err != nil {
 		return err
 	}
@@ -112,7 +131,7 @@ func (s *Scheduler) writePostmortem(runID string) error {
 // runPostmortemCommand runs the user's analysis command after the run has
 // ended, bounded by its timeout, with output to runs/<id>/postmortem-command.log.
 func (s *Scheduler) runPostmortemCommand(run storage.Run, command string, timeout time.Duration, md string) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(s.postCtx, timeout)
 	defer cancel()
 	logPath := filepath.Join(s.opts.Home, "runs", run.ID, "postmortem-command.log")
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

@@ -238,14 +238,13 @@ func (h *History) IterationsSinceProgress() int {
 }
 
 // ElapsedMS is the wall time the run has spent executing steps: the sum of
-// step durations. INTERRUPTED steps are left out because the daemon was
-// down for an unknown part of them.
+// step durations (an INTERRUPTED step counts until its last output, which
+// is when it was recorded to end).
 func (h *History) ElapsedMS(now int64) int64 {
 	var total int64
 	for i := range h.Steps {
 		s := &h.Steps[i]
 		switch {
-		case s.Status == api.StepInterrupted:
 		case s.EndedAt != nil:
 			total += *s.EndedAt - s.StartedAt
 		default:

@@ -102,16 +102,18 @@ func TestHistoryDerivation(t *testing.T) {
 	}
 }
 
-func TestHistoryElapsedSkipsInterrupted(t *testing.T) {
+func TestHistoryElapsed(t *testing.T) {
 	st := steps("I+", "V!", "V+")
+	end := st[1].StartedAt + 100 // interrupted: ended at its last output
+	st[1].EndedAt = &end
 	h := NewHistory(st, Pipeline{Verification: true})
-	if got := h.ElapsedMS(0); got != 1000 {
-		t.Errorf("ElapsedMS = %d, want 1000 (two 500ms steps; the interrupted one is left out)", got)
+	if got := h.ElapsedMS(0); got != 1100 {
+		t.Errorf("ElapsedMS = %d, want 1100 (two 500ms steps, 100ms of the interrupted one)", got)
 	}
 	running := storage.Step{Seq: 4, Phase: api.PhaseImplementation, Iteration: 2, Status: api.StepRunning, StartedAt: 10_000}
 	h.Steps = append(h.Steps, running)
-	if got := h.ElapsedMS(10_250); got != 1250 {
-		t.Errorf("ElapsedMS with a running step = %d, want 1250", got)
+	if got := h.ElapsedMS(10_250); got != 1350 {
+		t.Errorf("ElapsedMS with a running step = %d, want 1350", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
 )
 
 // Causes of a canceled step.
@@ -42,14 +44,17 @@ type runner struct {
 	eval *stop.Evaluator
 	dir  string // LOOPD_HOME/runs/<id>
 
-	// Which optional inputs the conditions read, decided once per load so
-	// the per-step path does no work for conditions that are not there.
-	usesOutput, usesScript bool
+	// Decided once per load so the per-step path does no work for what
+	// the run does not use.
+	usesOutput, usesScript, usesProgress bool
+	prices                               stop.Prices
+	approve                              *regexp.Regexp  // review_approve_pattern
+	warnedKeys                           map[string]bool // unmeasurable conditions already reported by this runner
 
 	mu         sync.Mutex
 	stepCancel context.CancelCauseFunc // cancels the current step, nil between steps
+	proc       *supervise.Process      // the current step's process, nil between steps
 	pending    error                   // a cancel requested before the step started
-	warnedKeys map[string]bool         // unmeasurable conditions already reported
 }
 
 func newRunner(s *Scheduler, id string) *runner {
@@ -58,17 +63,20 @@ func newRunner(s *Scheduler, id string) *runner {
 }
 
 // cancelStep kills the current step (or the next one, as soon as it
-// starts) with cause.
-func (r *runner) cancelStep(cause error) {
+// starts) with cause. It returns a channel closed when the killed step's
+// process has ended, or nil when no step was running.
+func (r *runner) cancelStep(cause error) <-chan struct{} {
 	r.mu.Lock()
-	cancel := r.stepCancel
+	cancel, proc := r.stepCancel, r.proc
 	if cancel == nil {
 		r.pending = cause
 	}
 	r.mu.Unlock()
-	if cancel != nil {
-		cancel(cause)
+	if cancel == nil {
+		return nil
 	}
+	cancel(cause)
+	return proc.Done()
 }
 
 // main runs the loop until the run leaves RUNNING or the daemon detaches.
@@ -77,7 +85,9 @@ func (r *runner) cancelStep(cause error) {
 // restarted daemon would pick it up too.
 func (r *runner) main(recovered bool) {
 	for attempt := 0; ; attempt++ {
-		err := r.loop(recovered || attempt > 0)
+		// Only a daemon restart is a recovery; a retry after an internal
+		// error reloads the same way but announces nothing.
+		err := r.loop(recovered && attempt == 0)
 		if err == nil || errors.Is(err, errDetached) || r.s.detached() {
 			return
 		}
@@ -134,11 +144,16 @@ func (r *runner) load() error {
 	}
 	r.run, r.cfg, r.set = run, cfg, set
 	r.usesOutput, r.usesScript = uses(set, stop.TypeOutputPattern), uses(set, stop.TypeCustomScript)
-	r.hist = History{Steps: steps, Pipeline: pipelineOf(cfg)}
+	r.usesProgress = uses(set, stop.TypeNoProgress)
+	r.prices = pricesOf(cfg)
+	if r.approve, err = regexp.Compile(cfg.ReviewApprovePattern); err != nil {
+		return fmt.Errorf("review_approve_pattern: %w", err) // validated at creation; a frozen config is trusted
+	}
+	r.hist = NewHistory(steps, pipelineOf(cfg))
 	r.eval = stop.NewEvaluator(set, stop.Options{
 		Clock:  stop.ClockFunc(r.s.opts.Now),
 		Logger: r.s.opts.Logger.Named("stop"),
-		Prices: pricesOf(cfg),
+		Prices: r.prices,
 		Debug:  r.s.opts.DebugConditions,
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
@@ -251,16 +266,21 @@ func (r *runner) loop(recovered bool) error {
 		if run.Status != api.RunRunning {
 			return nil
 		}
-		if d := r.requests(run); d != nil {
-			return r.apply(nil, "", nil, d)
+		if d := r.requests(run, false); d != nil {
+			return r.commit(nil, "", nil, d)
 		}
 		next := r.hist.Next()
 		if next.Phase == api.PhaseImplementation {
 			if d := r.checkAgent(); d != nil {
-				return r.apply(nil, "", nil, d)
+				return r.commit(nil, "", nil, d)
 			}
 		}
-		st, err := r.execute(next)
+		env, err := r.envWithFile()
+		if err != nil {
+			return r.commit(nil, "", nil, &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
+				description: err.Error() + "; fix the file, then `loopctl resume` the run"})
+		}
+		st, err := r.execute(next, env)
 		if err != nil {
 			return err
 		}
@@ -282,10 +302,11 @@ type decision struct {
 	payload     any
 }
 
-// requests turns pending user requests into a decision.
-func (r *runner) requests(run storage.Run) *decision {
+// requests turns pending user requests into a decision; killed says
+// whether a step was just killed for a stop --now.
+func (r *runner) requests(run storage.Run, killed bool) *decision {
 	if run.StopRequest != "" {
-		return r.interrupted(run.StopRequest)
+		return r.interrupted(run.StopRequest, killed)
 	}
 	if run.PauseRequest {
 		return &decision{status: api.RunPaused, event: events.RunPaused,
@@ -294,10 +315,13 @@ func (r *runner) requests(run storage.Run) *decision {
 	return nil
 }
 
-func (r *runner) interrupted(kind string) *decision {
+func (r *runner) interrupted(kind string, killed bool) *decision {
 	desc := "stopped by the user after the current step (loopctl stop)"
-	if kind == storage.StopNow {
+	switch {
+	case kind == storage.StopNow && killed:
 		desc = "stopped by the user; the running step was killed (loopctl stop --now)"
+	case kind == storage.StopNow:
+		desc = "stopped by the user before the next step (loopctl stop --now)"
 	}
 	return &decision{status: api.RunInterrupted, reason: "user_stop", description: desc, event: events.RunInterrupted}
 }
@@ -349,11 +373,6 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	ev := r.eval.Evaluate(context.Background(), r.context(stepID))
 	d := r.decide(ev, st)
 	return d != nil, r.commit(st, typ, &ev, d)
-}
-
-// apply commits a decision taken without a step.
-func (r *runner) apply(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision) error {
-	return r.commit(st, typ, ev, d)
 }
 
 func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision) error {
@@ -429,8 +448,8 @@ func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
 			return err
 		}
 	}
-	// A budget that cannot be measured is said once per evaluation that
-	// finds it so, never silently counted as $0.
+	// A budget that cannot be measured is said (once per runner), never
+	// silently counted as $0.
 	for _, res := range ev.Results {
 		if res.Unmeasurable && !r.warned(res) {
 			payload := map[string]any{"condition": res.Condition, "type": res.Condition.Type(), "kind": res.Class,
@@ -447,8 +466,6 @@ func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
 // in this runner's lifetime.
 func (r *runner) warned(res stop.Result) bool {
 	key := string(res.Class) + fmt.Sprint(res.Index)
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
 	}
@@ -464,8 +481,8 @@ func (r *runner) warned(res stop.Result) bool {
 // a usage limit.
 func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	// A step killed by `stop --now` ends the run as the user asked.
-	if st != nil && st.Status == api.StepCanceled && r.run.StopRequest == storage.StopNow {
-		return r.interrupted(storage.StopNow)
+	if st != nil && st.Status == api.StepCanceled && st.CancelCause == storage.CancelUser {
+		return r.interrupted(storage.StopNow, true)
 	}
 	v := ev.Stop
 	if v != nil && v.Class == stop.ClassFailure {
@@ -479,7 +496,7 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	if v != nil {
 		return r.verdictDecision(v)
 	}
-	if d := r.requests(r.run); d != nil {
+	if d := r.requests(r.run, false); d != nil {
 		return d
 	}
 	if st != nil && st.RateLimitedUntil != nil {
@@ -491,9 +508,11 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 }
 
 func (r *runner) verdictDecision(v *stop.Verdict) *decision {
+	// The detail ("Reached 7 iterations") says what happened; the
+	// description ("after 7 iterations") is the fallback.
 	d := &decision{reason: v.Reason, condition: v.Condition, description: v.Description}
 	if v.Detail != "" {
-		d.description = v.Detail + " (" + v.Description + ")"
+		d.description = v.Detail
 	}
 	switch v.Class {
 	case stop.ClassFailure:

@@ -56,10 +56,16 @@ type Scheduler struct {
 
 	mu       sync.Mutex
 	active   map[string]*runner
-	stopping bool          // no new steps: the daemon is stopping
-	detach   chan struct{} // closed on shutdown: runners leave their steps running
+	writing  map[string]bool // runs whose postmortem is being written
+	stopping bool            // no new steps: the daemon is stopping
+	detach   chan struct{}   // closed on shutdown: runners leave their steps running
 
-	runners sync.WaitGroup
+	runners sync.WaitGroup // runners and postmortem writers
+
+	// postCtx bounds postmortem commands: canceled at shutdown, which must
+	// not wait for a user's analysis command.
+	postCtx    context.Context
+	postCancel context.CancelFunc
 }
 
 // New returns a Scheduler; call Run to start it.
@@ -85,13 +91,17 @@ func New(opts Options) *Scheduler {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	postCtx, postCancel := context.WithCancel(context.Background())
 	return &Scheduler{
-		opts:   opts,
-		store:  opts.Store,
-		log:    opts.Logger.Named("scheduler"),
-		wake:   make(chan struct{}, 1),
-		active: map[string]*runner{},
-		detach: make(chan struct{}),
+		opts:       opts,
+		store:      opts.Store,
+		log:        opts.Logger.Named("scheduler"),
+		wake:       make(chan struct{}, 1),
+		active:     map[string]*runner{},
+		writing:    map[string]bool{},
+		detach:     make(chan struct{}),
+		postCtx:    postCtx,
+		postCancel: postCancel,
 	}
 }
 
@@ -121,23 +131,27 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.recover(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		wakeAt, err := s.claim(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("claim runs", zap.Error(err))
 			wakeAt = s.opts.Now().Add(s.opts.RetryBackoff)
 		}
-		var timer <-chan time.Time
+		// One timer, reset each pass; without a wake-up time it waits for
+		// Wake (a new run, a resume, or a freed slot).
+		timer.Stop()
+		var fire <-chan time.Time
 		if !wakeAt.IsZero() {
-			t := time.NewTimer(max(time.Until(wakeAt), time.Millisecond))
-			timer = t.C
-			defer t.Stop()
+			timer.Reset(max(time.Until(wakeAt), time.Millisecond))
+			fire = timer.C
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.wake:
-		case <-timer:
+		case <-fire:
 		}
 	}
 }
@@ -153,13 +167,18 @@ func (s *Scheduler) shutdown() {
 		close(s.detach)
 	}
 	s.mu.Unlock()
+	s.postCancel()
 	s.runners.Wait()
 }
 
-// KillSteps stops every running step (SIGTERM, grace, SIGKILL) and keeps
-// runners from starting new ones; used by `loopctl daemon stop
-// --kill-steps` before shutdown. The killed steps are recorded CANCELED
-// and their runs stay RUNNING, to be picked up by the next daemon.
+// KillSteps stops every running step (SIGTERM, grace, SIGKILL), keeps
+// runners from starting new ones, and returns once the steps' processes
+// have ended; used by `loopctl daemon stop --kill-steps` before shutdown.
+// The killed steps are recorded CANCELED (by their runners, or from the
+// cause recorded before the kill by the next daemon) and their runs stay
+// RUNNING, to continue when a daemon next starts. It does not wait for
+// the runners themselves: one may be waiting for a full disk, which only
+// shutdown interrupts.
 func (s *Scheduler) KillSteps() {
 	s.mu.Lock()
 	s.stopping = true
@@ -168,12 +187,11 @@ func (s *Scheduler) KillSteps() {
 		runners = append(runners, r)
 	}
 	s.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, r := range runners {
-		wg.Go(func() { r.cancelStep(errDaemonStop) })
+		if done := r.cancelStep(errDaemonStop); done != nil {
+			<-done
+		}
 	}
-	wg.Wait()
-	s.runners.Wait()
 }
 
 func (s *Scheduler) isStopping() bool {
@@ -187,7 +205,10 @@ func (s *Scheduler) isStopping() bool {
 func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
 	for {
 		if s.Active() >= s.opts.MaxConcurrent || s.isStopping() {
-			break
+			// No slot: a due WAITING run waits for one. Returning no
+			// wake-up time matters — a time in the past would spin this
+			// loop — and release wakes it when a slot frees.
+			return time.Time{}, nil
 		}
 		now := s.opts.Now().UnixMilli()
 		run, err := s.store.Claimable(ctx, now)
@@ -234,10 +255,18 @@ func (s *Scheduler) start(runID string, recovered bool) {
 	})
 }
 
+// release forgets a run's runner once it has returned. A run that is
+// RUNNING again by then (resumed and claimed while its old runner was
+// still returning, when start found the slot taken) gets a new runner.
 func (s *Scheduler) release(runID string) {
 	s.mu.Lock()
 	delete(s.active, runID)
 	s.mu.Unlock()
+	if !s.detached() && !s.isStopping() {
+		if run, err := s.store.Run(context.Background(), runID); err == nil && run.Status == api.RunRunning {
+			s.start(runID, false)
+		}
+	}
 	s.Wake()
 }
 

@@ -2,11 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -43,9 +43,10 @@ func (r *runner) files(seq int, phase api.Phase) stepFiles {
 	}
 }
 
-// execute runs the next step to its end and returns it with its outcome,
-// not yet recorded as finished (conclude does that, with the evaluation).
-func (r *runner) execute(next Next) (*storage.Step, error) {
+// execute runs the next step to its end, in environment env (the daemon's
+// plus the run's env_file), and returns it with its outcome, not yet
+// recorded as finished (conclude does that, with the evaluation).
+func (r *runner) execute(next Next, env []string) (*storage.Step, error) {
 	seq := len(r.hist.Steps) + 1
 	f := r.files(seq, next.Phase)
 	st := &storage.Step{RunID: r.id, Seq: seq, Phase: next.Phase, Iteration: next.Iteration, LogPath: f.log}
@@ -82,11 +83,7 @@ func (r *runner) execute(next Next) (*storage.Step, error) {
 	r.hist.Steps = append(r.hist.Steps, *st)
 	r.log.Debug("step started", zap.Int("seq", seq), zap.String("phase", string(next.Phase)), zap.Int("iteration", next.Iteration))
 
-	env, err := r.stepEnv(st, r.files(r.implSeq(next.Iteration), api.PhaseImplementation).prompt)
-	if err != nil {
-		st.Status, st.Error = api.StepFailed, err.Error()
-		return st, nil
-	}
+	env = r.stepEnv(env, st, r.files(r.implSeq(next.Iteration), api.PhaseImplementation).prompt)
 	proc, err := supervise.Start(supervise.Spec{
 		Dir: r.run.Workspace, Commands: commands, Env: env, StdinPath: stdin,
 		LogPath: f.log, StatusPath: f.status, PidPath: f.pid, Tag: f.tag,
@@ -107,8 +104,9 @@ func (r *runner) execute(next Next) (*storage.Step, error) {
 	return r.watch(st, proc)
 }
 
-// implSeq is the seq of an iteration's implementation step (for
-// LOOP_PROMPT_FILE in review and verification), or the next seq.
+// implSeq is the seq of an iteration's implementation step, whose prompt
+// file review and verification steps get as LOOP_PROMPT_FILE; for the
+// implementation step itself it is the seq being started.
 func (r *runner) implSeq(iteration int) int {
 	if s := r.hist.LastIn(iteration, api.PhaseImplementation); s != nil {
 		return s.Seq
@@ -123,7 +121,7 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	r.mu.Lock()
-	r.stepCancel = cancel
+	r.stepCancel, r.proc = cancel, proc
 	if r.pending != nil {
 		cancel(r.pending)
 		r.pending = nil
@@ -131,7 +129,7 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.stepCancel = nil
+		r.stepCancel, r.proc = nil, nil
 		r.mu.Unlock()
 	}()
 	deadline, capped := r.deadline(st)
@@ -141,12 +139,35 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		LogPath:     st.LogPath,
 		Grace:       r.s.opts.Grace,
 		Detach:      r.s.detach,
+		OnKill: func(why supervise.Ending) {
+			// Recorded before the first signal: a daemon that dies during
+			// the kill must still know the step was stopped, and why.
+			st.CancelCause = cancelCause(why, context.Cause(ctx), capped)
+			if err := r.write(func(tx *storage.Tx) error { return tx.SetCancelCause(st.ID, st.CancelCause) }); err != nil {
+				r.log.Warn("record why a step is stopped", zap.Int("seq", st.Seq), zap.Error(err))
+			}
+		},
 	})
 	if ending == supervise.Detached {
 		return nil, errDetached
 	}
-	r.outcome(st, proc.Exit(), ending, context.Cause(ctx), capped)
+	r.outcome(st, proc.Exit(), ending)
 	return st, nil
+}
+
+// cancelCause names why Watch is stopping a step.
+func cancelCause(why supervise.Ending, cause error, capped bool) storage.CancelCause {
+	switch {
+	case why == supervise.Idle:
+		return storage.CancelIdle
+	case why == supervise.TimedOut && capped:
+		return storage.CancelMaxDuration
+	case why == supervise.TimedOut:
+		return storage.CancelStepTimeout
+	case errors.Is(cause, errDaemonStop):
+		return storage.CancelDaemonStop
+	}
+	return storage.CancelUser
 }
 
 // deadline is when the step must stop: its step_timeout, or sooner when
@@ -164,31 +185,35 @@ func (r *runner) deadline(st *storage.Step) (time.Time, bool) {
 	return deadline, false
 }
 
-// outcome classifies a step's end and reads what its output says.
-func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.Ending, cause error, capped bool) {
+// outcome classifies a step's end and reads what its output says. A step
+// the daemon stopped is classified by why it was stopped (recorded before
+// the kill, so this holds after a restart too), not by the exit code the
+// kill produced.
+func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.Ending) {
 	if ex.Code >= 0 {
 		code := ex.Code
 		st.ExitCode = &code
 	}
-	switch ending {
-	case supervise.Canceled:
-		st.Status, st.Error = api.StepCanceled, "canceled"
-		if cause != nil {
-			st.Error = cause.Error()
-		}
-	case supervise.TimedOut:
-		if capped {
-			st.Status = api.StepCanceled
-			st.Error = "stopped: the run reached its max_duration of " + r.cfg.MaxDuration.String()
-		} else {
-			st.Status = api.StepFailed
-			st.Error = "timed out after " + r.cfg.StepTimeout.String() + " (step_timeout)"
-		}
-	case supervise.Idle:
+	switch st.CancelCause {
+	case storage.CancelUser:
+		st.Status, st.Error = api.StepCanceled, errStopNow.Error()
+	case storage.CancelDaemonStop:
+		st.Status, st.Error = api.StepCanceled, errDaemonStop.Error()
+	case storage.CancelMaxDuration:
+		st.Status = api.StepCanceled
+		st.Error = "stopped: the run reached its max_duration of " + r.cfg.MaxDuration.String()
+	case storage.CancelStepTimeout:
+		st.Status = api.StepFailed
+		st.Error = "timed out after " + r.cfg.StepTimeout.String() + " (step_timeout)"
+	case storage.CancelIdle:
 		st.Status = api.StepFailed
 		st.Error = "no output for " + r.cfg.IdleTimeout.String() + " (idle_timeout)"
 	default:
 		switch {
+		case ending != supervise.Exited:
+			// Stopped without a recorded cause (its record failed):
+			// never a failure of the phase.
+			st.Status, st.Error = api.StepCanceled, "stopped by the daemon"
 		case ex.Signal != 0:
 			st.Status, st.Error = api.StepFailed, ex.String()
 		case !ex.Recorded && ex.Code < 0:
@@ -209,7 +234,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		}
 	}
 	if st.Phase == api.PhaseImplementation && (st.Status == api.StepSucceeded || st.Status == api.StepFailed) {
-		if r.usesProgress() {
+		if r.cfg.NoProgressIterations > 0 || r.usesProgress {
 			fp, err := workspace.Fingerprint(context.Background(), r.run.Workspace)
 			if err != nil {
 				r.log.Warn("workspace fingerprint", zap.Error(err))
@@ -222,10 +247,6 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			}
 		}
 	}
-}
-
-func (r *runner) usesProgress() bool {
-	return r.cfg.NoProgressIterations > 0 || uses(r.set, stop.TypeNoProgress)
 }
 
 // readAgentOutput parses an agent's (or reviewer's) output for usage,
@@ -244,7 +265,7 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 	if st.Model == "" && st.Phase == api.PhaseImplementation {
 		st.Model = r.cfg.Model
 	}
-	if price, ok := pricesOf(r.cfg).Lookup(st.Model); ok && res.UsageFound {
+	if price, ok := r.prices.Lookup(st.Model); ok && res.UsageFound {
 		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, price)
 		st.PricedCostUSD = &cost
@@ -286,8 +307,7 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		if res.Format == transcript.FormatText || text == "" {
 			text = tail(st.LogPath, outputTail)
 		}
-		re, err := regexp.Compile(r.cfg.ReviewApprovePattern)
-		if err == nil && !re.MatchString(text) {
+		if !r.approve.MatchString(text) {
 			st.Status = api.StepFailed
 			st.Error = fmt.Sprintf("the review did not approve (no match for %q in its output)", r.cfg.ReviewApprovePattern)
 		}
@@ -333,23 +353,21 @@ func (r *runner) readTests(st *storage.Step) {
 	}
 }
 
-// stepEnv is the environment of a step: the daemon's, the run's env_file,
-// and the LOOP_* variables.
-func (r *runner) stepEnv(st *storage.Step, promptFile string) ([]string, error) {
-	env, err := r.envWithFile()
-	if err != nil {
-		return nil, err
-	}
-	return append(env,
+// stepEnv adds a step's LOOP_* variables to env (the daemon's environment
+// and the run's env_file).
+func (r *runner) stepEnv(env []string, st *storage.Step, promptFile string) []string {
+	return append(env[:len(env):len(env)],
 		"LOOP_RUN_ID="+r.id,
 		"LOOP_PHASE="+string(st.Phase),
 		"LOOP_ITERATION="+strconv.Itoa(st.Iteration),
 		"LOOP_STEP="+strconv.Itoa(st.Seq),
 		"LOOP_WORKSPACE="+r.run.Workspace,
 		"LOOP_PROMPT_FILE="+promptFile,
-	), nil
+	)
 }
 
+// envWithFile is the daemon's environment plus the run's env_file, read
+// afresh for each step so that its values are never stored.
 func (r *runner) envWithFile() ([]string, error) {
 	env := os.Environ()
 	if r.cfg.EnvFile == "" {
@@ -426,6 +444,12 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		id = found
 	}
 	if proc, err := supervise.Adopt(id, f.tag, f.status); err == nil {
+		if r.run.StopRequest == storage.StopNow && st.CancelCause == storage.CancelNone {
+			// A stop --now that the previous daemon did not carry out.
+			r.mu.Lock()
+			r.pending = errStopNow
+			r.mu.Unlock()
+		}
 		err := r.write(func(tx *storage.Tx) error {
 			if st.Pid == nil {
 				if err := tx.SetStepProcess(st.ID, id.Pid, id.Pid, id.StartTicks, id.BootID); err != nil {
@@ -452,11 +476,19 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 			ended := max(fi.ModTime().UnixMilli(), st.StartedAt)
 			st.EndedAt = &ended
 		}
-		r.outcome(st, supervise.Exit{Code: code, Recorded: true}, supervise.Exited, nil, false)
+		r.outcome(st, supervise.Exit{Code: code, Recorded: true}, supervise.Exited)
 		return r.conclude(st, events.StepFinished)
 	}
 	st.Status = api.StepInterrupted
 	st.Error = "the daemon stopped while this step ran and its outcome was lost; the phase runs again"
+	// It ran at least until its last output: count that much of it as
+	// running time, not the daemon's downtime.
+	if fi, err := os.Stat(st.LogPath); err == nil {
+		ended := max(fi.ModTime().UnixMilli(), st.StartedAt)
+		st.EndedAt = &ended
+	} else {
+		st.EndedAt = &st.StartedAt
+	}
 	if st.Phase != api.PhaseVerification {
 		r.readAgentOutput(st) // the tokens it spent were spent
 	}

@@ -276,17 +276,17 @@ func (MaxCost) Priority() int                { return priorityLimit }
 func (MaxConsecutiveFailures) Priority() int { return priorityStreak }
 func (StuckTask) Priority() int              { return priorityStreak }
 
-func (c MaxIterations) Description() string { return fmt.Sprintf("after %d iterations", c.Count) }
+func (c MaxIterations) Description() string { return "after " + plural(c.Count, "iteration") }
 func (c MaxDuration) Description() string   { return "after " + FormatDuration(c.Duration) }
 func (c TestFailureStreak) Description() string {
-	return fmt.Sprintf("after %d consecutive test failures", c.Count)
+	return "after " + plural(c.Count, "consecutive test failure")
 }
 func (AllTestsPass) Description() string { return "when all tests pass" }
 func (c SpecificTestsPass) Description() string {
 	return "when tests pass: " + strings.Join(c.Tests, ", ")
 }
 func (c NoProgress) Description() string {
-	return fmt.Sprintf("after %d iterations with no progress", c.Iterations)
+	return "after " + plural(c.Iterations, "iteration") + " with no progress"
 }
 func (c FileCreated) Description() string { return "when " + c.Path + " is created" }
 func (c FileContains) Description() string {
@@ -336,7 +336,7 @@ func (c MaxCost) Description() string {
 	return d
 }
 func (c MaxConsecutiveFailures) Description() string {
-	return fmt.Sprintf("after %d consecutive %s failures", c.Limit, c.Phase)
+	return "after " + plural(c.Limit, "consecutive "+c.Phase+" failure")
 }
 func (c StuckTask) Description() string {
 	return fmt.Sprintf("when the same plan task fails verification %d times in a row", c.Count)
@@ -429,4 +429,13 @@ func isSlow(c Condition) bool {
 		return c.Condition != nil && isSlow(c.Condition)
 	}
 	return false
+}
+
+// plural writes "1 iteration" or "3 iterations".
+func plural[N int | int64](n N, noun string) string {
+	s := strconv.FormatInt(int64(n), 10) + " " + noun
+	if n != 1 {
+		s += "s"
+	}
+	return s
 }

@@ -133,7 +133,7 @@ func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
 	case MaxIterations:
 		it, limit := int64(c.Iteration), int64(cond.Count)
 		return counter(it, limit,
-			func() string { return "Reached " + itoa(limit) + " iterations" },
+			func() string { return "Reached " + plural(limit, "iteration") },
 			func() string { return ratio("Iteration ", it, limit, "") })
 	case MaxDuration:
 		if cond.Duration <= 0 {
@@ -150,7 +150,7 @@ func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
 	case TestFailureStreak:
 		streak, limit := int64(c.TestFailureStreak), int64(cond.Count)
 		return counter(streak, limit,
-			func() string { return itoa(limit) + " consecutive test failures" },
+			func() string { return plural(limit, "consecutive test failure") },
 			func() string { return ratio("", streak, limit, " failures") })
 	case AllTestsPass:
 		return allTestsPass(c)
@@ -159,7 +159,7 @@ func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
 	case NoProgress:
 		since, limit := int64(c.IterationsSinceProgress), int64(cond.Iterations)
 		return counter(since, limit,
-			func() string { return "No progress for " + itoa(limit) + " iterations" },
+			func() string { return "No progress for " + plural(limit, "iteration") },
 			func() string { return ratio("", since, limit, " iterations without progress") })
 	case FileCreated:
 		return e.leaf(ctx, c, n, func() outcome { return fileCreated(ctx, c.Workspace, cond.Path) })
@@ -225,7 +225,7 @@ func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
 		}
 		streak, limit := int64(c.ConsecutiveFailures[cond.Phase]), int64(cond.Limit)
 		return counter(streak, limit,
-			func() string { return itoa(limit) + " consecutive " + cond.Phase + " failures" },
+			func() string { return plural(limit, "consecutive "+cond.Phase+" failure") },
 			func() string { return ratio("", streak, limit, " consecutive "+cond.Phase+" failures") })
 	case StuckTask:
 		streak, limit := int64(c.StuckTaskFailures), int64(cond.Count)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -68,9 +69,17 @@ func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 	return seq, err
 }
 
-// HasEvent reports whether a run has an event of the given type.
-func (s *Store) HasEvent(ctx context.Context, runID string, typ events.Type) (bool, error) {
-	var n int
-	err := s.r.GetContext(ctx, &n, `SELECT COUNT(*) FROM events WHERE run_id = ? AND type = ?`, runID, typ)
-	return n > 0, err
+// LastTerminalEvent returns the seq of a run's newest terminal event, or
+// ErrNotFound.
+func (s *Store) LastTerminalEvent(ctx context.Context, runID string) (int64, error) {
+	var seq sql.NullInt64
+	err := s.r.GetContext(ctx, &seq, `SELECT MAX(seq) FROM events WHERE run_id = ?
+		AND type IN ('RUN_COMPLETED','RUN_FAILED','RUN_ABORTED','RUN_INTERRUPTED')`, runID)
+	if err != nil {
+		return 0, err
+	}
+	if !seq.Valid {
+		return 0, ErrNotFound
+	}
+	return seq.Int64, nil
 }

@@ -274,25 +274,6 @@ func (s *Store) RunsInStatus(ctx context.Context, statuses ...api.RunStatus) ([]
 	return runs, err
 }
 
-// CountRuns returns how many runs are in each status.
-func (s *Store) CountRuns(ctx context.Context) (map[api.RunStatus]int, error) {
-	rows, err := s.r.QueryxContext(ctx, `SELECT status, COUNT(*) FROM runs GROUP BY status`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[api.RunStatus]int{}
-	for rows.Next() {
-		var st api.RunStatus
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, err
-		}
-		out[st] = n
-	}
-	return out, rows.Err()
-}
-
 // Claimable returns the oldest run that may start now: PENDING, or WAITING
 // with its usage limit reset. ErrNotFound when there is none.
 func (s *Store) Claimable(ctx context.Context, now int64) (Run, error) {
@@ -314,10 +295,12 @@ func (s *Store) NextWakeUp(ctx context.Context) (int64, error) {
 }
 
 // MarkPostmortem records that a terminal run's postmortem was written, with
-// its POSTMORTEM_WRITTEN event; ErrConflict when the run is no longer in
-// the status the postmortem describes.
+// its POSTMORTEM_WRITTEN event (compare-and-set: ErrConflict when the run
+// is no longer in the status the postmortem describes, or its postmortem
+// was already recorded, so there is never a second event for one ending).
 func (t *Tx) MarkPostmortem(id string, status api.RunStatus, payload any) error {
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET postmortem_at = ? WHERE id = ? AND status = ?`, t.now, id, status)
+	res, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET postmortem_at = ? WHERE id = ? AND status = ?
+		AND postmortem_at IS NULL`, t.now, id, status)
 	if err != nil {
 		return fmt.Errorf("mark postmortem: %w", err)
 	}

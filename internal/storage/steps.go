@@ -59,6 +59,9 @@ type Step struct {
 	Pgid      *int   `db:"pgid"`
 	ProcStart *int64 `db:"proc_start"`
 	BootID    string `db:"boot_id"`
+	// CancelCause is why the daemon stopped the step ("" when it did
+	// not), recorded before the step was signalled.
+	CancelCause CancelCause `db:"cancel_cause"`
 
 	Outcome
 }
@@ -90,11 +93,26 @@ type Outcome struct {
 	PlanChecked *int   `db:"plan_checked"`
 }
 
-const stepColumns = `id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
-	pid, pgid, proc_start, boot_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-	usage_found, reported_cost_usd, priced_cost_usd, promise, final_message, rate_limited_until,
-	tests_format, tests_passed, tests_failed, tests_skipped, tests_failed_names, tests_passed_names,
-	fingerprint, plan_task, plan_checked`
+// CancelCause is why the daemon stopped a step.
+type CancelCause string
+
+const (
+	CancelNone        CancelCause = ""             // the step ended by itself
+	CancelUser        CancelCause = "user"         // loopctl stop --now
+	CancelDaemonStop  CancelCause = "daemon_stop"  // loopctl daemon stop --kill-steps
+	CancelMaxDuration CancelCause = "max_duration" // the run's time budget ran out during the step
+	CancelStepTimeout CancelCause = "step_timeout" // the step ran longer than step_timeout
+	CancelIdle        CancelCause = "idle_timeout" // the step printed nothing for idle_timeout
+)
+
+// stepLight are the columns every derivation needs; stepColumns adds the
+// bulky ones (final message, test names) needed only for a step's detail.
+const stepLight = `id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
+	pid, pgid, proc_start, boot_id, cancel_cause, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+	usage_found, reported_cost_usd, priced_cost_usd, promise, rate_limited_until,
+	tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked`
+
+const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names`
 
 // InsertStep records a step as RUNNING, with its STEP_STARTED event, before
 // its process is launched: a crash between the two leaves a RUNNING step
@@ -152,11 +170,29 @@ func (t *Tx) FinishStep(s *Step, typ events.Type, payload any) error {
 	return err
 }
 
-// Steps lists a run's steps by seq.
+// Steps lists a run's steps by seq, with every column.
 func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 	var steps []Step
 	err := s.r.SelectContext(ctx, &steps, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? ORDER BY seq`, runID)
 	return steps, err
+}
+
+// StepsLight lists a run's steps by seq without their final messages and
+// test names: what counters, usage and status need, at a fraction of the
+// bytes.
+func (s *Store) StepsLight(ctx context.Context, runID string) ([]Step, error) {
+	var steps []Step
+	err := s.r.SelectContext(ctx, &steps, `SELECT `+stepLight+` FROM steps WHERE run_id = ? ORDER BY seq`, runID)
+	return steps, err
+}
+
+// SetCancelCause records why the daemon is about to stop a RUNNING step.
+func (t *Tx) SetCancelCause(stepID int64, cause CancelCause) error {
+	_, err := t.tx.ExecContext(t.ctx, `UPDATE steps SET cancel_cause = ? WHERE id = ? AND status = 'RUNNING'`, cause, stepID)
+	if err != nil {
+		return fmt.Errorf("record cancel cause: %w", err)
+	}
+	return nil
 }
 
 // Step reads one step of a run by its seq.
@@ -167,19 +203,4 @@ func (s *Store) Step(ctx context.Context, runID string, seq int) (Step, error) {
 		return st, fmt.Errorf("step %d of run %s: %w", seq, runID, ErrNotFound)
 	}
 	return st, err
-}
-
-// StepCount returns the number of steps of a run.
-func (s *Store) StepCount(ctx context.Context, runID string) (int, error) {
-	var n int
-	err := s.r.GetContext(ctx, &n, `SELECT COUNT(*) FROM steps WHERE run_id = ?`, runID)
-	return n, err
-}
-
-// RunningSteps lists every step recorded as RUNNING (served by a partial
-// index, so it stays cheap with millions of finished steps).
-func (s *Store) RunningSteps(ctx context.Context) ([]Step, error) {
-	var steps []Step
-	err := s.r.SelectContext(ctx, &steps, `SELECT `+stepColumns+` FROM steps WHERE status = 'RUNNING' ORDER BY id`)
-	return steps, err
 }

@@ -234,9 +234,12 @@ func TestStepLifecycle(t *testing.T) {
 	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetStepProcess(st.ID, 42, 42, 777, "boot") }); err != nil {
 		t.Fatal(err)
 	}
-	running, _ := s.RunningSteps(t.Context())
-	if len(running) != 1 || *running[0].Pid != 42 || *running[0].ProcStart != 777 {
+	running, _ := s.Steps(t.Context(), "dddd4444")
+	if len(running) != 1 || running[0].Status != api.StepRunning || *running[0].Pid != 42 || *running[0].ProcStart != 777 {
 		t.Fatalf("running = %+v", running)
+	}
+	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetCancelCause(st.ID, CancelUser) }); err != nil {
+		t.Fatal(err)
 	}
 	code, cost, passed := 0, 0.25, 3
 	st.Status, st.ExitCode = api.StepSucceeded, &code
@@ -257,8 +260,9 @@ func TestStepLifecycle(t *testing.T) {
 		*got.TestsPassed != 3 || got.TestsFailed != nil || len(got.TestsFailedNames) != 2 || got.TestsFailedNames[1] != "TestB/x" {
 		t.Errorf("step = %+v", got)
 	}
-	if running, _ := s.RunningSteps(t.Context()); len(running) != 0 {
-		t.Errorf("still running: %+v", running)
+	if light, _ := s.StepsLight(t.Context(), "dddd4444"); len(light) != 1 || light[0].CancelCause != CancelUser ||
+		light[0].TestsFailedNames != nil || *light[0].TestsPassed != 3 {
+		t.Errorf("light step = %+v", light)
 	}
 	evs, _ := s.Events(t.Context(), "dddd4444", 0, 0)
 	types := []events.Type{}
@@ -333,5 +337,33 @@ func TestEvaluationsArePruned(t *testing.T) {
 	evs, _ := s.Evaluations(t.Context(), "eeee5555")
 	if len(evs) != EvaluationsKept || evs[0].Iteration != 30 || evs[len(evs)-1].Iteration != EvaluationsKept+29 {
 		t.Errorf("%d evaluations kept, first iteration %d", len(evs), evs[0].Iteration)
+	}
+}
+
+func TestMarkPostmortemOncePerEnding(t *testing.T) {
+	s, _ := openTest(t)
+	newRun(t, s, "ffff6666")
+	end := Transition{RunID: "ffff6666", From: []api.RunStatus{api.RunPending}, To: api.RunInterrupted, Event: events.RunInterrupted}
+	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(end) }); err != nil {
+		t.Fatal(err)
+	}
+	mark := func() error {
+		return s.Write(t.Context(), func(tx *Tx) error { return tx.MarkPostmortem("ffff6666", api.RunInterrupted, nil) })
+	}
+	if err := mark(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mark(); !errors.Is(err, ErrConflict) {
+		t.Errorf("second MarkPostmortem = %v, want ErrConflict", err)
+	}
+	evs, _ := s.Events(t.Context(), "ffff6666", 0, 0)
+	n := 0
+	for _, e := range evs {
+		if e.Type == events.PostmortemWritten {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d POSTMORTEM_WRITTEN events, want 1", n)
 	}
 }

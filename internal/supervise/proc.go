@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -113,4 +114,43 @@ func ReadStatus(path string) (code int, ok bool) {
 	}
 	code, err = strconv.Atoi(strings.TrimSuffix(s, "\n"))
 	return code, err == nil
+}
+
+// signalTagged sends sig to every live process in process group pgid whose
+// environment carries the step's tag, pinning each with a pidfd before
+// checking it so that a recycled pid is never signalled. It returns how
+// many were signalled. Used for adopted steps, whose leader this daemon
+// cannot hold unreaped.
+func signalTagged(pgid int, tag string, sig syscall.Signal) int {
+	want := []byte(TagEnv + "=" + tag)
+	n := 0
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if g, err := unix.Getpgid(pid); err != nil || g != pgid {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(d + "/environ")
+		if err == nil && hasEntry(env, want) && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+			n++
+		}
+		unix.Close(fd)
+	}
+	return n
+}
+
+func hasEntry(nulSeparated, entry []byte) bool {
+	for e := range bytes.SplitSeq(nulSeparated, []byte{0}) {
+		if bytes.Equal(e, entry) {
+			return true
+		}
+	}
+	return false
 }

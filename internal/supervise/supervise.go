@@ -38,21 +38,33 @@ import (
 // wrapper is the shell program around a step's commands. $0 is the tag,
 // $1 the status file, $2 the pid file, the rest are the commands.
 //
-// The wrapper catches SIGTERM with a no-op trap: caught signals are reset to
-// their default in the subshell, so the commands still receive TERM and get
-// the grace period to exit, while the wrapper outlives them and the group
-// stays intact until they have.
+// Both the wrapper and each command's subshell catch SIGTERM with a no-op
+// trap: caught signals are reset to their default on exec, so the commands
+// themselves still receive TERM and get the whole grace period to exit
+// (an agent writes its final usage then), while the shells outlive them
+// and the group's leader stays alive until they have. A command that is
+// itself a shell loop ignores TERM this way and is ended by the SIGKILL
+// that follows the grace period.
 const wrapper = `s=$1 p=$2; shift 2
 trap : TERM
 echo $$ >"$p"
 n=$# ec=0
 for c do
   [ $n -gt 1 ] && printf '\n$ %s\n' "$c"
-  (eval "$c"); ec=$?
+  (trap : TERM; eval "$c"); ec=$?
   [ $ec -eq 0 ] || break
 done
 echo "exit $ec" >"$s"
 exit $ec`
+
+// pidfdOpen is unix.PidfdOpen; a test replaces it to exercise systems
+// without pidfds.
+var pidfdOpen = unix.PidfdOpen
+
+// TagEnv is the environment variable that carries a step's tag to every
+// process of the step, so that its processes can be recognised (and only
+// they signalled) after a daemon restart.
+const TagEnv = "LOOPD_STEP_TAG"
 
 // Spec describes a step's process.
 type Spec struct {
@@ -63,7 +75,7 @@ type Spec struct {
 	LogPath    string   // stdout and stderr are appended here (created 0600)
 	StatusPath string   // the wrapper writes "exit <code>" here when the commands end
 	PidPath    string   // the wrapper writes its pid here first thing
-	Tag        string   // unique per step; placed in argv to recognise the process later
+	Tag        string   // unique per step; placed in argv and in $LOOPD_STEP_TAG to recognise its processes later
 }
 
 // Identity identifies a step's leader process across daemon restarts.
@@ -97,6 +109,7 @@ var ErrGone = errors.New("process is gone")
 // Process is a running (or ended) step process.
 type Process struct {
 	Identity
+	tag        string
 	statusPath string
 
 	mu     sync.Mutex
@@ -104,8 +117,9 @@ type Process struct {
 	done   chan struct{}
 	exit   Exit
 
-	cmd   *exec.Cmd // for children of this daemon
-	pidfd int       // for adopted processes; -1 otherwise
+	cmd     *exec.Cmd // for children of this daemon
+	pidfd   int       // for adopted processes with pidfd support; -1 otherwise
+	adopted bool      // started by an earlier daemon
 }
 
 // Start launches a step.
@@ -137,7 +151,7 @@ func Start(spec Spec) (*Process, error) {
 		Path:   "/bin/sh",
 		Args:   append([]string{"/bin/sh"}, args...),
 		Dir:    spec.Dir,
-		Env:    spec.Env,
+		Env:    append(spec.Env[:len(spec.Env):len(spec.Env)], TagEnv+"="+spec.Tag),
 		Stdin:  stdin,
 		Stdout: logf,
 		Stderr: logf,
@@ -150,6 +164,7 @@ func Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("start step: %w", err)
 	}
 	p := &Process{
+		tag:        spec.Tag,
 		statusPath: spec.StatusPath,
 		done:       make(chan struct{}),
 		cmd:        cmd,
@@ -214,18 +229,29 @@ func Adopt(id Identity, tag, statusPath string) (*Process, error) {
 	if id.Pid <= 0 {
 		return nil, ErrGone
 	}
-	fd, err := unix.PidfdOpen(id.Pid, 0)
-	if err != nil {
+	p := &Process{Identity: id, tag: tag, statusPath: statusPath, done: make(chan struct{}), pidfd: -1, adopted: true}
+	fd, err := pidfdOpen(id.Pid, 0)
+	switch {
+	case err == nil:
+		// Verify identity only after the pidfd pins the process: from here
+		// on the pid cannot be recycled under us.
+		if !Matches(id, tag) {
+			unix.Close(fd)
+			return nil, ErrGone
+		}
+		p.pidfd = fd
+		go p.waitAdopted()
+	case errors.Is(err, unix.ESRCH):
 		return nil, ErrGone
+	default:
+		// No pidfds here (an old kernel, a seccomp filter, gVisor). A live
+		// step must still never be taken for a lost one — that would run
+		// a second agent — so watch its identity instead.
+		if !Matches(id, tag) {
+			return nil, ErrGone
+		}
+		go p.pollAdopted()
 	}
-	// Verify identity only after the pidfd pins the process: from here on
-	// the pid cannot be recycled under us.
-	if !Matches(id, tag) {
-		unix.Close(fd)
-		return nil, ErrGone
-	}
-	p := &Process{Identity: id, statusPath: statusPath, done: make(chan struct{}), pidfd: fd}
-	go p.waitAdopted()
 	return p, nil
 }
 
@@ -237,12 +263,32 @@ func (p *Process) waitAdopted() {
 			break
 		}
 	}
-	p.mu.Lock()
-	// Not our child: init reaps it, so from now on its pgid is off limits.
-	p.reaped = true
 	unix.Close(p.pidfd)
+	p.adoptedExited()
+}
+
+// pollAdopted is waitAdopted without a pidfd: the leader has ended when
+// its identity no longer matches (gone, a zombie, or its pid reused).
+func (p *Process) pollAdopted() {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for range t.C {
+		if !Matches(p.Identity, p.tag) {
+			break
+		}
+	}
+	p.adoptedExited()
+}
+
+func (p *Process) adoptedExited() {
+	p.mu.Lock()
+	// Not our child: init reaps it, so its pgid is off limits from now on.
+	// Whatever the step left running is found by its tag and killed one by
+	// one, each pinned by a pidfd first.
+	p.reaped = true
 	p.exit = Exit{Code: -1}
 	p.mu.Unlock()
+	signalTagged(p.Pid, p.tag, unix.SIGKILL)
 	p.settle()
 }
 
@@ -256,13 +302,19 @@ func (p *Process) Exit() Exit {
 	return p.exit
 }
 
-// Signal sends sig to the step's whole process group, unless its leader
-// has already been reaped (then the pgid may belong to someone else).
+// Signal sends sig to the step's processes: to its whole process group
+// while this daemon holds its unreaped leader; for an adopted step, to
+// each process of the group that carries the step's tag (a pgid is only
+// safe to signal while its leader is known not to be reaped). It reports
+// whether anything was signalled.
 func (p *Process) Signal(sig syscall.Signal) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reaped {
 		return false
+	}
+	if p.adopted {
+		return signalTagged(p.Pid, p.tag, sig) > 0
 	}
 	return unix.Kill(-p.Pid, sig) == nil
 }

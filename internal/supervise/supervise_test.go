@@ -377,3 +377,82 @@ func startDetached(t *testing.T, dir, command string) Identity {
 	// subreaper), not of this test.
 	return id
 }
+
+// An agent that is a child of the step's shell (the usual case: claude is
+// started by the command line) gets the grace period to clean up.
+func TestTerminateGivesGraceToAChildAgent(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Start(specIn(dir, `sh -c 'trap "sleep 0.3; echo bye; exit 7" TERM; echo ready; while :; do sleep 0.02; done'`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "agent ready", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
+		return strings.Contains(string(b), "ready")
+	})
+	p.Terminate(10 * time.Second)
+	b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
+	if !strings.Contains(string(b), "bye") {
+		t.Errorf("log = %q: the agent was killed before its TERM handler finished", b)
+	}
+	if ex := p.Exit(); ex.Code != 7 || !ex.Recorded {
+		t.Errorf("exit = %+v, want the agent's own code 7, recorded", ex)
+	}
+}
+
+// Without pidfds (old kernels, seccomp, gVisor) a live step is still
+// adopted, never taken for lost.
+func TestAdoptWithoutPidfds(t *testing.T) {
+	orig := pidfdOpen
+	pidfdOpen = func(int, int) (int, error) { return -1, unix.ENOSYS }
+	defer func() { pidfdOpen = orig }()
+	dir := t.TempDir()
+	id := startDetached(t, dir, `while [ ! -f release ]; do sleep 0.02; done; exit 6`)
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status"))
+	if err != nil {
+		t.Fatalf("Adopt without pidfds: %v", err)
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("ended early")
+	case <-time.After(100 * time.Millisecond):
+	}
+	os.WriteFile(filepath.Join(dir, "release"), nil, 0o600)
+	if ex := waitDone(t, p); ex.Code != 6 || !ex.Recorded {
+		t.Errorf("exit = %+v, want recorded 6", ex)
+	}
+	if _, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status")); err != ErrGone {
+		t.Errorf("Adopt of an ended step = %v, want ErrGone", err)
+	}
+}
+
+// When an adopted step ends, what it left running is killed — found by
+// its tag, never by signalling a group whose leader is gone.
+func TestAdoptedStepLeavesNoOrphans(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `sleep 300 & echo $! > child.pid; while [ ! -f release ]; do sleep 0.02; done`)
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "child pid", func() bool { _, err := os.Stat(filepath.Join(dir, "child.pid")); return err == nil })
+	b, _ := os.ReadFile(filepath.Join(dir, "child.pid"))
+	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	os.WriteFile(filepath.Join(dir, "release"), nil, 0o600)
+	waitDone(t, p)
+	eventually(t, "the orphan killed", func() bool { return !alive(child) })
+}
+
+// A process outside the step that happens to share nothing but a pgid
+// number is never signalled: adopted steps are signalled by tag.
+func TestSignalTaggedOnlyTouchesTheStep(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `while :; do sleep 0.02; done`)
+	defer unix.Kill(-id.Pid, unix.SIGKILL)
+	if n := signalTagged(id.Pid, "loopd-step:someone-else", 0); n != 0 {
+		t.Errorf("signalled %d processes of another tag", n)
+	}
+	if n := signalTagged(id.Pid, specIn(dir).Tag, 0); n == 0 {
+		t.Error("found none of the step's own processes")
+	}
+}

@@ -12,6 +12,11 @@ type Limits struct {
 	IdleTimeout time.Duration // the step is stopped after this long without new output; 0 = none
 	LogPath     string        // where its output goes (watched for idleness)
 	Grace       time.Duration // between SIGTERM and SIGKILL; default 5s
+	// OnKill, when set, is called before Watch stops the step for a limit
+	// or a cancel, with the reason: the caller records its intent first,
+	// so that a daemon that dies during the kill still knows afterwards
+	// why the step ended.
+	OnKill func(Ending)
 	// Detach, when closed, makes Watch return Detached at once and leave
 	// the process alone: the daemon is shutting down and the step goes on
 	// for the next daemon to adopt.
@@ -71,13 +76,13 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 			if p.ended() {
 				return Exited
 			}
-			p.Terminate(l.Grace)
+			l.kill(p, Canceled)
 			return Canceled
 		case <-deadline:
 			if p.ended() {
 				return Exited
 			}
-			p.Terminate(l.Grace)
+			l.kill(p, TimedOut)
 			return TimedOut
 		case now := <-idleTick:
 			if fi, err := os.Stat(l.LogPath); err == nil && fi.Size() != lastSize {
@@ -85,7 +90,7 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 				continue
 			}
 			if now.Sub(lastChange) >= l.IdleTimeout && !p.ended() {
-				p.Terminate(l.Grace)
+				l.kill(p, Idle)
 				return Idle
 			}
 		}
@@ -102,4 +107,11 @@ func (p *Process) ended() bool {
 	default:
 		return false
 	}
+}
+
+func (l Limits) kill(p *Process, why Ending) {
+	if l.OnKill != nil {
+		l.OnKill(why)
+	}
+	p.Terminate(l.Grace)
 }
