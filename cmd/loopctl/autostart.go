@@ -23,7 +23,7 @@ func isUnavailable(err error) bool { return errors.Is(err, api.ErrUnavailable) }
 // daemons, and waits until it answers. Two loopctl racing to start it are
 // safe: the daemon's lock lets one win and the other exits at once, and
 // both clients then talk to the winner.
-func autostart(ctx context.Context, c *api.Client, explicitSocket bool) error {
+func autostart(ctx context.Context, c *api.Client) error {
 	bin, err := findLoopd()
 	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
@@ -41,10 +41,9 @@ func autostart(ctx context.Context, c *api.Client, explicitSocket bool) error {
 		return fmt.Errorf("%w: open %s: %v", api.ErrUnavailable, logPath, err)
 	}
 	defer logf.Close()
-	args := []string{"--home", home}
-	if explicitSocket {
-		args = append(args, "--socket", c.Socket())
-	}
+	// The socket is always passed, absolute: the daemon runs in "/", where
+	// a relative LOOPD_SOCKET would name another file.
+	args := []string{"--home", home, "--socket", c.Socket()}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = "/"

@@ -52,12 +52,32 @@ func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.
 		ctx, cancel = context.WithTimeout(ctx, timeout[0])
 		defer cancel()
 	}
-	run, err := c.Wait(ctx, ref)
+	// "last" is resolved once: a newer run started in the workspace while
+	// we wait must not take this one's place.
+	run, err := c.GetRun(ctx, ref, false)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
-			return &exitError{code: exitTimeout, msg: fmt.Sprintf("run %s has not ended after %s; it goes on", ref.Ref, timeout[0])}
+		return waitError(cmd, ref, err, timeout)
+	}
+	ref = api.RunRef{Ref: run.ID}
+	// A daemon restart while waiting is invisible: the wait goes on.
+	var failingSince time.Time
+	for {
+		run, err = c.Wait(ctx, ref)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			break
 		}
-		return err
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		} else if time.Since(failingSince) > time.Minute {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	if err != nil {
+		return waitError(cmd, ref, err, timeout)
 	}
 	if g.JSON {
 		if err := printJSON(g.Out, run); err != nil {
@@ -70,6 +90,13 @@ func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+func waitError(cmd *cobra.Command, ref api.RunRef, err error, timeout []time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil && len(timeout) > 0 {
+		return &exitError{code: exitTimeout, msg: fmt.Sprintf("run %s has not ended after %s; it goes on", ref.Ref, timeout[0])}
+	}
+	return err
 }
 
 type stopOptions struct {

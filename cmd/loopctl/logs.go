@@ -95,19 +95,34 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	for ev, err := range c.Events(ctx, ref, o.After, o.Follow) {
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+	emit := func(ev api.Event) {
 		if o.JSON {
 			b, _ := json.Marshal(ev)
 			fmt.Fprintf(o.Out, "%s\n", b)
-			continue
+			return
 		}
 		fmt.Fprintf(o.Out, "%6d  %s  %-20s %s\n", ev.Seq, ev.TS.Local().Format("15:04:05.000"), ev.Type, eventDetail(ev))
+	}
+	if !o.Follow {
+		for ev, err := range c.Events(ctx, ref, o.After, false) {
+			if err != nil {
+				return err
+			}
+			emit(ev)
+		}
+		return nil
+	}
+	// Following outlives a daemon restart: the stream is resumed after the
+	// last event printed. "last" is resolved once, so a newer run in the
+	// workspace cannot take over the stream.
+	run, err := c.GetRun(ctx, ref, false)
+	if err != nil {
+		return err
+	}
+	f := newRunFollower(c, api.RunRef{Ref: run.ID})
+	f.after = o.After
+	if _, err := f.follow(ctx, emit, nil); err != nil && ctx.Err() == nil {
+		return err
 	}
 	return nil
 }

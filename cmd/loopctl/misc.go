@@ -84,6 +84,9 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 			info, err := c.Ping(cmd.Context())
 			if err != nil {
 				if isUnavailable(err) {
+					if g.JSON {
+						return printJSON(g.Out, map[string]any{"stopped": false, "running": false, "socket": sock})
+					}
 					fmt.Fprintf(g.Err, "no daemon is running at %s\n", sock)
 					return nil
 				}
@@ -102,9 +105,10 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 				case <-time.After(20 * time.Millisecond):
 				}
 			}
-			if !g.JSON {
-				fmt.Fprintf(g.Out, "loopd (pid %d) stopped\n", info.PID)
+			if g.JSON {
+				return printJSON(g.Out, map[string]any{"stopped": true, "pid": info.PID, "kill_steps": killSteps})
 			}
+			fmt.Fprintf(g.Out, "loopd (pid %d) stopped\n", info.PID)
 			return nil
 		},
 	}

@@ -105,7 +105,7 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
 		return nil, fmt.Errorf("%w: no daemon at %s (LOOPCTL_NO_AUTOSTART=1)", api.ErrUnavailable, sock)
 	}
-	if err := autostart(ctx, c, g.Socket != ""); err != nil {
+	if err := autostart(ctx, c); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// slowTermAgent takes a while to exit on SIGTERM, like an agent writing
+// its final usage, and records that it got the signal.
+const slowTermAgent = `agent_command=trap 'echo got TERM; sleep 2; echo bye; exit 143' TERM; echo working; while :; do sleep 0.05; done`
+
+// stop --now that a crash interrupts is still a stop: after the restart
+// the step is CANCELED (never a failure) and the run INTERRUPTED.
+func TestStopNowSurvivesACrash(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon("--kill-grace", "30s")
+	e.config("agent=command", slowTermAgent, "max_consecutive_implementation_failures=1")
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	e.must("stop", id, "--now")
+	time.Sleep(300 * time.Millisecond) // the agent is in its TERM handler
+	e.killDaemon()
+	e.startDaemon("--kill-grace", "30s")
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait exit %d, want 3 (INTERRUPTED)", code)
+	}
+	r := e.status(id)
+	if r.Reason != "user_stop" || r.Counters.Implementation != 0 {
+		t.Errorf("run = %s %q, implementation streak %d; want INTERRUPTED user_stop and no failure", r.Status, r.Reason, r.Counters.Implementation)
+	}
+	steps := e.steps(id)
+	if len(steps) != 1 || steps[0].Status != api.StepCanceled {
+		t.Errorf("steps = %+v; want the one step CANCELED", steps)
+	}
+	// The agent got its grace period: its TERM handler finished.
+	if out := e.must("logs", id, "--step", "1"); !strings.Contains(out, "bye") {
+		t.Errorf("the agent was killed before its TERM handler finished:\n%s", out)
+	}
+}
+
+// A stop --now that was recorded but not carried out (the daemon died in
+// between) is carried out by the next daemon: it kills the adopted step.
+func TestStopNowRecordedBeforeACrashIsCarriedOut(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=never"))
+	id := e.start("goal")
+	step := e.runningStep(id, 1)
+	e.killDaemon()
+	// What the API commits for `loopctl stop --now`, with no daemon left
+	// to act on it.
+	db, err := sql.Open("sqlite", filepath.Join(e.home, "loopd.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE runs SET stop_request = 'now' WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	e.startDaemon()
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait exit %d, want 3", code)
+	}
+	if s := e.steps(id); len(s) != 1 || s[0].Status != api.StepCanceled {
+		t.Errorf("steps = %+v; want the adopted step killed and CANCELED", s)
+	}
+	if r := e.status(id); !strings.Contains(r.Description, "killed") {
+		t.Errorf("description %q", r.Description)
+	}
+	eventually(t, "the step's processes to be gone", 10*time.Second, func() bool { return !groupAlive(step.Pid) })
+}
+
+// max_duration ends the run on time even in the middle of a long step: the
+// step is stopped (CANCELED, not a failure) and the run ABORTED.
+func TestMaxDurationStopsALongStep(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=never"), "max_duration=2s", "max_consecutive_implementation_failures=1")
+	id := e.start("goal")
+	if code := e.wait(id); code != 2 {
+		t.Fatalf("wait exit %d, want 2", code)
+	}
+	r := e.status(id)
+	if r.Reason != "max_duration:2s" || r.Counters.Implementation != 0 {
+		t.Errorf("run = %q, streak %d", r.Reason, r.Counters.Implementation)
+	}
+	if s := e.steps(id)[0]; s.Status != api.StepCanceled || !strings.Contains(s.Error, "max_duration") {
+		t.Errorf("step = %s %q", s.Status, s.Error)
+	}
+}
+
+// SIGTERM never waits for a postmortem command.
+func TestShutdownDoesNotWaitForPostmortemCommand(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1"), "postmortem_command=echo started; sleep 60")
+	id := e.start("goal")
+	e.wait(id)
+	logPath := filepath.Join(e.home, "runs", id, "postmortem-command.log")
+	eventually(t, "the postmortem command to start", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Contains(string(b), "started")
+	})
+	e.stopDaemon() // fails the test if loopd takes 20s
+}
+
+// wait goes on across a daemon restart.
+func TestWaitSurvivesADaemonRestart(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go", "FAKE_DONE_AT=1"))
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	done := make(chan result, 1)
+	go func() { done <- e.loopctl("wait", id) }()
+	time.Sleep(300 * time.Millisecond)
+	e.killDaemon()
+	time.Sleep(500 * time.Millisecond)
+	e.startDaemon()
+	e.release("go")
+	select {
+	case r := <-done:
+		if r.code != 0 {
+			t.Errorf("wait across a restart: exit %d %s", r.code, r.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("wait did not return")
+	}
+}
