@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ func run(args []string) int {
 	httpAddr := fs.String("http", env("LOOPD_HTTP", ""), "also serve the API over TCP on this loopback address (host:port); requests need the bearer token in HOME/http.token (env LOOPD_HTTP)")
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,6 +89,19 @@ func run(args []string) int {
 	}
 	log := newLogger(lvl, *format, os.Stderr)
 	defer log.Sync()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loopd: --cpuprofile:", err)
+			return exitUsage
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "loopd: --cpuprofile:", err)
+			return exitUsage
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

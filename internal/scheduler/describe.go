@@ -44,6 +44,9 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 	out.Steps = len(steps)
 	if last := h.Last(); last != nil && last.Status == api.StepRunning {
 		cur := StepJSON(last, now)
+		if cur.Pid == 0 {
+			cur.Pid = s.runningPid(run.ID) // recorded with the step's finish; live from the runner until then
+		}
 		out.CurrentStep = &cur
 	}
 	if out.Usage.CostUnknown {
@@ -211,4 +214,19 @@ func stepTests(st *storage.Step) *api.Tests {
 	}
 	return &api.Tests{Format: st.TestsFormat, Passed: st.TestsPassed, Failed: st.TestsFailed, Skipped: st.TestsSkipped,
 		FailedNames: names, Summary: res.Summary()}
+}
+
+// runningPid is the pid of a run's running step, from its runner; 0 when
+// there is none.
+func (s *Scheduler) runningPid(runID string) int {
+	r := s.runner(runID)
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		return 0
+	}
+	return r.proc.Pid
 }

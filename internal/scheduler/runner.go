@@ -22,6 +22,9 @@ import (
 	"github.com/loopd/loopd/internal/supervise"
 )
 
+// pruneEvery is how often a runner prunes its run's old evaluations.
+const pruneEvery = 16
+
 // Causes of a canceled step.
 var (
 	errStopNow    = errors.New("stopped by the user (loopctl stop --now)")
@@ -50,11 +53,16 @@ type runner struct {
 	prices                               stop.Prices
 	approve                              *regexp.Regexp  // review_approve_pattern
 	warnedKeys                           map[string]bool // unmeasurable conditions already reported by this runner
+	evaluations                          int             // recorded by this runner, for pruning
 
 	mu         sync.Mutex
 	stepCancel context.CancelCauseFunc // cancels the current step, nil between steps
 	proc       *supervise.Process      // the current step's process, nil between steps
 	pending    error                   // a cancel requested before the step started
+
+	// next is a step the last conclusion inserted, to launch with nextEnv.
+	next    *planned
+	nextEnv []string
 }
 
 func newRunner(s *Scheduler, id string) *runner {
@@ -143,6 +151,7 @@ func (r *runner) load() error {
 		return fmt.Errorf("load steps: %w", err)
 	}
 	r.run, r.cfg, r.set = run, cfg, set
+	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	r.usesOutput, r.usesScript = uses(set, stop.TypeOutputPattern), uses(set, stop.TypeCustomScript)
 	r.usesProgress = uses(set, stop.TypeNoProgress)
 	r.prices = pricesOf(cfg)
@@ -256,39 +265,81 @@ func (r *runner) loop(recovered bool) error {
 	}
 	for {
 		if r.s.detached() || r.s.isStopping() {
-			return errDetached
+			return errDetached // a step the last conclusion inserted is INTERRUPTED by the next daemon
 		}
-		run, err := r.s.store.Run(bg(), r.id)
-		if err != nil {
-			return err
-		}
-		r.run = run
-		if run.Status != api.RunRunning {
-			return nil
-		}
-		if d := r.requests(run, false); d != nil {
-			return r.commit(nil, "", nil, d)
-		}
-		next := r.hist.Next()
-		if next.Phase == api.PhaseImplementation {
-			if d := r.checkAgent(); d != nil {
-				return r.commit(nil, "", nil, d)
+		st, env := r.next, r.nextEnv
+		r.next, r.nextEnv = nil, nil
+		if st == nil {
+			var d *decision
+			var err error
+			if st, env, d, err = r.begin(); err != nil {
+				return err
 			}
+			if d != nil {
+				return r.commit(nil, "", nil, d, nil)
+			}
+			if st == nil {
+				return nil // the run left RUNNING
+			}
+			if err := r.write(st.insert); err != nil {
+				return err
+			}
+			r.hist.Steps = append(r.hist.Steps, *st.step)
 		}
-		env, err := r.envWithFile()
-		if err != nil {
-			return r.commit(nil, "", nil, &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
-				description: err.Error() + "; fix the file, then `loopctl resume` the run"})
-		}
-		st, err := r.execute(next, env)
+		done, err := r.launch(st.step, env)
 		if err != nil {
 			return err
 		}
-		done, err := r.conclude(st, events.StepFinished)
-		if err != nil || done {
+		end, err := r.conclude(done, events.StepFinished)
+		if err != nil || end {
 			return err
 		}
 	}
+}
+
+// begin checks that the run may go on and plans its next step; it returns
+// a decision instead when the run must stop first, and neither when the
+// run is no longer RUNNING.
+func (r *runner) begin() (*planned, []string, *decision, error) {
+	if err := r.refresh(); err != nil {
+		return nil, nil, nil, err
+	}
+	if r.run.Status != api.RunRunning {
+		return nil, nil, nil, nil
+	}
+	if d := r.requests(r.run, false); d != nil {
+		return nil, nil, d, nil
+	}
+	return r.following()
+}
+
+// following plans the step after the history: it checks what the step
+// needs (the agent installed, a readable env_file) and writes its prompt.
+func (r *runner) following() (*planned, []string, *decision, error) {
+	next := r.hist.Next()
+	if next.Phase == api.PhaseImplementation {
+		if d := r.checkAgent(); d != nil {
+			return nil, nil, d, nil
+		}
+	}
+	env, err := r.envWithFile()
+	if err != nil {
+		return nil, nil, &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
+			description: err.Error() + "; fix the file, then `loopctl resume` the run"}, nil
+	}
+	p, err := r.plan(next)
+	return p, env, nil, err
+}
+
+// refresh re-reads what of the run can change under the runner: its
+// status and the user's requests.
+func (r *runner) refresh() error {
+	f, err := r.s.store.RunFlags(bg(), r.id)
+	if err != nil {
+		return err
+	}
+	r.run.Status, r.run.StopRequest, r.run.PauseRequest, r.run.UserSignal = f.Status, f.StopRequest, f.PauseRequest, f.UserSignal
+	return nil
 }
 
 // decision is what happens to the run after an evaluation.
@@ -361,21 +412,37 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	if st != nil {
 		r.hist.Steps[len(r.hist.Steps)-1] = *st
 	}
-	run, err := r.s.store.Run(bg(), r.id)
-	if err != nil {
+	if err := r.refresh(); err != nil {
 		return false, err
 	}
-	r.run = run
 	var stepID int64
 	if st != nil {
 		stepID = st.ID
 	}
 	ev := r.eval.Evaluate(context.Background(), r.context(stepID))
 	d := r.decide(ev, st)
-	return d != nil, r.commit(st, typ, &ev, d)
+	// When the run goes on, the next step starts in the same transaction
+	// as this one ends: one commit per step. Its row exists before its
+	// process, as always.
+	var next *planned
+	var env []string
+	if d == nil && st != nil && !r.s.detached() && !r.s.isStopping() {
+		var nd *decision
+		if next, env, nd, err = r.following(); err != nil || nd != nil {
+			next = nil // the loop plans it again and reports
+		}
+	}
+	if err := r.commit(st, typ, &ev, d, next); err != nil {
+		return false, err
+	}
+	if next != nil {
+		r.hist.Steps = append(r.hist.Steps, *next.step)
+		r.next, r.nextEnv = next, env
+	}
+	return d != nil, nil
 }
 
-func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision) error {
+func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision, next *planned) error {
 	err := r.write(func(tx *storage.Tx) error {
 		if st != nil {
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
@@ -389,6 +456,9 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 		}
 		if d != nil {
 			return tx.TransitionRun(r.transition(d, st))
+		}
+		if next != nil {
+			return next.insert(tx)
 		}
 		return nil
 	})
@@ -433,7 +503,10 @@ func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
 	if ev.Step != 0 {
 		e.StepID = &ev.Step
 	}
-	if err := tx.InsertEvaluation(e); err != nil {
+	// Pruning every pruneEvery evaluations keeps the table bounded without
+	// a DELETE per step.
+	r.evaluations++
+	if err := tx.InsertEvaluation(e, r.evaluations%pruneEvery == 1); err != nil {
 		return err
 	}
 	for _, p := range ev.Progressed {

@@ -31,29 +31,33 @@ const (
 
 // stepFiles are a step's artifacts under LOOPD_HOME/runs/<id>/.
 type stepFiles struct {
-	log, prompt, status, pid string
-	tag                      string // in the step's argv: identifies its process after a restart
+	log, prompt string
+	status      string // the run's exits file, where each step's wrapper appends its exit status
+	tag         string // in the step's argv and environment: identifies its processes after a restart
 }
 
 func (r *runner) files(seq int, phase api.Phase) stepFiles {
 	base := filepath.Join(r.dir, fmt.Sprintf("%04d-%s", seq, phase))
 	return stepFiles{
-		log: base + ".log", prompt: base + ".prompt", status: base + ".status", pid: base + ".pid",
+		log: base + ".log", prompt: base + ".prompt", status: filepath.Join(r.dir, "exits"),
 		tag: "loopd-step:" + r.id + ":" + strconv.Itoa(seq),
 	}
 }
 
-// execute runs the next step to its end, in environment env (the daemon's
-// plus the run's env_file), and returns it with its outcome, not yet
-// recorded as finished (conclude does that, with the evaluation).
-func (r *runner) execute(next Next, env []string) (*storage.Step, error) {
+// planned is a step about to start: its row (inserted, or to be inserted
+// in the same transaction as the previous step's end) and its start event.
+type planned struct {
+	step    *storage.Step
+	payload map[string]any // STEP_STARTED
+}
+
+// plan prepares the next step: its prompt file (an agent's) and its row,
+// not yet inserted.
+func (r *runner) plan(next Next) (*planned, error) {
 	seq := len(r.hist.Steps) + 1
 	f := r.files(seq, next.Phase)
 	st := &storage.Step{RunID: r.id, Seq: seq, Phase: next.Phase, Iteration: next.Iteration, LogPath: f.log}
-	var commands []string
-	stdin := ""
-	switch next.Phase {
-	case api.PhaseImplementation:
+	if next.Phase == api.PhaseImplementation {
 		if r.cfg.PlanFile != "" {
 			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
 				st.PlanTask = plan.Current
@@ -63,53 +67,58 @@ func (r *runner) execute(next Next, env []string) (*storage.Step, error) {
 		if err := os.WriteFile(f.prompt, []byte(r.prompt(next, st.PlanTask)), 0o600); err != nil {
 			return nil, fmt.Errorf("write prompt: %w", err)
 		}
+	} else if impl := r.hist.LastIn(next.Iteration, api.PhaseImplementation); impl != nil {
+		// Stuck-task detection needs to know which task a verification judged.
+		st.PlanTask = impl.PlanTask
+	}
+	return &planned{step: st, payload: map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
+		"retry": next.Retry, "log_path": f.log}}, nil
+}
+
+// insert records a planned step as RUNNING, with STEP_STARTED, in tx; the
+// caller appends it to the history once tx commits.
+func (p *planned) insert(tx *storage.Tx) error { return tx.InsertStep(p.step, p.payload) }
+
+// launch runs an inserted step to its end, in environment env (the
+// daemon's plus the run's env_file), and returns it with its outcome, not
+// yet recorded as finished (conclude does that, with the evaluation).
+func (r *runner) launch(st *storage.Step, env []string) (*storage.Step, error) {
+	f := r.files(st.Seq, st.Phase)
+	var commands []string
+	stdin := ""
+	switch st.Phase {
+	case api.PhaseImplementation:
 		commands, stdin = []string{r.cfg.AgentCommandLine()}, f.prompt
 	case api.PhaseReview:
 		commands = []string{r.cfg.ReviewCommand}
 	case api.PhaseVerification:
 		commands = r.cfg.VerifyCommands
 	}
-	if impl := r.hist.LastIn(next.Iteration, api.PhaseImplementation); impl != nil && next.Phase != api.PhaseImplementation {
-		// Stuck-task detection needs to know which task a verification judged.
-		st.PlanTask = impl.PlanTask
-	}
-	err := r.write(func(tx *storage.Tx) error {
-		return tx.InsertStep(st, map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
-			"retry": next.Retry, "log_path": f.log})
-	})
-	if err != nil {
-		return nil, err
-	}
-	r.hist.Steps = append(r.hist.Steps, *st)
-	r.log.Debug("step started", zap.Int("seq", seq), zap.String("phase", string(next.Phase)), zap.Int("iteration", next.Iteration))
-
-	env = r.stepEnv(env, st, r.files(r.implSeq(next.Iteration), api.PhaseImplementation).prompt)
+	r.log.Debug("step started", zap.Int("seq", st.Seq), zap.String("phase", string(st.Phase)), zap.Int("iteration", st.Iteration))
+	env = r.stepEnv(env, st, r.files(r.implSeq(st.Iteration), api.PhaseImplementation).prompt)
 	proc, err := supervise.Start(supervise.Spec{
 		Dir: r.run.Workspace, Commands: commands, Env: env, StdinPath: stdin,
-		LogPath: f.log, StatusPath: f.status, PidPath: f.pid, Tag: f.tag,
+		LogPath: f.log, StatusPath: f.status, Tag: f.tag,
 	})
 	if err != nil {
 		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
 		return st, nil
 	}
+	// The process is recorded with the step's finish, not now: a daemon
+	// that dies before then finds the step by the tag in its argv
+	// (supervise.Find), which a recycled pid cannot carry.
 	st.Pid, st.Pgid, st.ProcStart, st.BootID = &proc.Pid, &proc.Pid, &proc.StartTicks, proc.BootID
-	err = r.write(func(tx *storage.Tx) error {
-		return tx.SetStepProcess(st.ID, proc.Pid, proc.Pid, proc.StartTicks, proc.BootID)
-	})
-	if err != nil {
-		// The step runs on; its outcome is recorded by the status file
-		// and found by the retry's reconciliation.
-		return nil, err
-	}
 	return r.watch(st, proc)
 }
 
 // implSeq is the seq of an iteration's implementation step, whose prompt
-// file review and verification steps get as LOOP_PROMPT_FILE; for the
-// implementation step itself it is the seq being started.
+// file every step of the iteration gets as LOOP_PROMPT_FILE (the running
+// step is already in the history).
 func (r *runner) implSeq(iteration int) int {
-	if s := r.hist.LastIn(iteration, api.PhaseImplementation); s != nil {
-		return s.Seq
+	for i := len(r.hist.Steps) - 1; i >= 0; i-- {
+		if s := &r.hist.Steps[i]; s.Iteration == iteration && s.Phase == api.PhaseImplementation {
+			return s.Seq
+		}
 	}
 	return len(r.hist.Steps)
 }
@@ -440,7 +449,7 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		if st.ProcStart != nil {
 			id.StartTicks = *st.ProcStart
 		}
-	} else if found, ok := supervise.Find(f.tag, f.pid); ok {
+	} else if found, ok := supervise.Find(f.tag); ok {
 		id = found
 	}
 	if proc, err := supervise.Adopt(id, f.tag, f.status); err == nil {
@@ -469,9 +478,10 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		}
 		return r.conclude(done, events.StepFinished)
 	}
-	if code, ok := supervise.ReadStatus(f.status); ok {
-		// It ended while no daemon watched: its status file's time is
-		// when, so the daemon's downtime is not counted as running time.
+	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
+		// It ended while no daemon watched: the exits file was last
+		// written then (by this step, the run's newest), so the daemon's
+		// downtime is not counted as running time.
 		if fi, err := os.Stat(f.status); err == nil {
 			ended := max(fi.ModTime().UnixMilli(), st.StartedAt)
 			st.EndedAt = &ended

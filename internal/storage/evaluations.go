@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // EvaluationsKept is how many evaluations are kept per run.
@@ -21,40 +22,48 @@ type Evaluation struct {
 	Results    string `db:"results"` // JSON
 }
 
-// InsertEvaluation records an evaluation and drops the run's evaluations
-// beyond the newest EvaluationsKept.
-func (t *Tx) InsertEvaluation(e Evaluation) error {
-	_, err := t.tx.ExecContext(t.ctx, `INSERT INTO evaluations (run_id, step_id, iteration, at, duration_us, results)
-		VALUES (?, ?, ?, ?, ?, ?)`, e.RunID, e.StepID, e.Iteration, e.At, e.DurationUS, e.Results)
+// InsertEvaluation records an evaluation; with prune, it also drops the
+// run's evaluations beyond the newest EvaluationsKept (callers prune every
+// few inserts rather than on each: readers take the newest EvaluationsKept).
+func (t *Tx) InsertEvaluation(e Evaluation, prune bool) error {
+	_, err := t.exec(qInsertEvaluation, e.RunID, e.StepID, e.Iteration, e.At, e.DurationUS, e.Results)
 	if err != nil {
 		return fmt.Errorf("insert evaluation: %w", err)
 	}
+	if !prune {
+		return nil
+	}
 	// Ids grow, so the rows to drop are those at or below the run's
 	// (EvaluationsKept+1)-th newest id: one probe of evaluations_run.
-	_, err = t.tx.ExecContext(t.ctx, `DELETE FROM evaluations WHERE run_id = ? AND id <= (
-		SELECT id FROM evaluations WHERE run_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
-		e.RunID, e.RunID, EvaluationsKept)
-	if err != nil {
+	if _, err = t.exec(qPruneEvaluations, e.RunID, e.RunID, EvaluationsKept); err != nil {
 		return fmt.Errorf("prune evaluations: %w", err)
 	}
 	return nil
 }
 
-// Evaluations returns a run's kept evaluations, oldest first.
+// Evaluations returns a run's newest EvaluationsKept evaluations, oldest
+// first.
 func (s *Store) Evaluations(ctx context.Context, runID string) ([]Evaluation, error) {
 	var evs []Evaluation
-	err := s.r.SelectContext(ctx, &evs, `SELECT id, run_id, step_id, iteration, at, duration_us, results
-		FROM evaluations WHERE run_id = ? ORDER BY id`, runID)
+	err := s.sel(ctx, &evs, `SELECT id, run_id, step_id, iteration, at, duration_us, results
+		FROM evaluations WHERE run_id = ? ORDER BY id DESC LIMIT ?`, runID, EvaluationsKept)
+	slices.Reverse(evs)
 	return evs, err
 }
 
 // LastEvaluation returns a run's newest evaluation, or ErrNotFound.
 func (s *Store) LastEvaluation(ctx context.Context, runID string) (Evaluation, error) {
 	var e Evaluation
-	err := s.r.GetContext(ctx, &e, `SELECT id, run_id, step_id, iteration, at, duration_us, results
+	err := s.get(ctx, &e, `SELECT id, run_id, step_id, iteration, at, duration_us, results
 		FROM evaluations WHERE run_id = ? ORDER BY id DESC LIMIT 1`, runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("last evaluation of %s: %w", runID, ErrNotFound)
 	}
 	return e, err
 }
+
+// Statements of the step path, prepared when the store opens (hotWrites).
+const qInsertEvaluation = `INSERT INTO evaluations (run_id, step_id, iteration, at, duration_us, results)
+		VALUES (?, ?, ?, ?, ?, ?)`
+const qPruneEvaluations = `DELETE FROM evaluations WHERE run_id = ? AND id <= (
+		SELECT id FROM evaluations WHERE run_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`

@@ -31,7 +31,7 @@ func (t *Tx) Event(runID string, stepID *int64, typ events.Type, payload any) (i
 			return 0, fmt.Errorf("encode %s payload: %w", typ, err)
 		}
 	}
-	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO events (run_id, step_id, type, ts, payload) VALUES (?, ?, ?, ?, ?)`,
+	res, err := t.exec(qInsertEvent,
 		runID, stepID, typ, t.now, string(body))
 	if err != nil {
 		return 0, fmt.Errorf("insert %s event: %w", typ, err)
@@ -53,10 +53,10 @@ func (s *Store) Events(ctx context.Context, runID string, after int64, limit int
 	var evs []Event
 	var err error
 	if runID == "" {
-		err = s.r.SelectContext(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		err = s.sel(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
 			WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	} else {
-		err = s.r.SelectContext(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		err = s.sel(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
 			WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, runID, after, limit)
 	}
 	return evs, err
@@ -65,7 +65,7 @@ func (s *Store) Events(ctx context.Context, runID string, after int64, limit int
 // LastEventSeq returns the newest event seq (0 when there is none).
 func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 	var seq int64
-	err := s.r.GetContext(ctx, &seq, `SELECT COALESCE(MAX(seq), 0) FROM events`)
+	err := s.get(ctx, &seq, `SELECT COALESCE(MAX(seq), 0) FROM events`)
 	return seq, err
 }
 
@@ -73,7 +73,7 @@ func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 // ErrNotFound.
 func (s *Store) LastTerminalEvent(ctx context.Context, runID string) (int64, error) {
 	var seq sql.NullInt64
-	err := s.r.GetContext(ctx, &seq, `SELECT MAX(seq) FROM events WHERE run_id = ?
+	err := s.get(ctx, &seq, `SELECT MAX(seq) FROM events WHERE run_id = ?
 		AND type IN ('RUN_COMPLETED','RUN_FAILED','RUN_ABORTED','RUN_INTERRUPTED')`, runID)
 	if err != nil {
 		return 0, err
@@ -83,3 +83,6 @@ func (s *Store) LastTerminalEvent(ctx context.Context, runID string) (int64, err
 	}
 	return seq.Int64, nil
 }
+
+// Statements of the step path, prepared when the store opens (hotWrites).
+const qInsertEvent = `INSERT INTO events (run_id, step_id, type, ts, payload) VALUES (?, ?, ?, ?, ?)`

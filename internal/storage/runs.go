@@ -47,7 +47,7 @@ const runColumns = `id, name, workspace, goal, config, conditions, status, reaso
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
 	r.CreatedAt, r.UpdatedAt = t.now, t.now
-	_, err := t.tx.NamedExecContext(t.ctx, `INSERT INTO runs (`+runColumns+`) VALUES (
+	_, err := t.namedExec(`INSERT INTO runs (`+runColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
 		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at)`, r)
 	if err != nil {
@@ -60,7 +60,7 @@ func (t *Tx) InsertRun(r Run, payload any) error {
 // Run reads a run inside the transaction.
 func (t *Tx) Run(id string) (Run, error) {
 	var r Run
-	err := t.tx.GetContext(t.ctx, &r, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id)
+	err := t.get(&r, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -112,7 +112,7 @@ func (t *Tx) TransitionRun(tr Transition) error {
 	for _, f := range tr.From {
 		args = append(args, f)
 	}
-	res, err := t.tx.ExecContext(t.ctx, q, args...)
+	res, err := t.exec(q, args...)
 	if err != nil {
 		return fmt.Errorf("transition run %s to %s: %w", tr.RunID, tr.To, err)
 	}
@@ -144,7 +144,7 @@ func (t *Tx) SetUserSignal(id string) error {
 
 // UpdateConfig replaces a run's frozen config and conditions (resume --set).
 func (t *Tx) UpdateConfig(id, config, conditions string) error {
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET config = ?, conditions = ?, updated_at = ? WHERE id = ?`,
+	res, err := t.exec(`UPDATE runs SET config = ?, conditions = ?, updated_at = ? WHERE id = ?`,
 		config, conditions, t.now, id)
 	if err != nil {
 		return fmt.Errorf("update run config: %w", err)
@@ -157,7 +157,7 @@ func (t *Tx) UpdateConfig(id, config, conditions string) error {
 
 func (t *Tx) updateLive(id, set string, args ...any) error {
 	args = append(args, t.now, id)
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET `+set+`, updated_at = ? WHERE id = ?
+	res, err := t.exec(`UPDATE runs SET `+set+`, updated_at = ? WHERE id = ?
 		AND status NOT IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED')`, args...)
 	if err != nil {
 		return fmt.Errorf("update run %s: %w", id, err)
@@ -171,7 +171,7 @@ func (t *Tx) updateLive(id, set string, args ...any) error {
 // Run reads one run by its full id.
 func (s *Store) Run(ctx context.Context, id string) (Run, error) {
 	var r Run
-	err := s.r.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id)
+	err := s.get(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
@@ -189,10 +189,10 @@ func (s *Store) ResolveRun(ctx context.Context, ref, workspace string) (Run, err
 		var r Run
 		var err error
 		if workspace != "" {
-			err = s.r.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE workspace = ?
+			err = s.get(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE workspace = ?
 				ORDER BY created_at DESC, rowid DESC LIMIT 1`, workspace)
 		} else {
-			err = s.r.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1`)
+			err = s.get(ctx, &r, `SELECT `+runColumns+` FROM runs ORDER BY created_at DESC, rowid DESC LIMIT 1`)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			where := "any workspace"
@@ -212,7 +212,7 @@ func (s *Store) ResolveRun(ctx context.Context, ref, workspace string) (Run, err
 		return Run{}, fmt.Errorf("run %q: %w", ref, ErrNotFound)
 	}
 	var ids []string
-	if err := s.r.SelectContext(ctx, &ids, `SELECT id FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6`,
+	if err := s.sel(ctx, &ids, `SELECT id FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 6`,
 		ref, ref+"\uffff"); err != nil {
 		return Run{}, err
 	}
@@ -255,7 +255,7 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 	q += ` ORDER BY created_at DESC, rowid DESC LIMIT ?`
 	args = append(args, limit)
 	var runs []Run
-	err := s.r.SelectContext(ctx, &runs, q, args...)
+	err := s.sel(ctx, &runs, q, args...)
 	return runs, err
 }
 
@@ -269,7 +269,7 @@ func (s *Store) RunsInStatus(ctx context.Context, statuses ...api.RunStatus) ([]
 		args[i] = st
 	}
 	var runs []Run
-	err := s.r.SelectContext(ctx, &runs, `SELECT `+runColumns+` FROM runs WHERE status IN (?`+
+	err := s.sel(ctx, &runs, `SELECT `+runColumns+` FROM runs WHERE status IN (?`+
 		strings.Repeat(", ?", len(statuses)-1)+`) ORDER BY created_at, rowid`, args...)
 	return runs, err
 }
@@ -278,7 +278,7 @@ func (s *Store) RunsInStatus(ctx context.Context, statuses ...api.RunStatus) ([]
 // with its usage limit reset. ErrNotFound when there is none.
 func (s *Store) Claimable(ctx context.Context, now int64) (Run, error) {
 	var r Run
-	err := s.r.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs
+	err := s.get(ctx, &r, `SELECT `+runColumns+` FROM runs
 		WHERE status = 'PENDING' OR (status = 'WAITING' AND COALESCE(wait_until, 0) <= ?)
 		ORDER BY created_at, rowid LIMIT 1`, now)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -290,7 +290,7 @@ func (s *Store) Claimable(ctx context.Context, now int64) (Run, error) {
 // NextWakeUp returns the earliest reset time among WAITING runs, or 0.
 func (s *Store) NextWakeUp(ctx context.Context) (int64, error) {
 	var at sql.NullInt64
-	err := s.r.GetContext(ctx, &at, `SELECT MIN(COALESCE(wait_until, 0)) FROM runs WHERE status = 'WAITING'`)
+	err := s.get(ctx, &at, `SELECT MIN(COALESCE(wait_until, 0)) FROM runs WHERE status = 'WAITING'`)
 	return at.Int64, err
 }
 
@@ -299,7 +299,7 @@ func (s *Store) NextWakeUp(ctx context.Context) (int64, error) {
 // is no longer in the status the postmortem describes, or its postmortem
 // was already recorded, so there is never a second event for one ending).
 func (t *Tx) MarkPostmortem(id string, status api.RunStatus, payload any) error {
-	res, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET postmortem_at = ? WHERE id = ? AND status = ?
+	res, err := t.exec(`UPDATE runs SET postmortem_at = ? WHERE id = ? AND status = ?
 		AND postmortem_at IS NULL`, t.now, id, status)
 	if err != nil {
 		return fmt.Errorf("mark postmortem: %w", err)
@@ -315,13 +315,33 @@ func (t *Tx) MarkPostmortem(id string, status api.RunStatus, payload any) error 
 // daemon died between the terminal commit and the report).
 func (s *Store) PostmortemsDue(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := s.r.SelectContext(ctx, &ids, `SELECT id FROM runs WHERE postmortem_at IS NULL
+	err := s.sel(ctx, &ids, `SELECT id FROM runs WHERE postmortem_at IS NULL
 		AND status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED') ORDER BY created_at`)
 	return ids, err
 }
 
 // ClearUserSignal lowers a run's user_signal.
 func (t *Tx) ClearUserSignal(id string) error {
-	_, err := t.tx.ExecContext(t.ctx, `UPDATE runs SET user_signal = 0, updated_at = ? WHERE id = ?`, t.now, id)
+	_, err := t.exec(`UPDATE runs SET user_signal = 0, updated_at = ? WHERE id = ?`, t.now, id)
 	return err
+}
+
+// Flags are the parts of a run that change while it runs: its status and
+// the user's pending requests.
+type Flags struct {
+	Status       api.RunStatus `db:"status"`
+	StopRequest  string        `db:"stop_request"`
+	PauseRequest bool          `db:"pause_request"`
+	UserSignal   bool          `db:"user_signal"`
+}
+
+// RunFlags reads a run's Flags: what a runner checks between steps, at a
+// fraction of the cost of the whole row.
+func (s *Store) RunFlags(ctx context.Context, id string) (Flags, error) {
+	var f Flags
+	err := s.get(ctx, &f, `SELECT status, stop_request, pause_request, user_signal FROM runs WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	return f, err
 }

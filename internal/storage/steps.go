@@ -120,9 +120,7 @@ const stepColumns = stepLight + `, final_message, tests_failed_names, tests_pass
 func (t *Tx) InsertStep(s *Step, payload any) error {
 	s.StartedAt = t.now
 	s.Status = api.StepRunning
-	res, err := t.tx.NamedExecContext(t.ctx, `INSERT INTO steps (run_id, seq, phase, iteration, status, started_at,
-		log_path, plan_task, plan_checked) VALUES (:run_id, :seq, :phase, :iteration, :status, :started_at,
-		:log_path, :plan_task, :plan_checked)`, s)
+	res, err := t.namedExec(qInsertStep, s)
 	if err != nil {
 		return fmt.Errorf("insert step: %w", err)
 	}
@@ -133,10 +131,11 @@ func (t *Tx) InsertStep(s *Step, payload any) error {
 	return err
 }
 
-// SetStepProcess records the process of a RUNNING step.
+// SetStepProcess records the process of a RUNNING step. The scheduler
+// records a step's process with its finish (FinishStep), and calls this
+// only when it adopts a step whose process was not recorded yet.
 func (t *Tx) SetStepProcess(stepID int64, pid, pgid int, procStart int64, bootID string) error {
-	_, err := t.tx.ExecContext(t.ctx, `UPDATE steps SET pid = ?, pgid = ?, proc_start = ?, boot_id = ?
-		WHERE id = ? AND status = 'RUNNING'`, pid, pgid, procStart, bootID, stepID)
+	_, err := t.exec(qSetStepProcess, pid, pgid, procStart, bootID, stepID)
 	if err != nil {
 		return fmt.Errorf("record step process: %w", err)
 	}
@@ -151,15 +150,7 @@ func (t *Tx) FinishStep(s *Step, typ events.Type, payload any) error {
 	if s.EndedAt == nil {
 		s.EndedAt = &t.now
 	}
-	res, err := t.tx.NamedExecContext(t.ctx, `UPDATE steps SET status = :status, exit_code = :exit_code, error = :error,
-		ended_at = :ended_at, model = :model, input_tokens = :input_tokens, output_tokens = :output_tokens,
-		cache_read_tokens = :cache_read_tokens, cache_write_tokens = :cache_write_tokens, usage_found = :usage_found,
-		reported_cost_usd = :reported_cost_usd, priced_cost_usd = :priced_cost_usd, promise = :promise,
-		final_message = :final_message, rate_limited_until = :rate_limited_until, tests_format = :tests_format,
-		tests_passed = :tests_passed, tests_failed = :tests_failed, tests_skipped = :tests_skipped,
-		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
-		fingerprint = :fingerprint, plan_checked = :plan_checked
-		WHERE id = :id AND status = 'RUNNING'`, s)
+	res, err := t.namedExec(qFinishStep, s)
 	if err != nil {
 		return fmt.Errorf("finish step %d: %w", s.ID, err)
 	}
@@ -173,7 +164,7 @@ func (t *Tx) FinishStep(s *Step, typ events.Type, payload any) error {
 // Steps lists a run's steps by seq, with every column.
 func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 	var steps []Step
-	err := s.r.SelectContext(ctx, &steps, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? ORDER BY seq`, runID)
+	err := s.sel(ctx, &steps, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? ORDER BY seq`, runID)
 	return steps, err
 }
 
@@ -182,13 +173,13 @@ func (s *Store) Steps(ctx context.Context, runID string) ([]Step, error) {
 // bytes.
 func (s *Store) StepsLight(ctx context.Context, runID string) ([]Step, error) {
 	var steps []Step
-	err := s.r.SelectContext(ctx, &steps, `SELECT `+stepLight+` FROM steps WHERE run_id = ? ORDER BY seq`, runID)
+	err := s.sel(ctx, &steps, `SELECT `+stepLight+` FROM steps WHERE run_id = ? ORDER BY seq`, runID)
 	return steps, err
 }
 
 // SetCancelCause records why the daemon is about to stop a RUNNING step.
 func (t *Tx) SetCancelCause(stepID int64, cause CancelCause) error {
-	_, err := t.tx.ExecContext(t.ctx, `UPDATE steps SET cancel_cause = ? WHERE id = ? AND status = 'RUNNING'`, cause, stepID)
+	_, err := t.exec(qSetCancelCause, cause, stepID)
 	if err != nil {
 		return fmt.Errorf("record cancel cause: %w", err)
 	}
@@ -198,9 +189,29 @@ func (t *Tx) SetCancelCause(stepID int64, cause CancelCause) error {
 // Step reads one step of a run by its seq.
 func (s *Store) Step(ctx context.Context, runID string, seq int) (Step, error) {
 	var st Step
-	err := s.r.GetContext(ctx, &st, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? AND seq = ?`, runID, seq)
+	err := s.get(ctx, &st, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? AND seq = ?`, runID, seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, fmt.Errorf("step %d of run %s: %w", seq, runID, ErrNotFound)
 	}
 	return st, err
 }
+
+// Statements of the step path, prepared when the store opens (hotWrites).
+const qInsertStep = `INSERT INTO steps (run_id, seq, phase, iteration, status, started_at,
+		log_path, plan_task, plan_checked) VALUES (:run_id, :seq, :phase, :iteration, :status, :started_at,
+		:log_path, :plan_task, :plan_checked)`
+const qSetStepProcess = `UPDATE steps SET pid = ?, pgid = ?, proc_start = ?, boot_id = ?
+		WHERE id = ? AND status = 'RUNNING'`
+
+const qFinishStep = `UPDATE steps SET status = :status, exit_code = :exit_code, error = :error,
+		ended_at = :ended_at, model = :model, input_tokens = :input_tokens, output_tokens = :output_tokens,
+		cache_read_tokens = :cache_read_tokens, cache_write_tokens = :cache_write_tokens, usage_found = :usage_found,
+		reported_cost_usd = :reported_cost_usd, priced_cost_usd = :priced_cost_usd, promise = :promise,
+		final_message = :final_message, rate_limited_until = :rate_limited_until, tests_format = :tests_format,
+		tests_passed = :tests_passed, tests_failed = :tests_failed, tests_skipped = :tests_skipped,
+		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
+		fingerprint = :fingerprint, plan_checked = :plan_checked,
+		pid = :pid, pgid = :pgid, proc_start = :proc_start, boot_id = :boot_id
+		WHERE id = :id AND status = 'RUNNING'`
+
+const qSetCancelCause = `UPDATE steps SET cancel_cause = ? WHERE id = ? AND status = 'RUNNING'`

@@ -59,6 +59,8 @@ type Options struct {
 type Store struct {
 	w      *sqlx.DB // exactly one connection: SQLite has one writer anyway
 	r      *sqlx.DB // query_only connections
+	writes *stmts   // prepared on w
+	reads  *stmts   // prepared on r
 	notify func(int64)
 	now    func() time.Time
 }
@@ -99,7 +101,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	s := &Store{w: w, r: r, notify: opts.Notify, now: opts.Now}
+	s := &Store{w: w, r: r, writes: newStmts(w, false), reads: newStmts(r, true), notify: opts.Notify, now: opts.Now}
+	if err := s.writes.prepare(ctx, hotWrites); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -115,6 +121,8 @@ func (s *Store) SetNotify(fn func(seq int64)) { s.notify = fn }
 
 // Close closes both pools.
 func (s *Store) Close() error {
+	s.reads.close()
+	s.writes.close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -132,6 +140,7 @@ func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
 // Tx is a write transaction. Its methods are the only way state changes.
 type Tx struct {
 	tx      *sqlx.Tx
+	writes  *stmts
 	ctx     context.Context
 	now     int64
 	lastSeq int64
@@ -149,7 +158,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	tx := &Tx{tx: sqlTx, ctx: ctx, now: s.Now()}
+	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now()}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err

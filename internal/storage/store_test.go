@@ -328,7 +328,7 @@ func TestEvaluationsArePruned(t *testing.T) {
 	newRun(t, s, "eeee5555")
 	for i := range EvaluationsKept + 30 {
 		err := s.Write(t.Context(), func(tx *Tx) error {
-			return tx.InsertEvaluation(Evaluation{RunID: "eeee5555", Iteration: i, Results: "[]"})
+			return tx.InsertEvaluation(Evaluation{RunID: "eeee5555", Iteration: i, Results: "[]"}, i%7 == 0)
 		})
 		if err != nil {
 			t.Fatal(err)

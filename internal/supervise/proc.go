@@ -73,16 +73,8 @@ func hasTag(pid int, tag string) bool {
 
 // Find locates a running step by its tag when its pid was never recorded
 // in the database (the daemon died between launching it and saving the
-// pid): first through the pid file the wrapper writes, then by scanning
-// /proc.
-func Find(tag, pidPath string) (Identity, bool) {
-	if b, err := os.ReadFile(pidPath); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && hasTag(pid, tag) {
-			if ticks, err := StartTicks(pid); err == nil {
-				return Identity{Pid: pid, StartTicks: ticks, BootID: BootID()}, true
-			}
-		}
-	}
+// pid), by scanning /proc for the group leader whose argv carries the tag.
+func Find(tag string) (Identity, bool) {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(d))
@@ -101,19 +93,26 @@ func Find(tag, pidPath string) (Identity, bool) {
 	return Identity{}, false
 }
 
-// ReadStatus reads the status file the wrapper writes when a step's
-// commands end. ok is false when the file is missing or incomplete.
-func ReadStatus(path string) (code int, ok bool) {
+// ReadStatus finds the exit status the wrapper of the step with tag
+// appended to path. ok is false when it is not there (the step has not
+// ended, or its end was not recorded).
+func ReadStatus(path, tag string) (code int, ok bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
-	s, found := strings.CutPrefix(string(b), "exit ")
-	if !found || !strings.HasSuffix(s, "\n") {
-		return 0, false
+	// Only complete lines count: a wrapper killed mid-write leaves a
+	// partial last line.
+	complete := string(b[:max(bytes.LastIndexByte(b, '\n'), 0)])
+	prefix := tag + " exit "
+	for line := range strings.SplitSeq(complete, "\n") {
+		if rest, found := strings.CutPrefix(line, prefix); found {
+			if n, err := strconv.Atoi(rest); err == nil {
+				code, ok = n, true
+			}
+		}
 	}
-	code, err = strconv.Atoi(strings.TrimSuffix(s, "\n"))
-	return code, err == nil
+	return code, ok
 }
 
 // signalTagged sends sig to every live process in process group pgid whose

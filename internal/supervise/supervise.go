@@ -1,15 +1,14 @@
 // Package supervise runs loopd's steps as detached process groups that
 // outlive the daemon, and re-attaches to them after a restart.
 //
-// A step is `/bin/sh -c <wrapper> <tag> <status> <pidfile> <command>...`
+// A step is `/bin/sh -c <wrapper> <tag> <status> <command>...`
 // started in its own session (so its own process group, with no controlling
 // terminal), stdin from a file, stdout and stderr appended straight to the
 // step's log file: there is no pipe the daemon must drain, so the step keeps
 // running when the daemon dies. The wrapper shell is the group leader; it
-// records its pid first, runs each command in a subshell, stops at the first
-// failure, and writes "exit <code>" to the status file last. The shell is
-// needed to run a shell command anyway, so recording the status costs no
-// extra process.
+// runs the commands, stops at the first failure, and writes "exit <code>"
+// to the status file last. The shell is needed to run a shell command
+// anyway, so recording the status costs no extra process.
 //
 // Identity: the leader's pid is recorded together with its start time (in
 // clock ticks since boot, /proc/<pid>/stat) and the kernel boot id, and its
@@ -36,26 +35,42 @@ import (
 )
 
 // wrapper is the shell program around a step's commands. $0 is the tag,
-// $1 the status file, $2 the pid file, the rest are the commands.
+// $1 the status file, the rest are the commands. The status is appended
+// as one line, "<tag> exit <code>", to a file that all steps of a run
+// share: appending costs no file creation (which is slow on some disks),
+// and a line shorter than PIPE_BUF appended with O_APPEND is written whole
+// or not at all.
 //
-// Both the wrapper and each command's subshell catch SIGTERM with a no-op
-// trap: caught signals are reset to their default on exec, so the commands
-// themselves still receive TERM and get the whole grace period to exit
-// (an agent writes its final usage then), while the shells outlive them
-// and the group's leader stays alive until they have. A command that is
-// itself a shell loop ignores TERM this way and is ended by the SIGKILL
-// that follows the grace period.
-const wrapper = `s=$1 p=$2; shift 2
+// A single command (every agent and review step, most verifications) is
+// evaluated by the wrapper itself and its status recorded by an EXIT trap,
+// which also runs when the command calls exit: no process beyond the
+// command's own. Several commands each run in a subshell, so that one
+// calling exit ends only itself, and the first that fails ends the step.
+//
+// The wrapper, and each subshell, catch SIGTERM with a no-op trap: caught
+// signals are reset to their default on exec, so the commands themselves
+// still receive TERM and get the whole grace period to exit (an agent
+// writes its final usage then), while the shells outlive them and the
+// group's leader stays alive until they have. A command that is itself a
+// shell loop ignores TERM this way and is ended by the SIGKILL that
+// follows the grace period. (A command that execs away its shell, such as
+// `exec claude …`, takes the trap with it: this daemon still learns its
+// exit status by waiting for it, a restarted one would not.)
+const wrapper = `__loopd_s=$1; shift
 trap : TERM
-echo $$ >"$p"
-n=$# ec=0
-for c do
-  [ $n -gt 1 ] && printf '\n$ %s\n' "$c"
-  (trap : TERM; eval "$c"); ec=$?
-  [ $ec -eq 0 ] || break
+if [ $# -eq 1 ]; then
+  trap 'echo "$0 exit $?" >>"$__loopd_s"' EXIT
+  eval "$1"
+  exit
+fi
+__loopd_ec=0
+for __loopd_c do
+  printf '\n$ %s\n' "$__loopd_c"
+  (trap : TERM; eval "$__loopd_c"); __loopd_ec=$?
+  [ $__loopd_ec -eq 0 ] || break
 done
-echo "exit $ec" >"$s"
-exit $ec`
+echo "$0 exit $__loopd_ec" >>"$__loopd_s"
+exit $__loopd_ec`
 
 // pidfdOpen is unix.PidfdOpen; a test replaces it to exercise systems
 // without pidfds.
@@ -73,8 +88,7 @@ type Spec struct {
 	Env        []string // the complete environment
 	StdinPath  string   // file to read stdin from; "" means /dev/null
 	LogPath    string   // stdout and stderr are appended here (created 0600)
-	StatusPath string   // the wrapper writes "exit <code>" here when the commands end
-	PidPath    string   // the wrapper writes its pid here first thing
+	StatusPath string   // the wrapper appends "<tag> exit <code>" here when the commands end (shared by a run's steps)
 	Tag        string   // unique per step; placed in argv and in $LOOPD_STEP_TAG to recognise its processes later
 }
 
@@ -141,12 +155,7 @@ func Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("open step stdin: %w", err)
 	}
 	defer stdin.Close()
-	// A stale status file from an earlier attempt must not be mistaken for
-	// this one's.
-	_ = os.Remove(spec.StatusPath)
-	_ = os.Remove(spec.PidPath)
-
-	args := append([]string{"-c", wrapper, spec.Tag, spec.StatusPath, spec.PidPath}, spec.Commands...)
+	args := append([]string{"-c", wrapper, spec.Tag, spec.StatusPath}, spec.Commands...)
 	cmd := &exec.Cmd{
 		Path:   "/bin/sh",
 		Args:   append([]string{"/bin/sh"}, args...),
@@ -195,9 +204,12 @@ func (p *Process) waitChild() {
 	_ = unix.Kill(-p.Pid, unix.SIGKILL)
 	_ = p.cmd.Wait() // the exit status is in ProcessState
 	p.reaped = true
+	// The wrapper exits with its commands' status once it has recorded
+	// it; killed by a signal, it recorded nothing.
 	p.exit = exitFromState(p.cmd.ProcessState)
+	p.exit.Recorded = p.exit.Signal == 0
 	p.mu.Unlock()
-	p.settle()
+	close(p.done)
 }
 
 func exitFromState(ps *os.ProcessState) Exit {
@@ -210,14 +222,11 @@ func exitFromState(ps *os.ProcessState) Exit {
 	return Exit{Code: ps.ExitCode()}
 }
 
-// settle merges the wrapper's status file into the exit and marks the
-// process done.
+// settle reads an adopted step's recorded status and marks it done.
 func (p *Process) settle() {
-	if code, ok := ReadStatus(p.statusPath); ok {
+	if code, ok := ReadStatus(p.statusPath, p.tag); ok {
 		p.mu.Lock()
-		if p.exit.Signal == 0 {
-			p.exit = Exit{Code: code, Recorded: true}
-		}
+		p.exit = Exit{Code: code, Recorded: true}
 		p.mu.Unlock()
 	}
 	close(p.done)

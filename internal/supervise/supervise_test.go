@@ -37,8 +37,7 @@ func specIn(dir string, commands ...string) Spec {
 		Commands:   commands,
 		Env:        []string{"PATH=" + os.Getenv("PATH"), "STEP_DIR=" + dir},
 		LogPath:    filepath.Join(dir, "step.log"),
-		StatusPath: filepath.Join(dir, "step.status"),
-		PidPath:    filepath.Join(dir, "step.pid"),
+		StatusPath: filepath.Join(dir, "exits"),
 		Tag:        "loopd-step:test:" + dir, // temp dirs are unique
 	}
 }
@@ -104,6 +103,8 @@ func TestExitCodes(t *testing.T) {
 		{"stops at first failure", []string{"echo one", "false", "echo three"}, 1, "\n$ echo one\none\n\n$ false\n"},
 		{"all commands", []string{"echo one", "echo two"}, 0, "\n$ echo one\none\n\n$ echo two\ntwo\n"},
 		{"exit inside a command ends only that command", []string{"exit 0", "echo after"}, 0, "\n$ exit 0\n\n$ echo after\nafter\n"},
+		{"exit in a single command is recorded", []string{"echo a; exit 7; echo b"}, 7, "a\n"},
+		{"a single failing builtin", []string{"false"}, 1, ""},
 		{"command not found", []string{"definitely-not-a-command-xyz"}, 127, ""},
 		{"environment and cwd", []string{`echo "$STEP_DIR" | grep -q "$(pwd)"`}, 0, ""},
 	}
@@ -118,7 +119,7 @@ func TestExitCodes(t *testing.T) {
 			if ex.Code != tt.wantCode || !ex.Recorded || ex.Signal != 0 {
 				t.Errorf("exit = %+v, want code %d recorded", ex, tt.wantCode)
 			}
-			code, ok := ReadStatus(filepath.Join(dir, "step.status"))
+			code, ok := ReadStatus(filepath.Join(dir, "exits"), specIn(dir).Tag)
 			if !ok || code != tt.wantCode {
 				t.Errorf("status file = %d, %v; want %d", code, ok, tt.wantCode)
 			}
@@ -179,8 +180,7 @@ func TestOwnSessionAndIdentity(t *testing.T) {
 	if Matches(wrong, specIn(dir).Tag) {
 		t.Error("Matches with another start time = true (pid reuse guard)")
 	}
-	eventually(t, "pid file", func() bool { _, ok := Find(specIn(dir).Tag, filepath.Join(dir, "step.pid")); return ok })
-	if id, ok := Find(specIn(dir).Tag, filepath.Join(dir, "missing.pid")); !ok || id.Pid != p.Pid {
+	if id, ok := Find(specIn(dir).Tag); !ok || id.Pid != p.Pid {
 		t.Errorf("Find by /proc scan = %+v, %v", id, ok)
 	}
 }
@@ -234,8 +234,7 @@ func TestTerminateGivesGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pid file", func() bool { _, err := os.Stat(filepath.Join(dir, "step.pid")); return err == nil })
-	time.Sleep(50 * time.Millisecond) // let the command install its trap
+	time.Sleep(100 * time.Millisecond) // let the command install its trap
 	p.Terminate(10 * time.Second)
 	b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
 	if !strings.Contains(string(b), "cleaned up") {
@@ -297,7 +296,7 @@ func TestAdoptRunningStep(t *testing.T) {
 	dir := t.TempDir()
 	id := startDetached(t, dir, `echo working; while [ ! -f release ]; do sleep 0.02; done; exit 5`)
 	tag := specIn(dir).Tag
-	p, err := Adopt(id, tag, filepath.Join(dir, "step.status"))
+	p, err := Adopt(id, tag, filepath.Join(dir, "exits"))
 	if err != nil {
 		t.Fatalf("Adopt: %v", err)
 	}
@@ -332,7 +331,7 @@ func TestAdoptRefusesWrongIdentity(t *testing.T) {
 		"no pid":           {Identity{}, specIn(dir).Tag},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := Adopt(tc.id, tc.tag, filepath.Join(dir, "step.status")); err != ErrGone {
+			if _, err := Adopt(tc.id, tc.tag, filepath.Join(dir, "exits")); err != ErrGone {
 				t.Errorf("Adopt = %v, want ErrGone", err)
 			}
 		})
@@ -342,7 +341,7 @@ func TestAdoptRefusesWrongIdentity(t *testing.T) {
 func TestAdoptTerminate(t *testing.T) {
 	dir := t.TempDir()
 	id := startDetached(t, dir, `sleep 300 & echo $! > child.pid; wait`)
-	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status"))
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +407,7 @@ func TestAdoptWithoutPidfds(t *testing.T) {
 	defer func() { pidfdOpen = orig }()
 	dir := t.TempDir()
 	id := startDetached(t, dir, `while [ ! -f release ]; do sleep 0.02; done; exit 6`)
-	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status"))
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits"))
 	if err != nil {
 		t.Fatalf("Adopt without pidfds: %v", err)
 	}
@@ -421,7 +420,7 @@ func TestAdoptWithoutPidfds(t *testing.T) {
 	if ex := waitDone(t, p); ex.Code != 6 || !ex.Recorded {
 		t.Errorf("exit = %+v, want recorded 6", ex)
 	}
-	if _, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status")); err != ErrGone {
+	if _, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits")); err != ErrGone {
 		t.Errorf("Adopt of an ended step = %v, want ErrGone", err)
 	}
 }
@@ -431,7 +430,7 @@ func TestAdoptWithoutPidfds(t *testing.T) {
 func TestAdoptedStepLeavesNoOrphans(t *testing.T) {
 	dir := t.TempDir()
 	id := startDetached(t, dir, `sleep 300 & echo $! > child.pid; while [ ! -f release ]; do sleep 0.02; done`)
-	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "step.status"))
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,5 +453,28 @@ func TestSignalTaggedOnlyTouchesTheStep(t *testing.T) {
 	}
 	if n := signalTagged(id.Pid, specIn(dir).Tag, 0); n == 0 {
 		t.Error("found none of the step's own processes")
+	}
+}
+
+func TestReadStatus(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "exits")
+	os.WriteFile(path, []byte("loopd-step:r:1 exit 0\nloopd-step:r:2 exit 3\nloopd-step:r:10 exit 1\nloopd-step:r:3 exi"), 0o600)
+	for _, tc := range []struct {
+		tag  string
+		code int
+		ok   bool
+	}{
+		{"loopd-step:r:1", 0, true},
+		{"loopd-step:r:2", 3, true},
+		{"loopd-step:r:10", 1, true},
+		{"loopd-step:r:3", 0, false}, // cut short: not recorded
+		{"loopd-step:r:4", 0, false},
+	} {
+		if code, ok := ReadStatus(path, tc.tag); code != tc.code || ok != tc.ok {
+			t.Errorf("ReadStatus(%s) = %d, %v; want %d, %v", tc.tag, code, ok, tc.code, tc.ok)
+		}
+	}
+	if _, ok := ReadStatus(filepath.Join(t.TempDir(), "missing"), "x"); ok {
+		t.Error("a missing file has a status")
 	}
 }

@@ -1,0 +1,131 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// stmts holds prepared statements by their SQL text. modernc.org/sqlite
+// parses a statement on every call otherwise, which costs more than
+// running most of loopd's queries.
+//
+// The writer pool has a single connection, which a transaction holds: a
+// statement cannot be prepared on the pool from inside one. So the
+// writer's statements are the hot ones of the step path, prepared when the
+// store opens (hotWrites); any other write is prepared on the spot. The
+// reader pool prepares lazily, once per statement and connection.
+type stmts struct {
+	db   *sqlx.DB
+	lazy bool
+	mu   sync.Mutex
+	m    map[string]*sqlx.Stmt
+}
+
+func newStmts(db *sqlx.DB, lazy bool) *stmts {
+	return &stmts{db: db, lazy: lazy, m: map[string]*sqlx.Stmt{}}
+}
+
+// hotWrites are the statements every step executes.
+var hotWrites = []string{qInsertEvent, qSetStepProcess, qSetCancelCause, qInsertEvaluation, qPruneEvaluations,
+	named(qInsertStep, Step{}), named(qFinishStep, Step{})}
+
+// named turns a :name query into its positional form.
+func named(q string, arg any) string {
+	bound, _, err := sqlx.Named(q, arg)
+	if err != nil {
+		panic(fmt.Sprintf("storage: query %q: %v", q, err))
+	}
+	return bound
+}
+
+// prepare prepares qs now; called before any transaction.
+func (c *stmts) prepare(ctx context.Context, qs []string) error {
+	for _, q := range qs {
+		st, err := c.db.PreparexContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		c.m[q] = st
+	}
+	return nil
+}
+
+// get returns q's statement, or nil when it is not prepared and may not
+// be prepared now.
+func (c *stmts) get(ctx context.Context, q string) (*sqlx.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[q]; ok || !c.lazy {
+		return st, nil
+	}
+	st, err := c.db.PreparexContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	c.m[q] = st
+	return st, nil
+}
+
+func (c *stmts) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+}
+
+// exec runs a write statement in the transaction, prepared once on the
+// writer connection (the transaction's own).
+func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
+	st, err := t.writes.get(t.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return t.tx.ExecContext(t.ctx, q, args...)
+	}
+	return t.tx.StmtxContext(t.ctx, st).ExecContext(t.ctx, args...)
+}
+
+// namedExec is exec with :name parameters bound from arg's db tags.
+func (t *Tx) namedExec(q string, arg any) (sql.Result, error) {
+	bound, args, err := sqlx.Named(q, arg)
+	if err != nil {
+		return nil, fmt.Errorf("bind %q: %w", q, err)
+	}
+	return t.exec(bound, args...)
+}
+
+// get reads one row with a cached statement of the reader pool.
+func (s *Store) get(ctx context.Context, dest any, q string, args ...any) error {
+	st, err := s.reads.get(ctx, q)
+	if err != nil {
+		return err
+	}
+	return st.GetContext(ctx, dest, args...)
+}
+
+// sel reads rows with a cached statement of the reader pool.
+func (s *Store) sel(ctx context.Context, dest any, q string, args ...any) error {
+	st, err := s.reads.get(ctx, q)
+	if err != nil {
+		return err
+	}
+	return st.SelectContext(ctx, dest, args...)
+}
+
+// get reads one row in the transaction.
+func (t *Tx) get(dest any, q string, args ...any) error {
+	st, err := t.writes.get(t.ctx, q)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return t.tx.GetContext(t.ctx, dest, q, args...)
+	}
+	return t.tx.StmtxContext(t.ctx, st).GetContext(t.ctx, dest, args...)
+}
