@@ -146,12 +146,18 @@ func (d *Daemon) resolve(r *http.Request) (storage.Run, error) {
 	return d.store.ResolveRun(r.Context(), r.PathValue("ref"), ws)
 }
 
+// describe answers with the run as it is now (re-read: a command may just
+// have changed it).
 func (d *Daemon) describe(w http.ResponseWriter, r *http.Request, id string, status int) {
 	run, err := d.store.Run(r.Context(), id)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
+	d.describeRun(w, r, run, status)
+}
+
+func (d *Daemon) describeRun(w http.ResponseWriter, r *http.Request, run storage.Run, status int) {
 	view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{Debug: r.URL.Query().Get("debug") != ""})
 	if err != nil {
 		d.fail(w, r, err)
@@ -236,7 +242,7 @@ func (d *Daemon) handleGet(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.describe(w, r, run.ID, http.StatusOK)
+	d.describeRun(w, r, run, http.StatusOK)
 }
 
 func (d *Daemon) handleSteps(w http.ResponseWriter, r *http.Request) {

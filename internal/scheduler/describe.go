@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/testreport"
@@ -25,7 +27,7 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 		return api.Run{}, fmt.Errorf("load steps: %w", err)
 	}
 	out := runJSON(run)
-	cfg, set, err := decodeFrozen(run)
+	cfg, set, err := s.frozen(run)
 	if err != nil {
 		return out, err
 	}
@@ -79,9 +81,9 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 			if e.StepID != nil {
 				ae.StepID = *e.StepID
 			}
-			var results []stop.Result
+			var results []storedResult
 			if err := json.Unmarshal([]byte(e.Results), &results); err == nil {
-				ae.Results = conditionsJSON(results)
+				ae.Results = storedJSON(results)
 			}
 			out.Evaluations = append(out.Evaluations, ae)
 		}
@@ -106,12 +108,12 @@ func joinGates[T ~string](gates []T) string {
 func (s *Scheduler) conditions(ctx context.Context, run storage.Run, set stop.Set) ([]api.Condition, error) {
 	last, err := s.store.LastEvaluation(ctx, run.ID)
 	if err == nil {
-		var results []stop.Result
+		var results []storedResult
 		if err := json.Unmarshal([]byte(last.Results), &results); err != nil {
 			return nil, fmt.Errorf("decode evaluation: %w", err)
 		}
 		if len(results) == set.Len() {
-			return conditionsJSON(results), nil
+			return storedJSON(results), nil
 		}
 	}
 	var out []api.Condition
@@ -126,6 +128,35 @@ func (s *Scheduler) conditions(ctx context.Context, run storage.Run, set stop.Se
 	add(stop.ClassSuccess, set.SuccessConditions)
 	add(stop.ClassLimit, set.Conditions)
 	return out, nil
+}
+
+// storedResult is a stop.Result as recorded in the evaluations table,
+// decoded without re-building its condition: status only shows it.
+type storedResult struct {
+	Condition    json.RawMessage `json:"condition"`
+	Class        string          `json:"class"`
+	Met          bool            `json:"met"`
+	Progress     *float64        `json:"progress"`
+	Reason       string          `json:"reason"`
+	Description  string          `json:"description"`
+	TimedOut     bool            `json:"timed_out"`
+	Unmeasurable bool            `json:"unmeasurable"`
+	Err          string          `json:"error"`
+	Duration     time.Duration   `json:"duration_ns"`
+}
+
+func storedJSON(results []storedResult) []api.Condition {
+	out := make([]api.Condition, 0, len(results))
+	for _, r := range results {
+		var head struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(r.Condition, &head)
+		out = append(out, api.Condition{Type: head.Type, Kind: r.Class, Description: r.Description, Met: r.Met,
+			Progress: r.Progress, Reason: r.Reason, Spec: r.Condition, TimedOut: r.TimedOut, Unmeasured: r.Unmeasurable,
+			Error: r.Err, DurationUS: r.Duration.Microseconds()})
+	}
+	return out
 }
 
 func conditionsJSON(results []stop.Result) []api.Condition {
@@ -229,4 +260,39 @@ func (s *Scheduler) runningPid(runID string) int {
 		return 0
 	}
 	return r.proc.Pid
+}
+
+// frozen decodes a run's frozen config and conditions, cached: status and
+// list ask for them far more often than a resume changes them.
+func (s *Scheduler) frozen(run storage.Run) (config.Config, stop.Set, error) {
+	key := frozenKey{run.ID, run.UpdatedAt}
+	s.mu.Lock()
+	f, ok := s.frozenCache[key]
+	s.mu.Unlock()
+	if ok {
+		return f.cfg, f.set, nil
+	}
+	cfg, set, err := decodeFrozen(run)
+	if err != nil {
+		return cfg, set, err
+	}
+	s.mu.Lock()
+	if len(s.frozenCache) >= 1024 {
+		clear(s.frozenCache) // a bound, not an LRU: re-decoding is cheap
+	}
+	s.frozenCache[key] = frozenEntry{cfg, set}
+	s.mu.Unlock()
+	return cfg, set, nil
+}
+
+// frozenKey names a version of a run's frozen config: only an update of
+// the run (a resume --set) can change it.
+type frozenKey struct {
+	id      string
+	updated int64
+}
+
+type frozenEntry struct {
+	cfg config.Config
+	set stop.Set
 }

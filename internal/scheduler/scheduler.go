@@ -54,11 +54,13 @@ type Scheduler struct {
 
 	wake chan struct{} // a run became claimable, or a slot freed
 
-	mu       sync.Mutex
-	active   map[string]*runner
-	writing  map[string]bool // runs whose postmortem is being written
-	stopping bool            // no new steps: the daemon is stopping
-	detach   chan struct{}   // closed on shutdown: runners leave their steps running
+	mu      sync.Mutex
+	active  map[string]*runner
+	writing map[string]bool // runs whose postmortem is being written
+
+	frozenCache map[frozenKey]frozenEntry // decoded frozen configs, for Describe
+	stopping    bool                      // no new steps: the daemon is stopping
+	detach      chan struct{}             // closed on shutdown: runners leave their steps running
 
 	runners sync.WaitGroup // runners and postmortem writers
 
@@ -93,15 +95,16 @@ func New(opts Options) *Scheduler {
 	}
 	postCtx, postCancel := context.WithCancel(context.Background())
 	return &Scheduler{
-		opts:       opts,
-		store:      opts.Store,
-		log:        opts.Logger.Named("scheduler"),
-		wake:       make(chan struct{}, 1),
-		active:     map[string]*runner{},
-		writing:    map[string]bool{},
-		detach:     make(chan struct{}),
-		postCtx:    postCtx,
-		postCancel: postCancel,
+		opts:        opts,
+		store:       opts.Store,
+		log:         opts.Logger.Named("scheduler"),
+		wake:        make(chan struct{}, 1),
+		active:      map[string]*runner{},
+		writing:     map[string]bool{},
+		frozenCache: map[frozenKey]frozenEntry{},
+		detach:      make(chan struct{}),
+		postCtx:     postCtx,
+		postCancel:  postCancel,
 	}
 }
 
