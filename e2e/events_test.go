@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,5 +266,36 @@ func TestPostmortemForEachTerminalStatus(t *testing.T) {
 				return strings.Contains(string(b), "analysing "+id+" "+string(tt.status)) && strings.Contains(string(b), "# Postmortem")
 			})
 		})
+	}
+}
+
+// A follower that stops reading does not slow the daemon or make it hold
+// memory: the run goes on at full speed, another follower gets every
+// event, and the stalled stream holds at most a page.
+func TestStalledFollowerDoesNotHoldTheDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1"), "max_iterations=600",
+		"max_consecutive_implementation_failures=0")
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	// A raw client that asks to follow and never reads a byte.
+	conn, err := net.Dial("unix", filepath.Join(e.home, "loopd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/runs/%s/events?follow=1 HTTP/1.1\r\nHost: loopd\r\n\r\n", id)
+	reader := e.follow(id)
+	base := vmKB(t, e.daemon.Process.Pid, "VmRSS")
+	e.release("go-1")
+	if code := e.wait(id); code != 2 {
+		t.Fatalf("wait exit %d", code)
+	}
+	if got, want := len(reader.events(t)), len(upToTerminal(e.events(id))); got != want {
+		t.Errorf("the reading follower got %d events, want %d", got, want)
+	}
+	if growth := vmKB(t, e.daemon.Process.Pid, "VmHWM") - base; growth > 30<<10 {
+		t.Errorf("daemon memory grew by %d kB with a stalled follower", growth)
 	}
 }
