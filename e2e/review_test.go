@@ -133,3 +133,100 @@ func TestWaitSurvivesADaemonRestart(t *testing.T) {
 		t.Fatal("wait did not return")
 	}
 }
+
+// Commands that exec away their shell or set their own EXIT trap are
+// still adopted after a crash, and run once.
+func TestExecAndExitTrapCommandsSurviveACrash(t *testing.T) {
+	for _, tc := range []struct{ name, prefix string }{
+		{"exec", "exec "},
+		{"own EXIT trap", "trap 'rm -f scratch' EXIT; "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.startDaemon()
+			agent := strings.TrimPrefix(e.fakeAgent("FAKE_WAIT_FILE=go", "FAKE_DONE_AT=1"), "agent_command=")
+			e.config("agent=command", "agent_command="+tc.prefix+agent)
+			id := e.start("goal")
+			e.runningStep(id, 1)
+			e.killDaemon()
+			e.startDaemon()
+			e.release("go")
+			if code := e.wait(id); code != 0 {
+				t.Fatalf("wait exit %d", code)
+			}
+			if n := len(e.invocations()); n != 1 {
+				t.Errorf("the agent ran %d times, want once", n)
+			}
+			if s := e.steps(id); len(s) != 1 || s[0].Status != api.StepSucceeded {
+				t.Errorf("steps = %+v; want the adopted step recorded SUCCEEDED", s)
+			}
+		})
+	}
+}
+
+// A pause asked for while a finished step's conditions are evaluated
+// (here a slow custom script) holds the run before the next step.
+func TestPauseDuringEvaluation(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent())
+	e.writeFile("slow.sh", "#!/bin/sh\ntouch evaluating; sleep 2; exit 1\n", 0o755)
+	e.writeFile(".loop/stop.json", `{"success_conditions":[{"type":"custom_script","script":"slow.sh"}]}`, 0o644)
+	id := e.start("goal")
+	eventually(t, "the evaluation to start", 20*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(e.ws, "evaluating"))
+		return err == nil
+	})
+	e.must("pause", id)
+	eventually(t, "PAUSED", 20*time.Second, func() bool { return e.status(id).Status == api.RunPaused })
+	if r := e.status(id); r.Steps != 1 {
+		t.Errorf("%d steps; the pause must hold the run before the next step", r.Steps)
+	}
+}
+
+// A stop --now that a crash interrupted during its grace period is carried
+// out by the next daemon.
+func TestStopNowInterruptedDuringGrace(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon("--kill-grace", "30s")
+	e.config("agent=command", `agent_command=trap '' TERM; echo working; while :; do sleep 0.05; done`)
+	id := e.start("goal")
+	step := e.runningStep(id, 1)
+	e.must("stop", id, "--now")
+	time.Sleep(300 * time.Millisecond) // TERM sent, grace running
+	e.killDaemon()
+	e.startDaemon("--kill-grace", "1s")
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait exit %d, want 3", code)
+	}
+	if s := e.steps(id); len(s) != 1 || s[0].Status != api.StepCanceled {
+		t.Errorf("steps = %+v; want the step CANCELED", s)
+	}
+	eventually(t, "the step's processes to be gone", 10*time.Second, func() bool { return !groupAlive(step.Pid) })
+}
+
+// wait rides out several daemon restarts, not just one.
+func TestWaitSurvivesTwoRestarts(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go", "FAKE_DONE_AT=1"))
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	done := make(chan result, 1)
+	go func() { done <- e.loopctl("wait", id) }()
+	for range 2 {
+		time.Sleep(3 * time.Second)
+		e.killDaemon()
+		time.Sleep(300 * time.Millisecond)
+		e.startDaemon()
+	}
+	e.release("go")
+	select {
+	case r := <-done:
+		if r.code != 0 {
+			t.Errorf("wait across two restarts: exit %d %s", r.code, r.stderr)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("wait did not return")
+	}
+}

@@ -45,11 +45,12 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 
 // waitAndReport waits for the run to end, prints how it ended and returns
 // its exit code as an exitError.
-func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.RunRef, timeout ...time.Duration) error {
+// A timeout of 0 waits for as long as it takes.
+func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.RunRef, timeout time.Duration) error {
 	ctx := cmd.Context()
-	if len(timeout) > 0 && timeout[0] > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout[0])
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	// "last" is resolved once: a newer run started in the workspace while
@@ -62,11 +63,14 @@ func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.
 	// A daemon restart while waiting is invisible: the wait goes on.
 	var failingSince time.Time
 	for {
+		began := time.Now()
 		run, err = c.Wait(ctx, ref)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			break
 		}
-		if failingSince.IsZero() {
+		// A wait that held for a while before it broke was connected: this
+		// is a new outage, with a minute of its own.
+		if failingSince.IsZero() || time.Since(began) > 2*time.Second {
 			failingSince = time.Now()
 		} else if time.Since(failingSince) > time.Minute {
 			break
@@ -92,9 +96,9 @@ func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.
 	return nil
 }
 
-func waitError(cmd *cobra.Command, ref api.RunRef, err error, timeout []time.Duration) error {
-	if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil && len(timeout) > 0 {
-		return &exitError{code: exitTimeout, msg: fmt.Sprintf("run %s has not ended after %s; it goes on", ref.Ref, timeout[0])}
+func waitError(cmd *cobra.Command, ref api.RunRef, err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil && timeout > 0 {
+		return &exitError{code: exitTimeout, msg: fmt.Sprintf("run %s has not ended after %s; it goes on", ref.Ref, timeout)}
 	}
 	return err
 }

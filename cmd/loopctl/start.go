@@ -83,5 +83,5 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	if !o.JSON {
 		fmt.Fprintf(o.Err, "started run %s; waiting for it to end (Ctrl+C leaves it running)\n", shortID(run.ID))
 	}
-	return waitAndReport(cmd, o.globalOptions, c, api.RunRef{Ref: run.ID})
+	return waitAndReport(cmd, o.globalOptions, c, api.RunRef{Ref: run.ID}, 0)
 }

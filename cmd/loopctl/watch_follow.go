@@ -50,9 +50,15 @@ func (f *runFollower) follow(ctx context.Context, onEvent func(api.Event), onRet
 	after := f.after
 	var failingSince time.Time
 	for {
+		before := after
 		err := f.stream(ctx, &after, true, onEvent)
 		if ctx.Err() != nil {
 			return api.Run{}, ctx.Err()
+		}
+		if after > before {
+			// The stream got through: an outage after this one is a new
+			// outage, with a minute of its own.
+			failingSince = time.Time{}
 		}
 		if err == nil {
 			// The daemon ends a followed stream after the run's terminal

@@ -259,7 +259,11 @@ func (d *Daemon) handleSteps(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UnixMilli()
 	out := make([]api.Step, 0, len(steps))
 	for i := range steps {
-		out = append(out, scheduler.StepJSON(&steps[i], now))
+		st := scheduler.StepJSON(&steps[i], now)
+		if st.Status == api.StepRunning && st.Pid == 0 {
+			st.Pid = d.sched.RunningPid(run.ID)
+		}
+		out = append(out, st)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

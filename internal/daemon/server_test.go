@@ -230,3 +230,36 @@ func FuzzDecodeRequests(f *testing.F) {
 		}
 	})
 }
+
+// A followed log stream that is quiet for longer than the stall timeout
+// (a step printing nothing for a while) is not cut: the deadline only
+// guards data a follower leaves unread.
+func TestQuietLogStreamIsNotCut(t *testing.T) {
+	old := stallTimeout
+	stallTimeout = 200 * time.Millisecond
+	defer func() { stallTimeout = old }()
+	_, home := testDaemon(t, Options{})
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".loop"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".loop", "config"), []byte("agent=command\nagent_command=echo hello; sleep 1; echo bye\n"+
+		"verify_command=echo checked; sleep 0.6\nmax_iterations=1\n"), 0o644)
+	c := api.NewClient(filepath.Join(home, "loopd.sock"))
+	run, err := c.CreateRun(t.Context(), api.CreateRunRequest{Workspace: ws, Goal: "quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := c.Logs(t.Context(), api.RunRef{Ref: run.ID}, api.LogsOptions{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	out, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatalf("the quiet stream was cut: %v (got %q)", err, out)
+	}
+	for _, want := range []string{"hello", "bye", "#2 verification", "checked"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("followed logs lack %q:\n%s", want, out)
+		}
+	}
+}

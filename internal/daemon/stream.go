@@ -27,12 +27,21 @@ const eventPage = 500
 
 // stallTimeout is how long a follower may leave data unread before it is
 // dropped: a stream holds at most one page in memory, and a client that
-// stopped reading must not pin a handler forever.
-const stallTimeout = 30 * time.Second
+// stopped reading must not pin a handler forever. (A variable for tests.)
+var stallTimeout = 30 * time.Second
 
-// stall arms the write deadline before a write to a stream.
+// stall arms the write deadline before writes to a stream; flushed
+// disarms it once they went through, so a quiet stream (a step that prints
+// nothing for minutes) is never cut.
 func stall(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(stallTimeout))
+}
+
+// flushed sends buffered output and disarms the write deadline.
+func flushed(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	_ = rc.SetWriteDeadline(time.Time{})
 }
 
 // handleEvents streams a run's events as NDJSON: every stored event after
@@ -57,7 +66,6 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	follow := q.Get("follow") != ""
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
 	ctx := r.Context()
 	for {
@@ -93,8 +101,8 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			after = e.Seq
 		}
-		if flusher != nil && len(evs) > 0 {
-			flusher.Flush()
+		if len(evs) > 0 {
+			flushed(w)
 		}
 		if end > 0 && after >= end {
 			return
@@ -146,9 +154,6 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	lw := &logWriter{rw: w, w: w}
-	if f, ok := w.(http.Flusher); ok {
-		lw.flush = f.Flush
-	}
 	ctx := r.Context()
 	seq := max(only, 1)
 	for {
@@ -263,9 +268,8 @@ func (d *Daemon) sleep(ctx context.Context) bool {
 // across writes: an incomplete trailing sequence is held back until its
 // remaining bytes arrive.
 type logWriter struct {
-	rw      http.ResponseWriter // for write deadlines
+	rw      http.ResponseWriter // for flushes and write deadlines
 	w       io.Writer
-	flush   func()
 	pending []byte
 	wrote   bool
 }
@@ -280,6 +284,7 @@ func (l *logWriter) sep() string {
 // Write implements io.Writer for headers.
 func (l *logWriter) Write(p []byte) (int, error) {
 	l.wrote = true
+	l.stall()
 	return l.w.Write(p)
 }
 
@@ -310,18 +315,15 @@ func (l *logWriter) stall() { stall(l.rw) }
 // FlushPartial writes any held-back bytes (the log ended mid-character).
 func (l *logWriter) FlushPartial() {
 	if len(l.pending) > 0 {
+		l.stall()
 		_, _ = l.w.Write(l.pending)
 		l.pending = nil
 	}
 	l.Flush()
 }
 
-// Flush sends buffered output to the client.
-func (l *logWriter) Flush() {
-	if l.flush != nil {
-		l.flush()
-	}
-}
+// Flush sends buffered output to the client and disarms the deadline.
+func (l *logWriter) Flush() { flushed(l.rw) }
 
 // jsonChunks writes each chunk of a step's output as one NDJSON object,
 // {"seq":3,"phase":"verification","text":"…"}; chunks never split a

@@ -47,7 +47,7 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 	if last := h.Last(); last != nil && last.Status == api.StepRunning {
 		cur := StepJSON(last, now)
 		if cur.Pid == 0 {
-			cur.Pid = s.runningPid(run.ID) // recorded with the step's finish; live from the runner until then
+			cur.Pid = s.RunningPid(run.ID) // recorded with the step's finish; live from the runner until then
 		}
 		out.CurrentStep = &cur
 	}
@@ -159,21 +159,6 @@ func storedJSON(results []storedResult) []api.Condition {
 	return out
 }
 
-func conditionsJSON(results []stop.Result) []api.Condition {
-	out := make([]api.Condition, 0, len(results))
-	for _, r := range results {
-		c := api.Condition{Kind: string(r.Class), Description: r.Description, Met: r.Met, Progress: r.Progress,
-			Reason: r.Reason, TimedOut: r.TimedOut, Unmeasured: r.Unmeasurable, Error: r.Err,
-			DurationUS: r.Duration.Microseconds()}
-		if r.Condition != nil {
-			c.Type = string(r.Condition.Type())
-			c.Spec, _ = json.Marshal(r.Condition)
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
 func runJSON(r storage.Run) api.Run {
 	out := api.Run{
 		ID: r.ID, Name: r.Name, Workspace: r.Workspace, Goal: r.Goal, Status: r.Status,
@@ -247,9 +232,9 @@ func stepTests(st *storage.Step) *api.Tests {
 		FailedNames: names, Summary: res.Summary()}
 }
 
-// runningPid is the pid of a run's running step, from its runner; 0 when
-// there is none.
-func (s *Scheduler) runningPid(runID string) int {
+// RunningPid is the pid of a run's running step, from its runner (the
+// database has it only once the step ends); 0 when there is none.
+func (s *Scheduler) RunningPid(runID string) int {
 	r := s.runner(runID)
 	if r == nil {
 		return 0

@@ -47,22 +47,33 @@ func (s *Scheduler) recover(ctx context.Context) error {
 // the postmortem in the background, so the terminal status is never
 // delayed by it.
 func (s *Scheduler) finished(runID string) {
-	// One writer per run at a time: two would race on the same files.
+	// One writer per run at a time: two would race on the same files. A
+	// request while one writes (the run was resumed and ended again) is
+	// kept and served when it is done.
 	s.mu.Lock()
-	if s.writing[runID] {
+	if _, busy := s.writing[runID]; busy {
+		s.writing[runID] = true
 		s.mu.Unlock()
 		return
 	}
-	s.writing[runID] = true
+	s.writing[runID] = false
 	s.mu.Unlock()
 	s.runners.Go(func() {
-		defer func() {
+		for {
+			if err := s.writePostmortem(runID); err != nil {
+				s.log.Error("write postmortem", zap.String("run", runID), zap.Error(err))
+			}
 			s.mu.Lock()
-			delete(s.writing, runID)
+			again := s.writing[runID]
+			if !again {
+				delete(s.writing, runID)
+			} else {
+				s.writing[runID] = false
+			}
 			s.mu.Unlock()
-		}()
-		if err := s.writePostmortem(runID); err != nil {
-			s.log.Error("write postmortem", zap.String("run", runID), zap.Error(err))
+			if !again {
+				return
+			}
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,7 +53,7 @@ type runner struct {
 	usesOutput, usesScript, usesProgress bool
 	prices                               stop.Prices
 	approve                              *regexp.Regexp  // review_approve_pattern
-	warnedKeys                           map[string]bool // unmeasurable conditions already reported by this runner
+	warnedKeys                           map[string]bool // unmeasurable conditions already reported by this runner (set in load)
 	evaluations                          int             // recorded by this runner, for pruning
 
 	mu         sync.Mutex
@@ -152,6 +153,9 @@ func (r *runner) load() error {
 	}
 	r.run, r.cfg, r.set = run, cfg, set
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
+	if r.warnedKeys == nil {
+		r.warnedKeys = map[string]bool{}
+	}
 	r.usesOutput, r.usesScript = uses(set, stop.TypeOutputPattern), uses(set, stop.TypeCustomScript)
 	r.usesProgress = uses(set, stop.TypeNoProgress)
 	r.prices = pricesOf(cfg)
@@ -411,6 +415,9 @@ func agentNotFound(bin string) string {
 func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err error) {
 	if st != nil {
 		r.hist.Steps[len(r.hist.Steps)-1] = *st
+		if st.Status == api.StepInterrupted {
+			typ = events.StepInterrupted // however its outcome was lost
+		}
 	}
 	if err := r.refresh(); err != nil {
 		return false, err
@@ -432,25 +439,25 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 			next = nil // the loop plans it again and reports
 		}
 	}
+	r.nextEnv = env
 	if err := r.commit(st, typ, &ev, d, next); err != nil {
 		return false, err
-	}
-	if next != nil {
-		r.hist.Steps = append(r.hist.Steps, *next.step)
-		r.next, r.nextEnv = next, env
 	}
 	return d != nil, nil
 }
 
 func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision, next *planned) error {
+	announce := r.toAnnounce(ev)
+	inserted := false
 	err := r.write(func(tx *storage.Tx) error {
+		inserted = false
 		if st != nil {
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err
 			}
 		}
 		if ev != nil {
-			if err := r.recordEvaluation(tx, ev); err != nil {
+			if err := r.recordEvaluation(tx, ev, announce); err != nil {
 				return err
 			}
 		}
@@ -458,12 +465,33 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			return tx.TransitionRun(r.transition(d, st))
 		}
 		if next != nil {
+			// A stop or pause asked for while the conditions were being
+			// evaluated (a script may take seconds) comes before the next
+			// step: the runner's loop acts on it instead.
+			f, err := tx.Flags(r.id)
+			if err != nil {
+				return err
+			}
+			if f.StopRequest != "" || f.PauseRequest {
+				return nil
+			}
+			inserted = true
 			return next.insert(tx)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	for _, key := range announce {
+		r.warnedKeys[key] = true
+	}
+	if ev != nil {
+		r.evaluations++
+	}
+	if next != nil && inserted {
+		r.hist.Steps = append(r.hist.Steps, *next.step)
+		r.next = next
 	}
 	if d != nil {
 		r.log.Info("run "+strings.ToLower(string(d.status)), zap.String("reason", d.reason), zap.String("description", d.description))
@@ -493,7 +521,7 @@ func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
 	return tr
 }
 
-func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
+func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation, announce []string) error {
 	results, err := json.Marshal(ev.Results)
 	if err != nil {
 		return fmt.Errorf("encode evaluation: %w", err)
@@ -505,8 +533,7 @@ func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
 	}
 	// Pruning every pruneEvery evaluations keeps the table bounded without
 	// a DELETE per step.
-	r.evaluations++
-	if err := tx.InsertEvaluation(e, r.evaluations%pruneEvery == 1); err != nil {
+	if err := tx.InsertEvaluation(e, r.evaluations%pruneEvery == 0); err != nil {
 		return err
 	}
 	for _, p := range ev.Progressed {
@@ -524,7 +551,7 @@ func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
 	// A budget that cannot be measured is said (once per runner), never
 	// silently counted as $0.
 	for _, res := range ev.Results {
-		if res.Unmeasurable && !r.warned(res) {
+		if res.Unmeasurable && slices.Contains(announce, warnKey(res)) {
 			payload := map[string]any{"condition": res.Condition, "type": res.Condition.Type(), "kind": res.Class,
 				"description": res.Description, "unmeasurable": true, "reason": res.Reason, "progress": nil}
 			if _, err := tx.Event(r.id, e.StepID, events.ConditionProgressed, payload); err != nil {
@@ -535,19 +562,23 @@ func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation) error {
 	return nil
 }
 
-// warned reports whether an unmeasurable condition was already reported
-// in this runner's lifetime.
-func (r *runner) warned(res stop.Result) bool {
-	key := string(res.Class) + fmt.Sprint(res.Index)
-	if r.warnedKeys == nil {
-		r.warnedKeys = map[string]bool{}
+// toAnnounce lists the unmeasurable conditions of an evaluation that this
+// runner has not reported yet; commit marks them reported once the events
+// are committed (a transaction that is retried must announce them again).
+func (r *runner) toAnnounce(ev *stop.Evaluation) []string {
+	if ev == nil {
+		return nil
 	}
-	if r.warnedKeys[key] {
-		return true
+	var keys []string
+	for _, res := range ev.Results {
+		if res.Unmeasurable && !r.warnedKeys[warnKey(res)] {
+			keys = append(keys, warnKey(res))
+		}
 	}
-	r.warnedKeys[key] = true
-	return false
+	return keys
 }
+
+func warnKey(res stop.Result) string { return string(res.Class) + fmt.Sprint(res.Index) }
 
 // decide resolves an evaluation after a step: failure beats success beats
 // limit (the completion gate is a success), then the user's requests, then

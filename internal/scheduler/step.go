@@ -150,10 +150,13 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		Detach:      r.s.detach,
 		OnKill: func(why supervise.Ending) {
 			// Recorded before the first signal: a daemon that dies during
-			// the kill must still know the step was stopped, and why.
+			// the kill must still know the step was stopped, and why. One
+			// attempt only: a full disk must not keep the step alive (this
+			// daemon classifies it from memory all the same).
 			st.CancelCause = cancelCause(why, context.Cause(ctx), capped)
-			if err := r.write(func(tx *storage.Tx) error { return tx.SetCancelCause(st.ID, st.CancelCause) }); err != nil {
-				r.log.Warn("record why a step is stopped", zap.Int("seq", st.Seq), zap.Error(err))
+			err := r.s.store.Write(bg(), func(tx *storage.Tx) error { return tx.SetCancelCause(st.ID, st.CancelCause) })
+			if err != nil {
+				r.log.Warn("record why a step is stopped", zap.Int("seq", st.Seq), zap.String("problem", storage.Explain(err)))
 			}
 		},
 	})
@@ -203,7 +206,13 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		code := ex.Code
 		st.ExitCode = &code
 	}
-	switch st.CancelCause {
+	cause := st.CancelCause
+	if ex.Recorded && ex.Code == 0 && (cause == storage.CancelUser || cause == storage.CancelDaemonStop || cause == storage.CancelMaxDuration) {
+		// It finished its work despite being asked to stop: a success
+		// is kept, not thrown away to be paid for again.
+		cause = storage.CancelNone
+	}
+	switch cause {
 	case storage.CancelUser:
 		st.Status, st.Error = api.StepCanceled, errStopNow.Error()
 	case storage.CancelDaemonStop:
@@ -453,8 +462,9 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		id = found
 	}
 	if proc, err := supervise.Adopt(id, f.tag, f.status); err == nil {
-		if r.run.StopRequest == storage.StopNow && st.CancelCause == storage.CancelNone {
-			// A stop --now that the previous daemon did not carry out.
+		if r.run.StopRequest == storage.StopNow && (st.CancelCause == storage.CancelNone || st.CancelCause == storage.CancelUser) {
+			// A stop --now that the previous daemon did not carry out, or
+			// died carrying out.
 			r.mu.Lock()
 			r.pending = errStopNow
 			r.mu.Unlock()
@@ -487,6 +497,16 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 			st.EndedAt = &ended
 		}
 		r.outcome(st, supervise.Exit{Code: code, Recorded: true}, supervise.Exited)
+		return r.conclude(st, events.StepFinished)
+	}
+	if st.CancelCause != storage.CancelNone {
+		// The previous daemon was stopping it and died before recording
+		// the end: it ended as that stop meant.
+		r.outcome(st, supervise.Exit{Code: -1}, supervise.Canceled)
+		if fi, err := os.Stat(st.LogPath); err == nil {
+			ended := max(fi.ModTime().UnixMilli(), st.StartedAt)
+			st.EndedAt = &ended
+		}
 		return r.conclude(st, events.StepFinished)
 	}
 	st.Status = api.StepInterrupted

@@ -73,8 +73,8 @@ func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 // ErrNotFound.
 func (s *Store) LastTerminalEvent(ctx context.Context, runID string) (int64, error) {
 	var seq sql.NullInt64
-	err := s.get(ctx, &seq, `SELECT MAX(seq) FROM events WHERE run_id = ?
-		AND type IN ('RUN_COMPLETED','RUN_FAILED','RUN_ABORTED','RUN_INTERRUPTED')`, runID)
+	err := s.get(ctx, &seq, `SELECT MAX(seq) FROM events WHERE run_id = ? AND type IN (?, ?, ?, ?)`,
+		runID, events.RunCompleted, events.RunFailed, events.RunAborted, events.RunInterrupted)
 	if err != nil {
 		return 0, err
 	}

@@ -345,3 +345,13 @@ func (s *Store) RunFlags(ctx context.Context, id string) (Flags, error) {
 	}
 	return f, err
 }
+
+// Flags reads a run's Flags inside the transaction.
+func (t *Tx) Flags(id string) (Flags, error) {
+	var f Flags
+	err := t.get(&f, `SELECT status, stop_request, pause_request, user_signal FROM runs WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	return f, err
+}

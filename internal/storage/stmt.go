@@ -58,13 +58,21 @@ func (c *stmts) prepare(ctx context.Context, qs []string) error {
 // be prepared now.
 func (c *stmts) get(ctx context.Context, q string) (*sqlx.Stmt, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[q]; ok || !c.lazy {
+	st, ok := c.m[q]
+	c.mu.Unlock()
+	if ok || !c.lazy {
 		return st, nil
 	}
+	// Prepared outside the lock: preparing may wait for a free connection.
 	st, err := c.db.PreparexContext(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.m[q]; ok {
+		st.Close() // another caller prepared it meanwhile
+		return prev, nil
 	}
 	c.m[q] = st
 	return st, nil

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,9 +72,11 @@ func hasTag(pid int, tag string) bool {
 	return false
 }
 
-// Find locates a running step by its tag when its pid was never recorded
-// in the database (the daemon died between launching it and saving the
-// pid), by scanning /proc for the group leader whose argv carries the tag.
+// Find locates a running step's leader by its tag, scanning /proc: the
+// step's pid is recorded only when it ends, so this is how a restarted
+// daemon finds a step that was running. The leader is the process whose
+// argv carries the tag and that leads its own session (the wrapper's
+// subshells carry the same argv but lead nothing).
 func Find(tag string) (Identity, bool) {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
@@ -81,9 +84,7 @@ func Find(tag string) (Identity, bool) {
 		if err != nil || !hasTag(pid, tag) {
 			continue
 		}
-		// The wrapper's subshells carry the same argv; the step is the
-		// one that leads its process group.
-		if pgid, err := unix.Getpgid(pid); err != nil || pgid != pid {
+		if sid, err := unix.Getsid(pid); err != nil || sid != pid {
 			continue
 		}
 		if ticks, err := StartTicks(pid); err == nil {
@@ -101,8 +102,9 @@ func ReadStatus(path, tag string) (code int, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	// Only complete lines count: a wrapper killed mid-write leaves a
-	// partial last line.
+	// Only complete lines count: a wrapper killed mid-write, or a full
+	// disk, can leave a partial line (each record starts on a fresh line,
+	// so a partial one never hides the next).
 	complete := string(b[:max(bytes.LastIndexByte(b, '\n'), 0)])
 	prefix := tag + " exit "
 	for line := range strings.SplitSeq(complete, "\n") {
@@ -132,8 +134,17 @@ func signalTagged(pgid int, tag string, sig syscall.Signal) int {
 		if g, err := unix.Getpgid(pid); err != nil || g != pgid {
 			continue
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
+		fd, err := pidfdOpen(pid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue
+		}
 		if err != nil {
+			// No pidfds here: check and signal by pid. The window for
+			// the pid to be reused in between is microseconds, and the
+			// alternative is never stopping the step.
+			if env, err := os.ReadFile(d + "/environ"); err == nil && hasEntry(env, want) && unix.Kill(pid, sig) == nil {
+				n++
+			}
 			continue
 		}
 		env, err := os.ReadFile(d + "/environ")

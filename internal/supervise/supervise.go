@@ -1,25 +1,28 @@
 // Package supervise runs loopd's steps as detached process groups that
 // outlive the daemon, and re-attaches to them after a restart.
 //
-// A step is `/bin/sh -c <wrapper> <tag> <status> <command>...`
-// started in its own session (so its own process group, with no controlling
+// A step is `/bin/sh -c <wrapper> <tag> <exits file> <command>...` started
+// in its own session (so its own process group, with no controlling
 // terminal), stdin from a file, stdout and stderr appended straight to the
 // step's log file: there is no pipe the daemon must drain, so the step keeps
 // running when the daemon dies. The wrapper shell is the group leader; it
-// runs the commands, stops at the first failure, and writes "exit <code>"
-// to the status file last. The shell is needed to run a shell command
-// anyway, so recording the status costs no extra process.
+// runs the commands, stops at the first failure, and appends the exit
+// status to the run's exits file last. The shell is needed to run a shell
+// command anyway, so recording the status costs no extra program.
 //
-// Identity: the leader's pid is recorded together with its start time (in
-// clock ticks since boot, /proc/<pid>/stat) and the kernel boot id, and its
-// argv carries a tag unique to the step; a process is only ever treated as
-// a step's when all of these match, so pid reuse cannot fool recovery.
+// Identity: a step's processes carry a tag unique to the step, in the
+// leader's argv and in every process's environment ($LOOPD_STEP_TAG). The
+// leader's pid, start time (clock ticks since boot) and the boot id are
+// recorded when the step ends; a daemon that died before that finds the
+// leader by its tag (Find). A process is only ever treated as a step's
+// when its tag matches, so pid reuse cannot fool recovery.
 //
-// Signals: a group is only signalled while its leader has not been reaped,
-// because after that its pgid may be reused. For a child of this daemon the
-// leader is observed with waitid(WNOWAIT), leftovers in its group are
-// killed, and only then is it reaped. For an adopted step (a child of the
-// previous daemon, now of init) the leader is watched through a pidfd.
+// Signals: a group is only signalled while its leader is this daemon's
+// unreaped child, because after that its pgid may be reused: the leader is
+// observed with waitid(WNOWAIT), leftovers in its group are killed, and
+// only then is it reaped. The processes of an adopted step (a child of the
+// previous daemon, now of init) are signalled one by one, each pinned by a
+// pidfd and checked for the tag first.
 package supervise
 
 import (
@@ -35,41 +38,36 @@ import (
 )
 
 // wrapper is the shell program around a step's commands. $0 is the tag,
-// $1 the status file, the rest are the commands. The status is appended
-// as one line, "<tag> exit <code>", to a file that all steps of a run
-// share: appending costs no file creation (which is slow on some disks),
-// and a line shorter than PIPE_BUF appended with O_APPEND is written whole
-// or not at all.
+// $1 the exits file, the rest are the commands.
 //
-// A single command (every agent and review step, most verifications) is
-// evaluated by the wrapper itself and its status recorded by an EXIT trap,
-// which also runs when the command calls exit: no process beyond the
-// command's own. Several commands each run in a subshell, so that one
-// calling exit ends only itself, and the first that fails ends the step.
+// Each command runs in a subshell of the wrapper, so that nothing the
+// command does can take the wrapper's place or its duty to record: a
+// command that calls exit, sets its own EXIT trap, or execs another
+// program (`exec claude …`) ends only its subshell, and the wrapper — the
+// group's leader, which keeps the tag in its argv — records the status and
+// exits last. With several commands the first that fails ends the step.
 //
-// The wrapper, and each subshell, catch SIGTERM with a no-op trap: caught
+// The status is appended as a line "<tag> exit <code>" to a file all the
+// run's steps share (appending creates no file; creating one is slow on
+// some disks). The line starts with a newline too, so a line cut short by
+// a full disk can never hide the next one.
+//
+// The wrapper and each subshell catch SIGTERM with a no-op trap: caught
 // signals are reset to their default on exec, so the commands themselves
 // still receive TERM and get the whole grace period to exit (an agent
 // writes its final usage then), while the shells outlive them and the
 // group's leader stays alive until they have. A command that is itself a
 // shell loop ignores TERM this way and is ended by the SIGKILL that
-// follows the grace period. (A command that execs away its shell, such as
-// `exec claude …`, takes the trap with it: this daemon still learns its
-// exit status by waiting for it, a restarted one would not.)
+// follows the grace period.
 const wrapper = `__loopd_s=$1; shift
 trap : TERM
-if [ $# -eq 1 ]; then
-  trap 'echo "$0 exit $?" >>"$__loopd_s"' EXIT
-  eval "$1"
-  exit
-fi
 __loopd_ec=0
 for __loopd_c do
-  printf '\n$ %s\n' "$__loopd_c"
+  [ $# -gt 1 ] && printf '\n$ %s\n' "$__loopd_c"
   (trap : TERM; eval "$__loopd_c"); __loopd_ec=$?
   [ $__loopd_ec -eq 0 ] || break
 done
-echo "$0 exit $__loopd_ec" >>"$__loopd_s"
+printf '\n%s exit %d\n' "$0" $__loopd_ec >>"$__loopd_s"
 exit $__loopd_ec`
 
 // pidfdOpen is unix.PidfdOpen; a test replaces it to exercise systems
@@ -88,7 +86,7 @@ type Spec struct {
 	Env        []string // the complete environment
 	StdinPath  string   // file to read stdin from; "" means /dev/null
 	LogPath    string   // stdout and stderr are appended here (created 0600)
-	StatusPath string   // the wrapper appends "<tag> exit <code>" here when the commands end (shared by a run's steps)
+	StatusPath string   // the exits file: the wrapper appends "<tag> exit <code>" when the commands end (shared by a run's steps)
 	Tag        string   // unique per step; placed in argv and in $LOOPD_STEP_TAG to recognise its processes later
 }
 
@@ -101,9 +99,12 @@ type Identity struct {
 
 // Exit is how a step's process ended.
 type Exit struct {
-	Code     int            // the commands' exit code; -1 when unknown
-	Signal   syscall.Signal // the leader was killed by this signal (0 = it exited)
-	Recorded bool           // the wrapper wrote the status file: Code is the commands' own
+	Code   int            // the commands' exit code; -1 when unknown
+	Signal syscall.Signal // the leader was killed by this signal (0 = it exited)
+	// Recorded is true when Code is the commands' own exit status: the
+	// wrapper exited normally (it records before it exits), or, for an
+	// adopted step, its status line was found in the exits file.
+	Recorded bool
 }
 
 // String describes the exit for humans.

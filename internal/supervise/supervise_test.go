@@ -105,6 +105,8 @@ func TestExitCodes(t *testing.T) {
 		{"exit inside a command ends only that command", []string{"exit 0", "echo after"}, 0, "\n$ exit 0\n\n$ echo after\nafter\n"},
 		{"exit in a single command is recorded", []string{"echo a; exit 7; echo b"}, 7, "a\n"},
 		{"a single failing builtin", []string{"false"}, 1, ""},
+		{"a command that sets its own EXIT trap", []string{"trap 'echo cleanup' EXIT; exit 4"}, 4, "cleanup\n"},
+		{"a command that execs", []string{"exec sh -c 'echo replaced; exit 6'"}, 6, "replaced\n"},
 		{"command not found", []string{"definitely-not-a-command-xyz"}, 127, ""},
 		{"environment and cwd", []string{`echo "$STEP_DIR" | grep -q "$(pwd)"`}, 0, ""},
 	}
@@ -458,7 +460,7 @@ func TestSignalTaggedOnlyTouchesTheStep(t *testing.T) {
 
 func TestReadStatus(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "exits")
-	os.WriteFile(path, []byte("loopd-step:r:1 exit 0\nloopd-step:r:2 exit 3\nloopd-step:r:10 exit 1\nloopd-step:r:3 exi"), 0o600)
+	os.WriteFile(path, []byte("\nloopd-step:r:1 exit 0\n\nloopd-step:r:2 exit 3\n\nloopd-step:r:10 exit 1\n\nloopd-step:r:3 exi"), 0o600)
 	for _, tc := range []struct {
 		tag  string
 		code int
@@ -477,4 +479,45 @@ func TestReadStatus(t *testing.T) {
 	if _, ok := ReadStatus(filepath.Join(t.TempDir(), "missing"), "x"); ok {
 		t.Error("a missing file has a status")
 	}
+}
+
+// A command that execs another program cannot take the leader's place:
+// a restarted daemon still finds the step by its tag, and its status is
+// still recorded.
+func TestFindAStepWhoseCommandExecs(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `exec sh -c 'while [ ! -f release ]; do sleep 0.02; done; exit 8'`)
+	found, ok := Find(specIn(dir).Tag)
+	if !ok || found.Pid != id.Pid {
+		t.Fatalf("Find = %+v, %v; want the leader %d", found, ok, id.Pid)
+	}
+	p, err := Adopt(found, specIn(dir).Tag, filepath.Join(dir, "exits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "release"), nil, 0o600)
+	if ex := waitDone(t, p); ex.Code != 8 || !ex.Recorded {
+		t.Errorf("exit = %+v, want recorded 8", ex)
+	}
+}
+
+// Without pidfds an adopted step can still be stopped.
+func TestTerminateAdoptedWithoutPidfds(t *testing.T) {
+	orig := pidfdOpen
+	pidfdOpen = func(int, int) (int, error) { return -1, unix.ENOSYS }
+	defer func() { pidfdOpen = orig }()
+	dir := t.TempDir()
+	id := startDetached(t, dir, `while :; do sleep 0.02; done`)
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.Terminate(200 * time.Millisecond); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Terminate of an adopted step without pidfds did not return")
+	}
+	eventually(t, "the group gone", func() bool { return !groupHasLiveMembers(id.Pid) })
 }

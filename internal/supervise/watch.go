@@ -71,6 +71,12 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 			if p.ended() {
 				return Exited
 			}
+			if ctx.Err() != nil {
+				// Stopped and detached at once (daemon stop
+				// --kill-steps): the stop wins.
+				l.kill(p, Canceled)
+				return Canceled
+			}
 			return Detached
 		case <-ctx.Done():
 			if p.ended() {
