@@ -149,8 +149,10 @@ func (e *env) cleanup() {
 			<-e.exited
 		}
 	}
-	// Kill every step process of this home: their argv names it.
-	for _, pid := range processesMentioning(e.home) {
+	// Kill every process of this home, whoever started it: steps (their
+	// argv names it) and daemons (autostarted ones too: their
+	// environment names it).
+	for _, pid := range append(processesMentioning(e.home), processesWithEnv("LOOPD_HOME="+e.home)...) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
