@@ -1,7 +1,7 @@
 // Package supervise runs loopd's steps as detached process groups that
 // outlive the daemon, and re-attaches to them after a restart.
 //
-// A step is `/bin/sh -c <wrapper> <tag> <exits file> <command>...` started
+// A step is `/bin/sh -c <wrapper> <tag> <exits file> <mode> <command>...` started
 // in its own session (so its own process group, with no controlling
 // terminal), stdin from a file, stdout and stderr appended straight to the
 // step's log file: there is no pipe the daemon must drain, so the step keeps
@@ -38,14 +38,18 @@ import (
 )
 
 // wrapper is the shell program around a step's commands. $0 is the tag,
-// $1 the exits file, the rest are the commands.
+// $1 the exits file, $2 the mode, the rest are the commands.
 //
-// Each command runs in a subshell of the wrapper, so that nothing the
-// command does can take the wrapper's place or its duty to record: a
-// command that calls exit, sets its own EXIT trap, or execs another
-// program (`exec claude …`) ends only its subshell, and the wrapper — the
-// group's leader, which keeps the tag in its argv — records the status and
-// exits last. With several commands the first that fails ends the step.
+// In mode "s" each command runs in a subshell of the wrapper, so that
+// nothing the command does can take the wrapper's place or its duty to
+// record: a command that calls exit, sets its own EXIT trap, or execs
+// another program (`exec claude …`) ends only its subshell, and the wrapper
+// — the group's leader, which keeps the tag in its argv — records the
+// status and exits last. With several commands the first that fails ends
+// the step. Mode "i" is for a single command that simple() found unable to
+// do any of that (a plain command line, such as the agent presets or
+// `go test ./...`): the wrapper evaluates it itself, which saves a process
+// per step, and an EXIT trap records its status.
 //
 // The status is appended as a line "<tag> exit <code>" to a file all the
 // run's steps share (appending creates no file; creating one is slow on
@@ -59,8 +63,13 @@ import (
 // group's leader stays alive until they have. A command that is itself a
 // shell loop ignores TERM this way and is ended by the SIGKILL that
 // follows the grace period.
-const wrapper = `__loopd_s=$1; shift
+const wrapper = `__loopd_s=$1 __loopd_m=$2; shift 2
 trap : TERM
+if [ "$__loopd_m" = i ]; then
+  trap 'printf "\n%s exit %d\n" "$0" $? >>"$__loopd_s"' EXIT
+  eval "$1"
+  exit
+fi
 __loopd_ec=0
 for __loopd_c do
   [ $# -gt 1 ] && printf '\n$ %s\n' "$__loopd_c"
@@ -156,7 +165,11 @@ func Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("open step stdin: %w", err)
 	}
 	defer stdin.Close()
-	args := append([]string{"-c", wrapper, spec.Tag, spec.StatusPath}, spec.Commands...)
+	mode := "s"
+	if len(spec.Commands) == 1 && simple(spec.Commands[0]) {
+		mode = "i"
+	}
+	args := append([]string{"-c", wrapper, spec.Tag, spec.StatusPath, mode}, spec.Commands...)
 	cmd := &exec.Cmd{
 		Path:   "/bin/sh",
 		Args:   append([]string{"/bin/sh"}, args...),
