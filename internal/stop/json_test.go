@@ -156,7 +156,7 @@ func TestDecodeSetErrorsCarryJSONPaths(t *testing.T) {
 		{"not of nothing", `{"conditions":[{"type":"not","condition":null}]}`,
 			[]string{`conditions[0].condition: expected a condition object such as {"type":"max_iterations","count":5}, got null`}},
 		{"bad duration", `{"conditions":[{"type":"max_duration","duration":"2 months"}]}`,
-			[]string{`conditions[0].duration: invalid duration "2 months": unknown unit "months"`}},
+			[]string{`conditions[0].duration: unknown unit "months" in "2 months"`}},
 		{"duplicate field", `{"conditions":[{"type":"max_iterations","count":1,"count":2}]}`,
 			[]string{`conditions[0].count: duplicate field`}},
 		{"args not strings", `{"conditions":[{"type":"custom_script","script":"a","args":["x",1]}]}`,
