@@ -32,11 +32,7 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	if o.Timeout < 0 {
 		return usageErrorf("--timeout must be positive")
 	}
-	ref, err := o.ref(args[0])
-	if err != nil {
-		return err
-	}
-	c, err := o.client(cmd.Context())
+	c, ref, err := o.runClient(cmd.Context(), args[0])
 	if err != nil {
 		return err
 	}
@@ -200,12 +196,8 @@ func newSignalCmd(g *globalOptions) *cobra.Command {
 // control runs a state-changing request and reports the run's new state.
 func control(cmd *cobra.Command, g *globalOptions, arg string,
 	do func(context.Context, *api.Client, api.RunRef) (api.Run, error), say func(api.Run) string) error {
-	ref, err := g.ref(arg)
-	if err != nil {
-		return err
-	}
 	ctx := cmd.Context()
-	c, err := g.client(ctx)
+	c, ref, err := g.runClient(ctx, arg)
 	if err != nil {
 		return err
 	}

@@ -131,3 +131,15 @@ func outcomeLine(r api.Run) string {
 	}
 	return s
 }
+
+// conditionDetail is what a stop condition last said: its reason, or why
+// it could not be evaluated.
+func conditionDetail(c api.Condition) string {
+	switch {
+	case c.TimedOut:
+		return "timed out: " + c.Reason
+	case c.Error != "":
+		return "error: " + c.Error
+	}
+	return c.Reason
+}

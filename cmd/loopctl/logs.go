@@ -39,12 +39,8 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 	if o.Step < 0 {
 		return usageErrorf("--step must be a step number ≥ 1")
 	}
-	ref, err := o.ref(args[0])
-	if err != nil {
-		return err
-	}
 	ctx := cmd.Context()
-	c, err := o.client(ctx)
+	c, ref, err := o.runClient(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -86,12 +82,8 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 	if o.After < 0 {
 		return usageErrorf("--after must be an event seq ≥ 0")
 	}
-	ref, err := o.ref(args[0])
-	if err != nil {
-		return err
-	}
 	ctx := cmd.Context()
-	c, err := o.client(ctx)
+	c, ref, err := o.runClient(ctx, args[0])
 	if err != nil {
 		return err
 	}

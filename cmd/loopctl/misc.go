@@ -18,12 +18,8 @@ func newPostmortemCmd(g *globalOptions) *cobra.Command {
 		Short: "Print the report written when a run ended (--json: summary.json)",
 		Args:  runArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := g.ref(args[0])
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			c, err := g.client(ctx)
+			c, ref, err := g.runClient(ctx, args[0])
 			if err != nil {
 				return err
 			}

@@ -111,6 +111,17 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	return c, nil
 }
 
+// runClient names the run given as arg and connects to the daemon: how
+// every command that takes a RUN begins.
+func (g *globalOptions) runClient(ctx context.Context, arg string) (*api.Client, api.RunRef, error) {
+	ref, err := g.ref(arg)
+	if err != nil {
+		return nil, api.RunRef{}, err
+	}
+	c, err := g.client(ctx)
+	return c, ref, err
+}
+
 // runArg is the Args validator of commands that take exactly one RUN.
 func runArg(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {

@@ -30,12 +30,8 @@ func newStatusCmd(g *globalOptions) *cobra.Command {
 }
 
 func (o *statusOptions) run(cmd *cobra.Command, args []string) error {
-	ref, err := o.ref(args[0])
-	if err != nil {
-		return err
-	}
 	ctx := cmd.Context()
-	c, err := o.client(ctx)
+	c, ref, err := o.runClient(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -105,14 +101,7 @@ func printConditions(w io.Writer, cs []api.Condition) {
 		if c.Met {
 			met = "✔ "
 		}
-		detail := c.Reason
-		switch {
-		case c.TimedOut:
-			detail = "timed out: " + detail
-		case c.Error != "":
-			detail = "error: " + c.Error
-		}
-		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%s\n", met, c.Kind, c.Description, bar(c.Progress, 20), truncate(detail, 60))
+		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%s\n", met, c.Kind, c.Description, bar(c.Progress, 20), truncate(conditionDetail(c), 60))
 	}
 	tw.Flush()
 }
@@ -146,12 +135,8 @@ func newStepsCmd(g *globalOptions) *cobra.Command {
 }
 
 func (o *stepsOptions) run(cmd *cobra.Command, args []string) error {
-	ref, err := o.ref(args[0])
-	if err != nil {
-		return err
-	}
 	ctx := cmd.Context()
-	c, err := o.client(ctx)
+	c, ref, err := o.runClient(ctx, args[0])
 	if err != nil {
 		return err
 	}

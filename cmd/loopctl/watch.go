@@ -60,12 +60,8 @@ event instead; with --json, each event as a JSON object on its own line.`,
 }
 
 func (o *watchOptions) run(cmd *cobra.Command, args []string) error {
-	ref, err := o.ref(args[0])
-	if err != nil {
-		return err
-	}
 	ctx := cmd.Context()
-	c, err := o.client(ctx)
+	c, ref, err := o.runClient(ctx, args[0])
 	if err != nil {
 		return err
 	}

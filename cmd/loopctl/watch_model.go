@@ -377,13 +377,7 @@ func (m *watchModel) conditionLines(width int) []viewLine {
 			mark = "✔ "
 		}
 		l := viewLine{{"  " + mark, metTone(c)}, {fmt.Sprintf("%-8s", c.Kind), toneDim}, {pad(conditionName(c), descW) + "  ", toneNormal}}
-		detail := c.Reason
-		switch {
-		case c.TimedOut:
-			detail = "timed out: " + detail
-		case c.Error != "":
-			detail = "error: " + c.Error
-		}
+		detail := conditionDetail(c)
 		switch {
 		case c.Type == "completion" || (c.Kind == "success" && c.Progress == nil):
 			state, t := "not met yet", toneDim
