@@ -228,24 +228,9 @@ func (p *jsParser) jestBullet(title string) {
 
 // jestTests handles "Tests:       2 failed, 1 skipped, 1 todo, 6 passed, 10 total".
 func (p *jsParser) jestTests(s string) bool {
-	var passed, failed, skipped int
-	for part := range strings.SplitSeq(strings.TrimSpace(s), ", ") {
-		num, word, ok := strings.Cut(part, " ")
-		n, okN := atoi(num)
-		if !ok || !okN {
-			return false
-		}
-		switch word {
-		case "passed":
-			passed += n
-		case "failed":
-			failed += n
-		case "skipped", "todo":
-			skipped += n
-		case "total":
-		default:
-			return false
-		}
+	passed, failed, skipped, ok := jsTally(strings.TrimSpace(s), ", ", true)
+	if !ok {
+		return false
 	}
 	if p.jestSuitesFailed > 0 && failed == 0 {
 		p.c.build("") // a suite failed without a failing test: it did not run
@@ -257,23 +242,9 @@ func (p *jsParser) jestTests(s string) bool {
 
 // vitestTests handles vitest's "Tests  2 failed | 6 passed | 1 skipped | 1 todo (10)".
 func (p *jsParser) vitestTests(s string) bool {
-	var passed, failed, skipped int
-	for part := range strings.SplitSeq(vitestCounts(s), " | ") {
-		num, word, ok := strings.Cut(part, " ")
-		n, okN := atoi(num)
-		if !ok || !okN {
-			return false
-		}
-		switch word {
-		case "passed":
-			passed += n
-		case "failed":
-			failed += n
-		case "skipped", "todo":
-			skipped += n
-		default:
-			return false
-		}
+	passed, failed, skipped, ok := jsTally(vitestCounts(s), " | ", false)
+	if !ok {
+		return false
 	}
 	if p.vitestFilesFailed > 0 && failed == 0 {
 		p.c.build("")
@@ -281,6 +252,31 @@ func (p *jsParser) vitestTests(s string) bool {
 	p.mode = jsVitest
 	p.closeRun(FormatVitest, section{passed: known(passed), failed: known(failed), skipped: known(skipped)})
 	return true
+}
+
+// jsTally adds up the sep-separated "N word" parts of a jest or vitest
+// Tests line (todo counts as skipped; "N total", when total, is read and
+// ignored). ok is false when any part is something else: not a counts line.
+func jsTally(s, sep string, total bool) (passed, failed, skipped int, ok bool) {
+	for part := range strings.SplitSeq(s, sep) {
+		num, word, cut := strings.Cut(part, " ")
+		n, isNum := atoi(num)
+		if !cut || !isNum {
+			return 0, 0, 0, false
+		}
+		switch {
+		case word == "passed":
+			passed += n
+		case word == "failed":
+			failed += n
+		case word == "skipped" || word == "todo":
+			skipped += n
+		case word == "total" && total:
+		default:
+			return 0, 0, 0, false
+		}
+	}
+	return passed, failed, skipped, true
 }
 
 // vitestCounts trims vitest's " (10)" total from a counts line.
