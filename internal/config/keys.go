@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loopd/loopd/internal/editdist"
 	"github.com/loopd/loopd/internal/humantime"
 )
 
@@ -388,8 +389,11 @@ func parseUSD(v string) (float64, bool) {
 func validUSD(f float64) bool { return f >= 0 && !math.IsInf(f, 0) && !math.IsNaN(f) }
 
 // setPrice applies price.<model>=input,output[,cache_read[,cache_write]]. An
-// empty value removes the model's override. c.Prices must be owned by the
-// caller (see Config.clone).
+// empty value removes the model's override. A missing cache price defaults to
+// the input price — a model without a cache discount — so an incomplete
+// override never prices cached tokens at $0 and never under-counts a budget;
+// 0 is written explicitly for a provider that does not charge. c.Prices must
+// be owned by the caller (see Config.clone).
 func setPrice(c *Config, model, v string) string {
 	if model == "" {
 		return "the model name after \"price.\" must not be empty, as in price.claude-sonnet-4-5=3,15,0.30,3.75"
@@ -448,7 +452,7 @@ func priceProblem(model string, p Price) string {
 // distance 2; a unique key that k is a prefix of, or that is a prefix of k.
 func suggestKey(k string) string {
 	norm := strings.ToLower(strings.NewReplacer("-", "_", " ", "_").Replace(k))
-	if before, model, ok := strings.Cut(k, "."); ok && model != "" && levenshtein(strings.ToLower(before), "price") <= 2 {
+	if before, model, ok := strings.Cut(k, "."); ok && model != "" && editdist.Distance(strings.ToLower(before), "price") <= 2 {
 		return pricePrefix + model
 	}
 	names := make([]string, len(keys))
@@ -477,31 +481,9 @@ func suggestKey(k string) string {
 func suggest(s string, choices []string) string {
 	best, bestDist := "", 3
 	for _, c := range choices {
-		if d := levenshtein(strings.ToLower(s), c); d < bestDist {
+		if d := editdist.Distance(strings.ToLower(s), c); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
 	return best
-}
-
-// levenshtein returns the edit distance between a and b, in runes.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

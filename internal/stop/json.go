@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loopd/loopd/internal/editdist"
 )
 
 // Encoding: every condition encodes as {"type":…} followed by its fields in the seed's
@@ -715,7 +717,7 @@ func closest(word string, candidates []string) (string, bool) {
 		return best, true
 	}
 	for _, c := range candidates {
-		if d := editDistance(word, c); d < bestDist {
+		if d := editdist.Distance(word, c); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
@@ -731,27 +733,4 @@ func commonPrefix(a, b string) int {
 		n++
 	}
 	return n
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 { // suggestions are for typos, not for essays
-		return math.MaxInt
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
