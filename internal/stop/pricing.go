@@ -1,12 +1,9 @@
 package stop
 
 import (
-	"fmt"
 	"maps"
-	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -107,35 +104,6 @@ func Cost(u Usage, p Price) float64 {
 		float64(u.OutputTokens)*p.Output +
 		float64(u.CacheReadTokens)*p.CacheRead +
 		float64(u.CacheWriteTokens)*p.CacheWrite) / 1e6
-}
-
-// ParsePrice parses the value of a price.<model> config key:
-// "input,output[,cache_read[,cache_write]]" in USD per million tokens, for example
-// "3,15,0.30,3.75". A missing cache price defaults to the input price — a model without
-// a cache discount — so an incomplete override never prices cached tokens at $0 and
-// never under-counts a budget; write 0 explicitly for a provider that does not charge.
-func ParsePrice(s string) (Price, error) {
-	parts := strings.Split(s, ",")
-	if len(parts) < 2 || len(parts) > 4 {
-		return Price{}, fmt.Errorf("price %q: want input,output[,cache_read[,cache_write]] in USD per million tokens", s)
-	}
-	names := []string{"input", "output", "cache_read", "cache_write"}
-	vals := make([]float64, 4)
-	for i, part := range parts {
-		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return Price{}, fmt.Errorf("price %q: %s %q is not a non-negative number", s, names[i], strings.TrimSpace(part))
-		}
-		vals[i] = v
-	}
-	pr := Price{Input: vals[0], Output: vals[1], CacheRead: vals[0], CacheWrite: vals[0]}
-	if len(parts) > 2 {
-		pr.CacheRead = vals[2]
-	}
-	if len(parts) > 3 {
-		pr.CacheWrite = vals[3]
-	}
-	return pr, nil
 }
 
 // models returns the names in p, sorted.

@@ -1,9 +1,6 @@
 package stop
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // Seed 002: calculateCost handles cache tokens, for every model of the table.
 func TestCostForEachModelWithCacheTokens(t *testing.T) {
@@ -91,37 +88,5 @@ func TestOverrideReplacesTheSameModel(t *testing.T) {
 	p.Override("my-local-model", Price{Input: 0.5, Output: 0.5})
 	if _, ok := p.Lookup("My-Local-Model"); !ok {
 		t.Error("new model not found")
-	}
-}
-
-func TestParsePrice(t *testing.T) {
-	cases := []struct {
-		in   string
-		want Price
-	}{
-		{"3,15,0.30,3.75", Price{Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75}},
-		{" 3 , 15 , 0.3 ", Price{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3}},
-		{"2.5,10", Price{Input: 2.5, Output: 10, CacheRead: 2.5, CacheWrite: 2.5}},
-		{"1,2,0,0", Price{Input: 1, Output: 2}},
-	}
-	for _, tc := range cases {
-		got, err := ParsePrice(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("ParsePrice(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []struct{ in, msg string }{
-		{"3", "want input,output"},
-		{"1,2,3,4,5", "want input,output"},
-		{"3,x", `output "x" is not a non-negative number`},
-		{"3,-1", `output "-1"`},
-		{"NaN,1", `input "NaN"`},
-		{"1,Inf", `output "Inf"`},
-		{"1,,2", `output ""`},
-	} {
-		_, err := ParsePrice(bad.in)
-		if err == nil || !strings.Contains(err.Error(), bad.msg) {
-			t.Errorf("ParsePrice(%q) error = %v, want it to mention %q", bad.in, err, bad.msg)
-		}
 	}
 }
