@@ -119,40 +119,15 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// eventDetail summarises an event's payload on one line.
+// eventDetail summarises an event's payload on one line: its Summary, or
+// for other events their payload as sorted key=value pairs.
 func eventDetail(ev api.Event) string {
+	if s := ev.Summary(); s != "" {
+		return truncate(s, 120)
+	}
 	var p map[string]any
 	if json.Unmarshal(ev.Payload, &p) != nil || len(p) == 0 {
 		return ""
-	}
-	get := func(k string) string {
-		if v, ok := p[k]; ok && v != nil {
-			return fmt.Sprint(v)
-		}
-		return ""
-	}
-	switch ev.Type {
-	case "STEP_STARTED":
-		return fmt.Sprintf("#%s %s, iteration %s", get("seq"), get("phase"), get("iteration"))
-	case "STEP_FINISHED", "STEP_INTERRUPTED":
-		s := fmt.Sprintf("#%s %s %s", get("seq"), get("phase"), get("status"))
-		if e := get("error"); e != "" {
-			s += ": " + truncate(e, 100)
-		}
-		return s
-	case "STEP_ADOPTED":
-		return fmt.Sprintf("#%s %s, pid %s", get("seq"), get("phase"), get("pid"))
-	case "CONDITION_PROGRESSED":
-		if get("unmeasurable") == "true" {
-			return get("description") + ": " + get("reason")
-		}
-		if v, ok := p["progress"].(float64); ok {
-			return fmt.Sprintf("%s: %.0f%%", get("description"), v*100)
-		}
-	case "RUN_COMPLETED", "RUN_FAILED", "RUN_ABORTED", "RUN_INTERRUPTED":
-		return get("reason") + " — " + get("description")
-	case "RUN_WAITING":
-		return "until " + get("until")
 	}
 	keys := make([]string, 0, len(p))
 	for k := range p {
@@ -161,7 +136,11 @@ func eventDetail(ev api.Event) string {
 	sort.Strings(keys)
 	var parts []string
 	for _, k := range keys {
-		parts = append(parts, k+"="+get(k))
+		v := ""
+		if p[k] != nil {
+			v = fmt.Sprint(p[k])
+		}
+		parts = append(parts, k+"="+v)
 	}
 	return truncate(strings.Join(parts, " "), 120)
 }

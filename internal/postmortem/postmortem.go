@@ -149,48 +149,9 @@ func timeline(evs []api.Event) []TimelineEntry {
 		if len(evs) > maxTimeline && i >= maxTimeline/2 && i < len(evs)-maxTimeline/2 {
 			continue
 		}
-		out = append(out, TimelineEntry{Seq: ev.Seq, TS: ev.TS, Type: ev.Type, Detail: detail(ev)})
+		out = append(out, TimelineEntry{Seq: ev.Seq, TS: ev.TS, Type: ev.Type, Detail: ev.Summary()})
 	}
 	return out
-}
-
-// detail is a one-line summary of an event's payload.
-func detail(ev api.Event) string {
-	var p map[string]any
-	if json.Unmarshal(ev.Payload, &p) != nil {
-		return ""
-	}
-	str := func(k string) string {
-		if v, ok := p[k]; ok && v != nil {
-			return fmt.Sprint(v)
-		}
-		return ""
-	}
-	switch ev.Type {
-	case "STEP_STARTED":
-		return fmt.Sprintf("#%s %s (iteration %s)", str("seq"), str("phase"), str("iteration"))
-	case "STEP_FINISHED", "STEP_INTERRUPTED":
-		d := fmt.Sprintf("#%s %s %s", str("seq"), str("phase"), str("status"))
-		if e := str("error"); e != "" {
-			d += ": " + e
-		}
-		return d
-	case "STEP_ADOPTED":
-		return fmt.Sprintf("#%s %s, pid %s", str("seq"), str("phase"), str("pid"))
-	case "CONDITION_PROGRESSED":
-		if str("unmeasurable") == "true" {
-			return str("description") + ": " + str("reason")
-		}
-		if v, ok := p["progress"].(float64); ok {
-			return fmt.Sprintf("%s: %.0f%%", str("description"), v*100)
-		}
-		return str("description")
-	case "RUN_COMPLETED", "RUN_FAILED", "RUN_ABORTED", "RUN_INTERRUPTED":
-		return str("reason") + ": " + str("description")
-	case "RUN_WAITING":
-		return "until " + str("until")
-	}
-	return ""
 }
 
 // Write writes postmortem.md and summary.json into dir atomically (each is
