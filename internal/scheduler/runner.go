@@ -156,8 +156,8 @@ func (r *runner) load() error {
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
 	}
-	r.usesOutput, r.usesScript = uses(set, stop.TypeOutputPattern), uses(set, stop.TypeCustomScript)
-	r.usesProgress = uses(set, stop.TypeNoProgress)
+	r.usesOutput, r.usesScript = set.Uses(stop.TypeOutputPattern), set.Uses(stop.TypeCustomScript)
+	r.usesProgress = set.Uses(stop.TypeNoProgress)
 	r.prices = pricesOf(cfg)
 	if r.approve, err = regexp.Compile(cfg.ReviewApprovePattern); err != nil {
 		return fmt.Errorf("review_approve_pattern: %w", err) // validated at creation; a frozen config is trusted
@@ -760,12 +760,6 @@ func stopUsage(u api.Usage, cfg config.Config) stop.Usage {
 		Model: model, PricedCostUSD: u.CostUSD, PricedKnown: !u.CostUnknown,
 		ReportedCostUSD: u.ReportedCostUSD, ReportedKnown: u.ReportedCostUSD > 0,
 	}
-}
-
-// uses reports whether any condition of set, at any depth, has type t.
-func uses(set stop.Set, t stop.Type) bool {
-	b, _ := json.Marshal(set)
-	return strings.Contains(string(b), `"type":"`+string(t)+`"`)
 }
 
 func stepPayload(st *storage.Step) map[string]any {

@@ -53,6 +53,34 @@ func (s Set) Len() int {
 	return len(s.Conditions) + len(s.SuccessConditions) + len(s.FailureConditions)
 }
 
+// Uses reports whether any condition of s, at any depth, has type t.
+func (s Set) Uses(t Type) bool {
+	var has func(c Condition) bool
+	has = func(c Condition) bool {
+		if c == nil {
+			return false
+		}
+		if c.Type() == t {
+			return true
+		}
+		switch c := c.(type) {
+		case All:
+			return slices.ContainsFunc(c.Conditions, has)
+		case Any:
+			return slices.ContainsFunc(c.Conditions, has)
+		case Negation:
+			return has(c.Condition)
+		}
+		return false
+	}
+	for _, l := range s.lists() {
+		if slices.ContainsFunc(l.conds, has) {
+			return true
+		}
+	}
+	return false
+}
+
 // lists returns the three lists with their JSON names and classes.
 func (s Set) lists() []classList {
 	return []classList{

@@ -176,3 +176,24 @@ func TestMergeAndShorthands(t *testing.T) {
 		t.Error("zero shorthands add conditions")
 	}
 }
+
+func TestSetUsesLooksAtEveryDepth(t *testing.T) {
+	var s Set
+	s.Add(ClassLimit, MaxIterations{Count: 5})
+	s.Add(ClassSuccess, All{Conditions: []Condition{FileCreated{Path: "done.txt"}, Not(Any{Conditions: []Condition{
+		OutputPattern{Pattern: "FAIL"}, NoProgress{Iterations: 3}}})}})
+	s.Add(ClassFailure, Negation{}) // a missing "not" is invalid, but must not panic here
+	for _, typ := range []Type{TypeMaxIterations, TypeFileCreated, TypeOutputPattern, TypeNoProgress} {
+		if !s.Uses(typ) {
+			t.Errorf("Uses(%s) = false, want true", typ)
+		}
+	}
+	for _, typ := range []Type{TypeCustomScript, TypeMaxCost} {
+		if s.Uses(typ) {
+			t.Errorf("Uses(%s) = true, want false", typ)
+		}
+	}
+	if (Set{}).Uses(TypeMaxIterations) {
+		t.Error("an empty set uses nothing")
+	}
+}
