@@ -10,9 +10,10 @@ import (
 )
 
 // BenchmarkStepWrites is the database work of one step as the scheduler
-// does it: insert the step with STEP_STARTED, finish
-// it (with its process) with STEP_FINISHED, an evaluation and a progress
-// event, read the run's flags.
+// does it: read the run's flags, then one transaction that finishes the
+// step (with its process) and its STEP_FINISHED event, records the
+// evaluation and a progress event, reads the flags again and inserts the
+// next step with STEP_STARTED.
 func BenchmarkStepWrites(b *testing.B) {
 	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "loopd.db"), Options{})
 	if err != nil {
@@ -20,36 +21,42 @@ func BenchmarkStepWrites(b *testing.B) {
 	}
 	defer s.Close()
 	ctx := b.Context()
+	newStep := func(seq int) *Step {
+		return &Step{RunID: "bench", Seq: seq, Phase: api.PhaseImplementation, Iteration: seq, LogPath: "/x/" + strconv.Itoa(seq)}
+	}
+	cur := newStep(1)
 	if err := s.Write(ctx, func(tx *Tx) error {
-		return tx.InsertRun(Run{ID: "bench", Workspace: "/ws", Goal: "g", Config: "{}", Conditions: "{}", Status: api.RunRunning}, nil)
+		if err := tx.InsertRun(Run{ID: "bench", Workspace: "/ws", Goal: "g", Config: "{}", Conditions: "{}", Status: api.RunRunning}, nil); err != nil {
+			return err
+		}
+		return tx.InsertStep(cur, map[string]any{"seq": 1})
 	}); err != nil {
 		b.Fatal(err)
 	}
-	seq := 0
+	pid, ticks := 4242, int64(123456)
 	for b.Loop() {
-		seq++
-		st := &Step{RunID: "bench", Seq: seq, Phase: api.PhaseImplementation, Iteration: seq, LogPath: "/x/" + strconv.Itoa(seq)}
-		if err := s.Write(ctx, func(tx *Tx) error { return tx.InsertStep(st, map[string]any{"seq": seq}) }); err != nil {
-			b.Fatal(err)
-		}
 		if _, err := s.RunFlags(ctx, "bench"); err != nil {
 			b.Fatal(err)
 		}
-		st.Status = api.StepSucceeded
+		cur.Status, cur.Pid, cur.Pgid, cur.ProcStart, cur.BootID = api.StepSucceeded, &pid, &pid, &ticks, "boot"
+		next := newStep(cur.Seq + 1)
 		if err := s.Write(ctx, func(tx *Tx) error {
-			if err := tx.FinishStep(st, events.StepFinished, map[string]any{"seq": seq}); err != nil {
+			if err := tx.FinishStep(cur, events.StepFinished, map[string]any{"seq": cur.Seq, "status": cur.Status}); err != nil {
 				return err
 			}
-			if err := tx.InsertEvaluation(Evaluation{RunID: "bench", StepID: &st.ID, Iteration: seq, Results: `[{"met":false}]`}, seq%16 == 0); err != nil {
+			if err := tx.InsertEvaluation(Evaluation{RunID: "bench", StepID: &cur.ID, Iteration: cur.Seq, Results: `[{"met":false}]`}, cur.Seq%16 == 0); err != nil {
 				return err
 			}
-			_, err := tx.Event("bench", &st.ID, events.ConditionProgressed, map[string]any{"progress": 0.5})
-			return err
+			if _, err := tx.Event("bench", &cur.ID, events.ConditionProgressed, map[string]any{"progress": 0.5}); err != nil {
+				return err
+			}
+			if _, err := tx.Flags("bench"); err != nil {
+				return err
+			}
+			return tx.InsertStep(next, map[string]any{"seq": next.Seq})
 		}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.RunFlags(ctx, "bench"); err != nil {
-			b.Fatal(err)
-		}
+		cur = next
 	}
 }

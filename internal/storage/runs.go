@@ -339,17 +339,19 @@ type Flags struct {
 // fraction of the cost of the whole row.
 func (s *Store) RunFlags(ctx context.Context, id string) (Flags, error) {
 	var f Flags
-	err := s.get(ctx, &f, `SELECT status, stop_request, pause_request, user_signal FROM runs WHERE id = ?`, id)
+	err := s.get(ctx, &f, qFlags, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return f, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
 	return f, err
 }
 
+const qFlags = `SELECT status, stop_request, pause_request, user_signal FROM runs WHERE id = ?`
+
 // Flags reads a run's Flags inside the transaction.
 func (t *Tx) Flags(id string) (Flags, error) {
 	var f Flags
-	err := t.get(&f, `SELECT status, stop_request, pause_request, user_signal FROM runs WHERE id = ?`, id)
+	err := t.get(&f, qFlags, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return f, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}

@@ -16,40 +16,44 @@ import (
 // The writer pool has a single connection, which a transaction holds: a
 // statement cannot be prepared on the pool from inside one. So the
 // writer's statements are the hot ones of the step path, prepared when the
-// store opens (hotWrites); any other write is prepared on the spot. The
-// reader pool prepares lazily, once per statement and connection.
+// store opens (hotWrites, and hotNamed for those with :name parameters,
+// whose parameter list is compiled then too); any other write is prepared
+// on the spot. The reader pool prepares lazily, once per statement and
+// connection.
 type stmts struct {
-	db   *sqlx.DB
-	lazy bool
-	mu   sync.Mutex
-	m    map[string]*sqlx.Stmt
+	db    *sqlx.DB
+	lazy  bool
+	mu    sync.Mutex
+	m     map[string]*sqlx.Stmt
+	named map[string]*sqlx.NamedStmt // by their :name text; filled before any use, read-only after
 }
 
 func newStmts(db *sqlx.DB, lazy bool) *stmts {
-	return &stmts{db: db, lazy: lazy, m: map[string]*sqlx.Stmt{}}
+	return &stmts{db: db, lazy: lazy, m: map[string]*sqlx.Stmt{}, named: map[string]*sqlx.NamedStmt{}}
 }
 
-// hotWrites are the statements every step executes.
-var hotWrites = []string{qInsertEvent, qSetStepProcess, qSetCancelCause, qInsertEvaluation, qPruneEvaluations,
-	named(qInsertStep, Step{}), named(qFinishStep, Step{})}
+// hotWrites and hotNamed are the statements every step executes.
+var (
+	hotWrites = []string{qFlags, qInsertEvent, qSetStepProcess, qSetCancelCause, qInsertEvaluation, qPruneEvaluations}
+	hotNamed  = []string{qInsertStep, qFinishStep}
+)
 
-// named turns a :name query into its positional form.
-func named(q string, arg any) string {
-	bound, _, err := sqlx.Named(q, arg)
-	if err != nil {
-		panic(fmt.Sprintf("storage: query %q: %v", q, err))
-	}
-	return bound
-}
-
-// prepare prepares qs now; called before any transaction.
-func (c *stmts) prepare(ctx context.Context, qs []string) error {
+// prepare prepares qs and the :name queries named now; called before any
+// transaction.
+func (c *stmts) prepare(ctx context.Context, qs, named []string) error {
 	for _, q := range qs {
 		st, err := c.db.PreparexContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", q, err)
 		}
 		c.m[q] = st
+	}
+	for _, q := range named {
+		st, err := c.db.PrepareNamedContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		c.named[q] = st
 	}
 	return nil
 }
@@ -84,6 +88,9 @@ func (c *stmts) close() {
 	for _, st := range c.m {
 		st.Close()
 	}
+	for _, st := range c.named {
+		st.Close()
+	}
 }
 
 // exec runs a write statement in the transaction, prepared once on the
@@ -101,6 +108,9 @@ func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
 
 // namedExec is exec with :name parameters bound from arg's db tags.
 func (t *Tx) namedExec(q string, arg any) (sql.Result, error) {
+	if st := t.writes.named[q]; st != nil {
+		return t.tx.NamedStmtContext(t.ctx, st).ExecContext(t.ctx, arg)
+	}
 	bound, args, err := sqlx.Named(q, arg)
 	if err != nil {
 		return nil, fmt.Errorf("bind %q: %w", q, err)

@@ -102,7 +102,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s := &Store{w: w, r: r, writes: newStmts(w, false), reads: newStmts(r, true), notify: opts.Notify, now: opts.Now}
-	if err := s.writes.prepare(ctx, hotWrites); err != nil {
+	if err := s.writes.prepare(ctx, hotWrites, hotNamed); err != nil {
 		s.Close()
 		return nil, err
 	}
