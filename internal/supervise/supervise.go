@@ -10,6 +10,15 @@
 // status to the run's exits file last. The shell is needed to run a shell
 // command anyway, so recording the status costs no extra program.
 //
+// Gate: a step may be started before the daemon has recorded it, so that
+// starting its process overlaps with the database commit that records it
+// (Spec.Gated). Its wrapper then waits, before anything else, for one line
+// on a pipe from the daemon (Open); if the pipe closes without one — the
+// daemon abandoned the step, or died before recording it — the wrapper
+// exits without running a command or recording a status. So a step's
+// commands never run unless the daemon says so after its row is committed,
+// whatever moment the daemon dies at.
+//
 // Identity: a step's processes carry a tag unique to the step, in the
 // leader's argv and in every process's environment ($LOOPD_STEP_TAG). The
 // leader's pid, start time (clock ticks since boot) and the boot id are
@@ -40,6 +49,10 @@ import (
 // wrapper is the shell program around a step's commands. $0 is the tag,
 // $1 the exits file, $2 the mode, the rest are the commands.
 //
+// A mode starting with "g" is gated: the wrapper first reads a line from
+// fd 3 (the gate) and closes it, so no command inherits it; at end of
+// file it exits with 125 and records nothing (see Open and Abandon).
+//
 // In mode "s" each command runs in a subshell of the wrapper, so that
 // nothing the command does can take the wrapper's place or its duty to
 // record: a command that calls exit, sets its own EXIT trap, or execs
@@ -65,6 +78,11 @@ import (
 // follows the grace period.
 const wrapper = `__loopd_s=$1 __loopd_m=$2; shift 2
 trap : TERM
+case $__loopd_m in g?)
+  IFS= read -r __loopd_g <&3 || exit 125
+  exec 3<&-
+  __loopd_m=${__loopd_m#g};;
+esac
 if [ "$__loopd_m" = i ]; then
   trap 'printf "\n%s exit %d\n" "$0" $? >>"$__loopd_s"' EXIT
   eval "$1"
@@ -97,6 +115,9 @@ type Spec struct {
 	LogPath    string   // stdout and stderr are appended here (created 0600)
 	StatusPath string   // the exits file: the wrapper appends "<tag> exit <code>" when the commands end (shared by a run's steps)
 	Tag        string   // unique per step; placed in argv and in $LOOPD_STEP_TAG to recognise its processes later
+	// Gated starts the step's wrapper waiting for Open before it runs
+	// the commands; Abandon ends it without running them.
+	Gated bool
 }
 
 // Identity identifies a step's leader process across daemon restarts.
@@ -144,6 +165,10 @@ type Process struct {
 	cmd     *exec.Cmd // for children of this daemon
 	pidfd   int       // for adopted processes with pidfd support; -1 otherwise
 	adopted bool      // started by an earlier daemon
+
+	gated  bool     // started with Spec.Gated
+	gate   *os.File // the gate's write end until Open or Abandon
+	opened bool     // Open said go: the wrapper's exit status is the commands'
 }
 
 // Start launches a step.
@@ -169,6 +194,14 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Commands) == 1 && simple(spec.Commands[0]) {
 		mode = "i"
 	}
+	var gateR, gateW *os.File
+	if spec.Gated {
+		if gateR, gateW, err = os.Pipe(); err != nil { // close-on-exec: no other step inherits either end
+			return nil, fmt.Errorf("start step: gate: %w", err)
+		}
+		defer gateR.Close() // the child has its own copy as fd 3
+		mode = "g" + mode
+	}
 	args := append([]string{"-c", wrapper, spec.Tag, spec.StatusPath, mode}, spec.Commands...)
 	cmd := &exec.Cmd{
 		Path:   "/bin/sh",
@@ -183,7 +216,13 @@ func Start(spec Spec) (*Process, error) {
 		// reaches the step.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
+	if gateR != nil {
+		cmd.ExtraFiles = []*os.File{gateR} // fd 3
+	}
 	if err := cmd.Start(); err != nil {
+		if gateW != nil {
+			gateW.Close()
+		}
 		return nil, fmt.Errorf("start step: %w", err)
 	}
 	p := &Process{
@@ -192,18 +231,63 @@ func Start(spec Spec) (*Process, error) {
 		done:       make(chan struct{}),
 		cmd:        cmd,
 		pidfd:      -1,
+		gated:      spec.Gated,
+		gate:       gateW,
 	}
 	p.Pid = cmd.Process.Pid
 	p.BootID = BootID()
-	// The child exists until reaped, so its start time is readable now.
-	p.StartTicks, _ = StartTicks(p.Pid)
 	go p.waitChild()
 	return p, nil
+}
+
+// Open lets a gated step run its commands. It fails when the step is not
+// gated, was opened or abandoned already, or its wrapper is gone.
+func (p *Process) Open() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		return errors.New("open step: not a waiting gated step")
+	}
+	_, err := p.gate.Write([]byte("\n"))
+	p.gate.Close()
+	p.gate = nil
+	if err != nil {
+		return fmt.Errorf("open step: %w", err)
+	}
+	p.opened = true
+	return nil
+}
+
+// Abandon ends a gated step that was not opened, without its commands
+// having run, and returns once its process is reaped.
+func (p *Process) Abandon() {
+	p.mu.Lock()
+	if p.gate != nil {
+		p.gate.Close()
+		p.gate = nil
+	}
+	p.mu.Unlock()
+	<-p.done
+}
+
+// Ident returns the process's identity; for a child of this daemon its
+// start time is known once the step has ended (it is read while the step
+// runs, off the daemon's path from one step to the next).
+func (p *Process) Ident() Identity {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Identity
 }
 
 // waitChild observes the leader's exit without reaping it, kills whatever
 // the step left running in its group, then reaps.
 func (p *Process) waitChild() {
+	// The child exists until reaped, so its start time is readable until
+	// then; read now, while the step runs.
+	ticks, _ := StartTicks(p.Pid)
+	p.mu.Lock()
+	p.StartTicks = ticks
+	p.mu.Unlock()
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, p.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -219,9 +303,14 @@ func (p *Process) waitChild() {
 	_ = p.cmd.Wait() // the exit status is in ProcessState
 	p.reaped = true
 	// The wrapper exits with its commands' status once it has recorded
-	// it; killed by a signal, it recorded nothing.
+	// it; killed by a signal, or at a gate never opened, it recorded
+	// nothing.
 	p.exit = exitFromState(p.cmd.ProcessState)
-	p.exit.Recorded = p.exit.Signal == 0
+	p.exit.Recorded = p.exit.Signal == 0 && (!p.gated || p.opened)
+	if p.gate != nil {
+		p.gate.Close() // it ended at its gate: there is nothing left to open
+		p.gate = nil
+	}
 	p.mu.Unlock()
 	close(p.done)
 }

@@ -16,16 +16,21 @@ import (
 )
 
 // When LOOPD_SUPERVISE_TEST_DAEMON is set, the test binary plays a daemon
-// that starts a step and exits at once without waiting for it, so the test
-// can adopt a process that is not its child.
+// that starts a step (gated, without opening it, when
+// LOOPD_SUPERVISE_TEST_GATED is set) and exits at once without waiting for
+// it, so the test can adopt a process that is not its child.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("LOOPD_SUPERVISE_TEST_DAEMON"); dir != "" {
-		p, err := Start(specIn(dir, os.Getenv("LOOPD_SUPERVISE_TEST_CMD")))
+		spec := specIn(dir, os.Getenv("LOOPD_SUPERVISE_TEST_CMD"))
+		spec.Gated = os.Getenv("LOOPD_SUPERVISE_TEST_GATED") != ""
+		p, err := Start(spec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		_ = json.NewEncoder(os.Stdout).Encode(p.Identity)
+		id := p.Ident() // its start time is read in the background: read it here
+		id.StartTicks, _ = StartTicks(id.Pid)
+		_ = json.NewEncoder(os.Stdout).Encode(id)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -162,28 +167,29 @@ func TestOwnSessionAndIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Terminate(time.Second)
 	pgid, _ := unix.Getpgid(p.Pid)
 	sid, _ := unix.Getsid(p.Pid)
 	if pgid != p.Pid || sid != p.Pid {
 		t.Errorf("pgid %d sid %d, want both %d", pgid, sid, p.Pid)
 	}
-	if p.StartTicks == 0 || p.BootID == "" {
-		t.Errorf("identity not recorded: %+v", p.Identity)
+	id, ok := Find(specIn(dir).Tag)
+	if !ok || id.Pid != p.Pid || id.StartTicks == 0 || id.BootID == "" {
+		t.Fatalf("Find by /proc scan = %+v, %v", id, ok)
 	}
-	if !Matches(p.Identity, specIn(dir).Tag) {
+	if !Matches(id, specIn(dir).Tag) {
 		t.Error("Matches(own identity) = false")
 	}
-	if Matches(p.Identity, "loopd-step:someone-else") {
+	if Matches(id, "loopd-step:someone-else") {
 		t.Error("Matches with another tag = true")
 	}
-	wrong := p.Identity
+	wrong := id
 	wrong.StartTicks++
 	if Matches(wrong, specIn(dir).Tag) {
 		t.Error("Matches with another start time = true (pid reuse guard)")
 	}
-	if id, ok := Find(specIn(dir).Tag); !ok || id.Pid != p.Pid {
-		t.Errorf("Find by /proc scan = %+v, %v", id, ok)
+	p.Terminate(time.Second)
+	if got := p.Ident(); got != id {
+		t.Errorf("identity recorded with the step's end = %+v, want %+v", got, id)
 	}
 }
 
@@ -358,7 +364,7 @@ func TestAdoptTerminate(t *testing.T) {
 	eventually(t, "child killed", func() bool { return !alive(child) })
 }
 
-func startDetached(t *testing.T, dir, command string) Identity {
+func startDetached(t *testing.T, dir, command string, env ...string) Identity {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -366,6 +372,7 @@ func startDetached(t *testing.T, dir, command string) Identity {
 	}
 	cmd := newCmd(exe)
 	cmd.Env = append(os.Environ(), "LOOPD_SUPERVISE_TEST_DAEMON="+dir, "LOOPD_SUPERVISE_TEST_CMD="+command)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("mini daemon: %v", err)

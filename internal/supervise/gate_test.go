@@ -1,0 +1,93 @@
+package supervise
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// ran reports whether a test step's command (`touch "$STEP_DIR/ran"`) ran.
+func ran(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "ran"))
+	return err == nil
+}
+
+// A gated step waits for Open, then runs and records like any other, in
+// both of the wrapper's modes.
+func TestGatedStepRunsWhenOpened(t *testing.T) {
+	for name, commands := range map[string][]string{
+		"one plain command": {`touch "$STEP_DIR/ran"`},
+		"several commands":  {`touch "$STEP_DIR/ran"`, "exit 3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := specIn(dir, commands...)
+			spec.Gated = true
+			p, err := Start(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ran(dir) {
+				t.Fatal("the command ran before the step was opened")
+			}
+			if err := p.Open(); err != nil {
+				t.Fatal(err)
+			}
+			ex := waitDone(t, p)
+			want := 0
+			if len(commands) > 1 {
+				want = 3
+			}
+			if !ran(dir) || ex.Code != want || !ex.Recorded {
+				t.Errorf("ran %v, exit %+v; want it run with exit %d, recorded", ran(dir), ex, want)
+			}
+			if code, ok := ReadStatus(spec.StatusPath, spec.Tag); !ok || code != want {
+				t.Errorf("exits file: %d, %v", code, ok)
+			}
+			if err := p.Open(); err == nil {
+				t.Error("a second Open succeeded")
+			}
+		})
+	}
+}
+
+// An abandoned step runs nothing and records nothing: its outcome is not
+// the commands'.
+func TestAbandonedGatedStepRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, `touch "$STEP_DIR/ran"`)
+	spec.Gated = true
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Abandon()
+	if ex := p.Exit(); ex.Recorded {
+		t.Errorf("exit %+v of an abandoned step counts as recorded", ex)
+	}
+	if ran(dir) {
+		t.Error("an abandoned step ran its command")
+	}
+	if _, ok := ReadStatus(spec.StatusPath, spec.Tag); ok {
+		t.Error("an abandoned step recorded a status")
+	}
+	if err := p.Open(); err == nil {
+		t.Error("Open after Abandon succeeded")
+	}
+}
+
+// The daemon dies (here: a mini daemon exits) after starting a gated step
+// and before opening it: the step ends without running its command or
+// recording a status, so a restarted daemon finds its outcome lost and
+// never takes an unrecorded run of the command for a result.
+func TestGatedStepOfADeadDaemonRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `touch "$STEP_DIR/ran"`, "LOOPD_SUPERVISE_TEST_GATED=1")
+	eventually(t, "the gated step to end", func() bool { return !alive(id.Pid) })
+	if ran(dir) {
+		t.Error("the step ran although its daemon never opened it")
+	}
+	if _, ok := ReadStatus(filepath.Join(dir, "exits"), specIn(dir).Tag); ok {
+		t.Error("the step recorded a status")
+	}
+}
