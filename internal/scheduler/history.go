@@ -26,9 +26,19 @@ type Next struct {
 // History is everything a run's counters are derived from: its persisted
 // steps, in seq order. Nothing here is kept only in memory, so the numbers
 // are identical before and after any daemon restart.
+//
+// The counters are folds over the steps. Every step but the newest is
+// final, so their fold is kept (extended as steps are added) and only the
+// newest is folded afresh: the counters cost the same after step 10,000
+// as after step 10. Steps may therefore change only through Append and
+// SetLast.
 type History struct {
 	Steps    []storage.Step
 	Pipeline Pipeline
+
+	prefix  tally // the fold of Steps[:folded]
+	folded  int
+	scratch tally
 }
 
 // NewHistory orders steps by seq (the order they ran in, whatever order
@@ -37,6 +47,161 @@ func NewHistory(steps []storage.Step, p Pipeline) History {
 	steps = slices.Clone(steps)
 	slices.SortFunc(steps, func(a, b storage.Step) int { return a.Seq - b.Seq })
 	return History{Steps: steps, Pipeline: p}
+}
+
+// Append adds the newest step.
+func (h *History) Append(s storage.Step) { h.Steps = append(h.Steps, s) }
+
+// SetLast replaces the newest step (a running step that ended).
+func (h *History) SetLast(s storage.Step) { h.Steps[len(h.Steps)-1] = s }
+
+// sum returns the fold of every step.
+func (h *History) sum() *tally {
+	for n := len(h.Steps) - 1; h.folded < n; h.folded++ {
+		h.prefix.add(h.Steps, h.folded)
+	}
+	h.scratch = h.prefix
+	if len(h.Steps) > 0 {
+		h.scratch.add(h.Steps, len(h.Steps)-1)
+	}
+	return &h.scratch
+}
+
+// tally is the fold of a run of steps: everything the counters need.
+type tally struct {
+	streaks      [3]int // consecutive counted failures by phase (phaseIndex)
+	testFailures int    // consecutive counted verification failures
+	stuckTask    string // the plan task of the latest verification failures, and how many in a row
+	stuckCount   int
+
+	endedMS int64   // summed durations of ended steps
+	running []int64 // start times of steps without an end (only ever the newest)
+	usage   api.Usage
+
+	lastVerification int // index+1 of the newest counted verification step, 0 = none
+
+	// Progress signals per iteration: the current (newest) iteration's so
+	// far, and, of the iterations before it, the newest one's and how many
+	// in a row at the end made no progress.
+	iter, prevIter      signal
+	iterNum, iterations int // the current iteration's number, and how many have started
+	noProgress          int
+}
+
+// signal is what an iteration achieved: the workspace fingerprint after
+// the agent, the most tests passing, the most plan items checked.
+type signal struct {
+	fingerprint string
+	passed      int
+	checked     int
+}
+
+// progressed reports whether b made progress over a.
+func progressed(a, b signal) bool {
+	return b.fingerprint != a.fingerprint || b.passed > a.passed || b.checked > a.checked
+}
+
+func phaseIndex(p api.Phase) int {
+	switch p {
+	case api.PhaseReview:
+		return 1
+	case api.PhaseVerification:
+		return 2
+	}
+	return 0
+}
+
+// add folds steps[i] in.
+func (t *tally) add(steps []storage.Step, i int) {
+	s := &steps[i]
+	if s.EndedAt != nil {
+		t.endedMS += *s.EndedAt - s.StartedAt
+	} else {
+		t.running = append(t.running, s.StartedAt)
+	}
+	t.addUsage(s)
+	if !counts(s) {
+		return
+	}
+	failed := s.Status == api.StepFailed
+	if failed {
+		t.streaks[phaseIndex(s.Phase)]++
+	} else {
+		t.streaks[phaseIndex(s.Phase)] = 0
+	}
+	if s.Phase == api.PhaseVerification {
+		t.lastVerification = i + 1
+		if failed {
+			t.testFailures++
+		} else {
+			t.testFailures = 0
+		}
+		if s.PlanTask != "" {
+			switch {
+			case !failed:
+				t.stuckTask, t.stuckCount = "", 0
+			case s.PlanTask == t.stuckTask:
+				t.stuckCount++
+			default:
+				t.stuckTask, t.stuckCount = s.PlanTask, 1
+			}
+		}
+	}
+	if s.Phase == api.PhaseImplementation && (t.iterations == 0 || s.Iteration != t.iterNum) {
+		if t.iterations > 0 {
+			t.endIteration()
+		}
+		t.iterNum, t.iterations = s.Iteration, t.iterations+1
+		t.iter = signal{passed: -1, checked: -1}
+	}
+	if t.iterations == 0 {
+		return // before the first implementation step: no iteration to credit
+	}
+	if s.Fingerprint != "" {
+		t.iter.fingerprint = s.Fingerprint
+	}
+	if s.TestsPassed != nil {
+		t.iter.passed = max(t.iter.passed, *s.TestsPassed)
+	}
+	if s.PlanChecked != nil {
+		t.iter.checked = max(t.iter.checked, *s.PlanChecked)
+	}
+}
+
+// endIteration closes the current iteration: compared with the one before
+// (the first is compared with nothing), it extends or ends the run of
+// iterations without progress.
+func (t *tally) endIteration() {
+	if t.iterations > 1 {
+		if progressed(t.prevIter, t.iter) {
+			t.noProgress = 0
+		} else {
+			t.noProgress++
+		}
+	}
+	t.prevIter = t.iter
+}
+
+func (t *tally) addUsage(s *storage.Step) {
+	u := &t.usage
+	u.InputTokens += s.InputTokens
+	u.OutputTokens += s.OutputTokens
+	u.CacheReadTokens += s.CacheReadTokens
+	u.CacheWriteTokens += s.CacheWriteTokens
+	if s.ReportedCostUSD != nil {
+		u.ReportedCostUSD += *s.ReportedCostUSD
+	}
+	switch {
+	case s.PricedCostUSD != nil:
+		u.CostUSD += *s.PricedCostUSD
+	case s.ReportedCostUSD != nil:
+		u.CostUSD += *s.ReportedCostUSD
+	case s.UsageFound:
+		u.CostUnknown = true
+	}
+	if s.Model != "" {
+		u.Model = s.Model
+	}
 }
 
 // counts reports whether a step counts toward iterations and failure
@@ -122,68 +287,30 @@ func (h *History) CompletedIterations() int {
 // failure increments its phase, a success resets it; other steps change
 // nothing.
 func (h *History) Streaks() map[api.Phase]int {
-	streaks := map[api.Phase]int{}
-	for i := range h.Steps {
-		s := &h.Steps[i]
-		if !counts(s) {
-			continue
-		}
-		if s.Status == api.StepFailed {
-			streaks[s.Phase]++
-		} else {
-			streaks[s.Phase] = 0
-		}
+	t := h.sum()
+	return map[api.Phase]int{
+		api.PhaseImplementation: t.streaks[0],
+		api.PhaseReview:         t.streaks[1],
+		api.PhaseVerification:   t.streaks[2],
 	}
-	return streaks
 }
 
 // Counters returns the streaks in their wire form.
 func (h *History) Counters() api.Counters {
-	st := h.Streaks()
-	return api.Counters{
-		Implementation: st[api.PhaseImplementation],
-		Review:         st[api.PhaseReview],
-		Verification:   st[api.PhaseVerification],
-	}
+	t := h.sum()
+	return api.Counters{Implementation: t.streaks[0], Review: t.streaks[1], Verification: t.streaks[2]}
 }
 
 // TestFailureStreak counts the verification steps at the end of the
 // history whose tests failed, consecutively.
-func (h *History) TestFailureStreak() int {
-	n := 0
-	for i := range h.Steps {
-		s := &h.Steps[i]
-		if s.Phase != api.PhaseVerification || !counts(s) {
-			continue
-		}
-		if s.Status == api.StepFailed {
-			n++
-		} else {
-			n = 0
-		}
-	}
-	return n
-}
+func (h *History) TestFailureStreak() int { return h.sum().testFailures }
 
 // StuckTask returns how many times in a row the same plan task failed
 // verification (seed 003): a failure on the same task increments, on
 // another task restarts at 1, a pass resets to 0.
 func (h *History) StuckTask() (task string, failures int) {
-	for i := range h.Steps {
-		s := &h.Steps[i]
-		if s.Phase != api.PhaseVerification || !counts(s) || s.PlanTask == "" {
-			continue
-		}
-		switch {
-		case s.Status == api.StepSucceeded:
-			task, failures = "", 0
-		case s.PlanTask == task:
-			failures++
-		default:
-			task, failures = s.PlanTask, 1
-		}
-	}
-	return task, failures
+	t := h.sum()
+	return t.stuckTask, t.stuckCount
 }
 
 // IterationsSinceProgress counts the ended iterations, newest first, that
@@ -192,95 +319,28 @@ func (h *History) StuckTask() (task string, failures int) {
 // in the iteration before. The first iteration is compared with nothing
 // and always counts as progress.
 func (h *History) IterationsSinceProgress() int {
-	type signal struct {
-		fingerprint string
-		passed      int
-		checked     int
+	t := *h.sum()
+	if h.IterationEnded() && t.iterations > 0 {
+		t.endIteration() // the current iteration counts once it has ended
 	}
-	var iters []signal
-	cur := -1
-	for i := range h.Steps {
-		s := &h.Steps[i]
-		if !counts(s) {
-			continue
-		}
-		if s.Phase == api.PhaseImplementation && s.Iteration != cur {
-			cur = s.Iteration
-			iters = append(iters, signal{passed: -1, checked: -1})
-		}
-		if len(iters) == 0 {
-			continue
-		}
-		sig := &iters[len(iters)-1]
-		if s.Fingerprint != "" {
-			sig.fingerprint = s.Fingerprint
-		}
-		if s.TestsPassed != nil {
-			sig.passed = max(sig.passed, *s.TestsPassed)
-		}
-		if s.PlanChecked != nil {
-			sig.checked = max(sig.checked, *s.PlanChecked)
-		}
-	}
-	if !h.IterationEnded() && len(iters) > 0 {
-		iters = iters[:len(iters)-1] // the current iteration has not ended yet
-	}
-	n := 0
-	for i := len(iters) - 1; i > 0; i-- {
-		a, b := iters[i-1], iters[i]
-		progressed := b.fingerprint != a.fingerprint || b.passed > a.passed || b.checked > a.checked
-		if progressed {
-			break
-		}
-		n++
-	}
-	return n
+	return t.noProgress
 }
 
 // ElapsedMS is the wall time the run has spent executing steps: the sum of
 // step durations (an INTERRUPTED step counts until its last output, which
 // is when it was recorded to end).
 func (h *History) ElapsedMS(now int64) int64 {
-	var total int64
-	for i := range h.Steps {
-		s := &h.Steps[i]
-		switch {
-		case s.EndedAt != nil:
-			total += *s.EndedAt - s.StartedAt
-		default:
-			total += max(now-s.StartedAt, 0)
-		}
+	t := h.sum()
+	total := t.endedMS
+	for _, start := range t.running {
+		total += max(now-start, 0)
 	}
 	return total
 }
 
 // Usage sums token usage and cost over every step, whatever its status:
 // tokens spent by a step that was canceled or interrupted were still spent.
-func (h *History) Usage() api.Usage {
-	var u api.Usage
-	for i := range h.Steps {
-		s := &h.Steps[i]
-		u.InputTokens += s.InputTokens
-		u.OutputTokens += s.OutputTokens
-		u.CacheReadTokens += s.CacheReadTokens
-		u.CacheWriteTokens += s.CacheWriteTokens
-		if s.ReportedCostUSD != nil {
-			u.ReportedCostUSD += *s.ReportedCostUSD
-		}
-		switch {
-		case s.PricedCostUSD != nil:
-			u.CostUSD += *s.PricedCostUSD
-		case s.ReportedCostUSD != nil:
-			u.CostUSD += *s.ReportedCostUSD
-		case s.UsageFound:
-			u.CostUnknown = true
-		}
-		if s.Model != "" {
-			u.Model = s.Model
-		}
-	}
-	return u
-}
+func (h *History) Usage() api.Usage { return h.sum().usage }
 
 // LastIn returns the newest counted step of a phase in an iteration.
 func (h *History) LastIn(iteration int, phase api.Phase) *storage.Step {
@@ -313,10 +373,8 @@ func (h *History) LastFailure(iteration int) *storage.Step {
 
 // LastVerification returns the newest counted verification step.
 func (h *History) LastVerification() *storage.Step {
-	for i := len(h.Steps) - 1; i >= 0; i-- {
-		if s := &h.Steps[i]; s.Phase == api.PhaseVerification && counts(s) {
-			return s
-		}
+	if i := h.sum().lastVerification; i > 0 {
+		return &h.Steps[i-1]
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -111,7 +112,7 @@ func TestHistoryElapsed(t *testing.T) {
 		t.Errorf("ElapsedMS = %d, want 1100 (two 500ms steps, 100ms of the interrupted one)", got)
 	}
 	running := storage.Step{Seq: 4, Phase: api.PhaseImplementation, Iteration: 2, Status: api.StepRunning, StartedAt: 10_000}
-	h.Steps = append(h.Steps, running)
+	h.Append(running)
 	if got := h.ElapsedMS(10_250); got != 1350 {
 		t.Errorf("ElapsedMS with a running step = %d, want 1350", got)
 	}
@@ -168,4 +169,219 @@ func TestIterationsSinceProgress(t *testing.T) {
 	if got := h.IterationsSinceProgress(); got != 0 {
 		t.Errorf("with more tests passing: %d, want 0", got)
 	}
+}
+
+// The folded counters agree with their definitions (the straightforward
+// passes over every step, below) on random histories, after every step
+// and while the newest step is still running.
+func TestHistoryFoldMatchesDefinitions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	phases := []api.Phase{api.PhaseImplementation, api.PhaseReview, api.PhaseVerification}
+	statuses := []api.StepStatus{api.StepSucceeded, api.StepFailed, api.StepFailed, api.StepInterrupted, api.StepCanceled}
+	for round := range 200 {
+		p := Pipeline{Review: rng.IntN(2) == 0, Verification: rng.IntN(4) > 0}
+		h := NewHistory(nil, p)
+		iteration := 1
+		for seq := 1; seq <= 60; seq++ {
+			s := storage.Step{Seq: seq, Phase: phases[rng.IntN(3)], Iteration: iteration, Status: api.StepRunning,
+				StartedAt: int64(seq * 1000)}
+			s.PlanTask, s.InputTokens = []string{"", "a", "b"}[rng.IntN(3)], int64(rng.IntN(100))
+			if rng.IntN(5) == 0 {
+				iteration++
+			}
+			h.Append(s)
+			check(t, round, &h)
+			s.Status = statuses[rng.IntN(len(statuses))]
+			if rng.IntN(10) > 0 {
+				end := s.StartedAt + int64(rng.IntN(900))
+				s.EndedAt = &end
+			}
+			if rng.IntN(8) == 0 {
+				until := int64(1)
+				s.RateLimitedUntil = &until
+			}
+			s.Fingerprint = []string{"", "x", "y"}[rng.IntN(3)]
+			if rng.IntN(2) == 0 {
+				n := rng.IntN(5)
+				s.TestsPassed = &n
+			}
+			if rng.IntN(3) == 0 {
+				n := rng.IntN(4)
+				s.PlanChecked = &n
+			}
+			switch rng.IntN(4) {
+			case 0:
+				c := rng.Float64()
+				s.PricedCostUSD = &c
+			case 1:
+				c := rng.Float64()
+				s.ReportedCostUSD = &c
+			case 2:
+				s.UsageFound, s.Model = true, "m"+string(rune('a'+rng.IntN(3)))
+			}
+			h.SetLast(s)
+			check(t, round, &h)
+		}
+	}
+}
+
+func check(t *testing.T, round int, h *History) {
+	t.Helper()
+	n := len(h.Steps)
+	if got, want := h.Streaks(), defStreaks(h); !maps.Equal(got, want) && !(len(got) == 3 && zeroOr(got, want)) {
+		t.Fatalf("round %d, %d steps: Streaks = %v, want %v", round, n, got, want)
+	}
+	if got, want := h.TestFailureStreak(), defTestFailureStreak(h); got != want {
+		t.Fatalf("round %d, %d steps: TestFailureStreak = %d, want %d", round, n, got, want)
+	}
+	gt, gn := h.StuckTask()
+	wt, wn := defStuckTask(h)
+	if gt != wt || gn != wn {
+		t.Fatalf("round %d, %d steps: StuckTask = %q %d, want %q %d", round, n, gt, gn, wt, wn)
+	}
+	if got, want := h.IterationsSinceProgress(), defIterationsSinceProgress(h); got != want {
+		t.Fatalf("round %d, %d steps: IterationsSinceProgress = %d, want %d", round, n, got, want)
+	}
+	now := int64(n*1000 + 400)
+	if got, want := h.ElapsedMS(now), defElapsedMS(h, now); got != want {
+		t.Fatalf("round %d, %d steps: ElapsedMS = %d, want %d", round, n, got, want)
+	}
+	if got, want := h.Usage(), defUsage(h); got != want {
+		t.Fatalf("round %d, %d steps: Usage = %+v, want %+v", round, n, got, want)
+	}
+	if got, want := h.LastVerification(), defLastVerification(h); got != want {
+		t.Fatalf("round %d, %d steps: LastVerification = %p, want %p", round, n, got, want)
+	}
+}
+
+// zeroOr reports whether got has want's counts, with zeros for the phases
+// want never saw.
+func zeroOr(got, want map[api.Phase]int) bool {
+	for k, v := range got {
+		if want[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// The definitions: one pass over every step each.
+
+func defStreaks(h *History) map[api.Phase]int {
+	streaks := map[api.Phase]int{}
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if !counts(s) {
+			continue
+		}
+		if s.Status == api.StepFailed {
+			streaks[s.Phase]++
+		} else {
+			streaks[s.Phase] = 0
+		}
+	}
+	return streaks
+}
+
+func defTestFailureStreak(h *History) int {
+	n := 0
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.Phase != api.PhaseVerification || !counts(s) {
+			continue
+		}
+		if s.Status == api.StepFailed {
+			n++
+		} else {
+			n = 0
+		}
+	}
+	return n
+}
+
+func defStuckTask(h *History) (task string, failures int) {
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.Phase != api.PhaseVerification || !counts(s) || s.PlanTask == "" {
+			continue
+		}
+		switch {
+		case s.Status == api.StepSucceeded:
+			task, failures = "", 0
+		case s.PlanTask == task:
+			failures++
+		default:
+			task, failures = s.PlanTask, 1
+		}
+	}
+	return task, failures
+}
+
+func defIterationsSinceProgress(h *History) int {
+	var iters []signal
+	cur := -1
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if !counts(s) {
+			continue
+		}
+		if s.Phase == api.PhaseImplementation && s.Iteration != cur {
+			cur = s.Iteration
+			iters = append(iters, signal{passed: -1, checked: -1})
+		}
+		if len(iters) == 0 {
+			continue
+		}
+		sig := &iters[len(iters)-1]
+		if s.Fingerprint != "" {
+			sig.fingerprint = s.Fingerprint
+		}
+		if s.TestsPassed != nil {
+			sig.passed = max(sig.passed, *s.TestsPassed)
+		}
+		if s.PlanChecked != nil {
+			sig.checked = max(sig.checked, *s.PlanChecked)
+		}
+	}
+	if !h.IterationEnded() && len(iters) > 0 {
+		iters = iters[:len(iters)-1]
+	}
+	n := 0
+	for i := len(iters) - 1; i > 0; i-- {
+		if progressed(iters[i-1], iters[i]) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+func defElapsedMS(h *History, now int64) int64 {
+	var total int64
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.EndedAt != nil {
+			total += *s.EndedAt - s.StartedAt
+		} else {
+			total += max(now-s.StartedAt, 0)
+		}
+	}
+	return total
+}
+
+func defUsage(h *History) api.Usage {
+	var t tally
+	for i := range h.Steps {
+		t.addUsage(&h.Steps[i])
+	}
+	return t.usage
+}
+
+func defLastVerification(h *History) *storage.Step {
+	for i := len(h.Steps) - 1; i >= 0; i-- {
+		if s := &h.Steps[i]; s.Phase == api.PhaseVerification && counts(s) {
+			return s
+		}
+	}
+	return nil
 }

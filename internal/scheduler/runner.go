@@ -288,7 +288,7 @@ func (r *runner) loop(recovered bool) error {
 			if err := r.write(st.insert); err != nil {
 				return err
 			}
-			r.hist.Steps = append(r.hist.Steps, *st.step)
+			r.hist.Append(*st.step)
 		}
 		done, err := r.launch(st.step, env)
 		if err != nil {
@@ -414,7 +414,7 @@ func agentNotFound(bin string) string {
 // in one transaction. done reports that the runner must return.
 func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err error) {
 	if st != nil {
-		r.hist.Steps[len(r.hist.Steps)-1] = *st
+		r.hist.SetLast(*st)
 		if st.Status == api.StepInterrupted {
 			typ = events.StepInterrupted // however its outcome was lost
 		}
@@ -490,7 +490,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 		r.evaluations++
 	}
 	if next != nil && inserted {
-		r.hist.Steps = append(r.hist.Steps, *next.step)
+		r.hist.Append(*next.step)
 		r.next = next
 	}
 	if d != nil {
