@@ -322,7 +322,9 @@ func (d *Daemon) handleWait(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	seen := d.bus.Seq()
 	for {
-		cur, err := d.store.Run(r.Context(), run.ID)
+		// Every commit of any run wakes the waiter: it reads only the
+		// run's status, not the whole row, to check.
+		cur, err := d.store.RunFlags(r.Context(), run.ID)
 		if err != nil {
 			d.fail(w, r, err)
 			return
