@@ -186,12 +186,14 @@ func ParseFile(path string, opts ...Option) (Result, error) {
 		return Result{}, fmt.Errorf("open transcript: %w", err)
 	}
 	defer f.Close()
+	size := int64(256 << 10)
 	if fi, err := f.Stat(); err == nil {
 		mod := fi.ModTime()
 		opts = append([]Option{WithNow(func() time.Time { return mod })}, opts...)
+		size = min(max(fi.Size()+1, 4<<10), size) // a short transcript gets a short buffer
 	}
 	p := NewParser(opts...)
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, size)
 	if _, err := io.CopyBuffer(p, onlyReader{f}, buf); err != nil {
 		return Result{}, fmt.Errorf("read transcript: %w", err)
 	}
