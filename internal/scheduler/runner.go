@@ -61,9 +61,11 @@ type runner struct {
 	proc       *supervise.Process      // the current step's process, nil between steps
 	pending    error                   // a cancel requested before the step started
 
-	// next is a step the last conclusion inserted, to launch with nextEnv.
-	next    *planned
-	nextEnv []string
+	// next is a step the last conclusion inserted, to launch with nextEnv;
+	// its process was started with the commit and waits at its gate.
+	next      *planned
+	nextEnv   []string
+	nextStart *starting
 }
 
 func newRunner(s *Scheduler, id string) *runner {
@@ -268,11 +270,16 @@ func (r *runner) loop(recovered bool) error {
 		}
 	}
 	for {
+		st, env, pre := r.next, r.nextEnv, r.nextStart
+		r.next, r.nextEnv, r.nextStart = nil, nil, nil
 		if r.s.detached() || r.s.isStopping() {
-			return errDetached // a step the last conclusion inserted is INTERRUPTED by the next daemon
+			// A step the last conclusion inserted is INTERRUPTED by the
+			// next daemon; its process never runs it.
+			if pre != nil {
+				pre.abandon()
+			}
+			return errDetached
 		}
-		st, env := r.next, r.nextEnv
-		r.next, r.nextEnv = nil, nil
 		if st == nil {
 			var d *decision
 			var err error
@@ -290,7 +297,7 @@ func (r *runner) loop(recovered bool) error {
 			}
 			r.hist.Append(*st.step)
 		}
-		done, err := r.launch(st.step, env)
+		done, err := r.launch(st, env, pre)
 		if err != nil {
 			return err
 		}
@@ -412,6 +419,14 @@ func agentNotFound(bin string) string {
 // conclude records a finished step (st nil: an evaluation at resume or
 // recovery), evaluates the stop conditions, decides, and commits all of it
 // in one transaction. done reports that the runner must return.
+//
+// When the run goes on, the next step starts in the same transaction as
+// this one ends: one commit per step, and the step's row exists before
+// its commands run, as always. Its process is started first, though,
+// gated, before the evaluation: starting a process takes longer than
+// evaluating and committing, most steps are followed by another, and the
+// process runs nothing until launch opens it after the commit. When the
+// run stops instead, the process is abandoned.
 func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err error) {
 	if st != nil {
 		r.hist.SetLast(*st)
@@ -419,6 +434,33 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 			typ = events.StepInterrupted // however its outcome was lost
 		}
 	}
+	var next *planned
+	var env []string
+	var pre *starting
+	if st != nil && !r.s.detached() && !r.s.isStopping() {
+		var nd *decision
+		if next, env, nd, err = r.following(); err != nil || nd != nil {
+			next = nil // the loop plans it again and reports
+		} else {
+			pre = startInBackground(r.spec(next, env))
+		}
+	}
+	defer func() {
+		if pre == nil {
+			return
+		}
+		if err == nil && r.next != nil && r.next == next {
+			r.nextStart = pre // committed: launch opens it
+			return
+		}
+		pre.abandon()
+		if err == nil {
+			// Known not to be recorded: leave no files of a step that
+			// does not exist. (After a failed commit they stay: the
+			// step is planned again with the same files.)
+			next.removeFiles()
+		}
+	}()
 	if err := r.refresh(); err != nil {
 		return false, err
 	}
@@ -428,19 +470,12 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	}
 	ev := r.eval.Evaluate(context.Background(), r.context(stepID))
 	d := r.decide(ev, st)
-	// When the run goes on, the next step starts in the same transaction
-	// as this one ends: one commit per step. Its row exists before its
-	// process, as always.
-	var next *planned
-	var env []string
-	if d == nil && st != nil && !r.s.detached() && !r.s.isStopping() {
-		var nd *decision
-		if next, env, nd, err = r.following(); err != nil || nd != nil {
-			next = nil // the loop plans it again and reports
-		}
+	insert := next
+	if d != nil {
+		insert = nil
 	}
 	r.nextEnv = env
-	if err := r.commit(st, typ, &ev, d, next); err != nil {
+	if err := r.commit(st, typ, &ev, d, insert); err != nil {
 		return false, err
 	}
 	return d != nil, nil

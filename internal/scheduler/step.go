@@ -49,6 +49,7 @@ func (r *runner) files(seq int, phase api.Phase) stepFiles {
 type planned struct {
 	step    *storage.Step
 	payload map[string]any // STEP_STARTED
+	files   stepFiles
 }
 
 // plan prepares the next step: its prompt file (an agent's) and its row,
@@ -71,19 +72,33 @@ func (r *runner) plan(next Next) (*planned, error) {
 		// Stuck-task detection needs to know which task a verification judged.
 		st.PlanTask = impl.PlanTask
 	}
-	return &planned{step: st, payload: map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
+	return &planned{step: st, files: f, payload: map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
 		"retry": next.Retry, "log_path": f.log}}, nil
+}
+
+// removeFiles removes the files plan and the step's start created, for a
+// planned step that was never recorded.
+func (p *planned) removeFiles() {
+	os.Remove(p.files.log)
+	if p.step.Phase == api.PhaseImplementation {
+		os.Remove(p.files.prompt)
+	}
 }
 
 // insert records a planned step as RUNNING, with STEP_STARTED, in tx; the
 // caller appends it to the history once tx commits.
 func (p *planned) insert(tx *storage.Tx) error { return tx.InsertStep(p.step, p.payload) }
 
-// launch runs an inserted step to its end, in environment env (the
-// daemon's plus the run's env_file), and returns it with its outcome, not
-// yet recorded as finished (conclude does that, with the evaluation).
-func (r *runner) launch(st *storage.Step, env []string) (*storage.Step, error) {
-	f := r.files(st.Seq, st.Phase)
+// spec describes a planned step's process, in environment env (the
+// daemon's plus the run's env_file). Steps are always gated: the process
+// may be started before the step's row is committed, and runs its
+// commands only when launch opens it, after.
+func (r *runner) spec(p *planned, env []string) supervise.Spec {
+	st, f := p.step, p.files
+	prompt := f.prompt // LOOP_PROMPT_FILE: the prompt of the iteration's implementation
+	if st.Phase != api.PhaseImplementation {
+		prompt = r.files(r.implSeq(st), api.PhaseImplementation).prompt
+	}
 	var commands []string
 	stdin := ""
 	switch st.Phase {
@@ -94,33 +109,90 @@ func (r *runner) launch(st *storage.Step, env []string) (*storage.Step, error) {
 	case api.PhaseVerification:
 		commands = r.cfg.VerifyCommands
 	}
+	return supervise.Spec{
+		Dir: r.run.Workspace, Commands: commands, StdinPath: stdin,
+		Env:     r.stepEnv(env, st, prompt),
+		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true,
+	}
+}
+
+// starting is a step's process being started in the background while the
+// step's row is committed: starting a process takes about as long as the
+// commit, and the two need not wait for each other because the process
+// waits at its gate.
+type starting struct {
+	done chan struct{}
+	proc *supervise.Process
+	err  error
+}
+
+func startInBackground(spec supervise.Spec) *starting {
+	s := &starting{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.proc, s.err = supervise.Start(spec)
+	}()
+	return s
+}
+
+// wait returns the started process.
+func (s *starting) wait() (*supervise.Process, error) {
+	<-s.done
+	return s.proc, s.err
+}
+
+// abandon ends a process whose step was not recorded, or will not run:
+// it runs nothing, and it is gone when abandon returns, so a later step
+// with the same seq (and tag) never meets it.
+func (s *starting) abandon() {
+	if proc, err := s.wait(); err == nil {
+		proc.Abandon()
+	}
+}
+
+// launch runs an inserted step to its end and returns it with its
+// outcome, not yet recorded as finished (conclude does that, with the
+// evaluation). The step's process is the one conclude started with the
+// step's commit (pre), or else is started now.
+func (r *runner) launch(p *planned, env []string, pre *starting) (*storage.Step, error) {
+	st := p.step
 	r.log.Debug("step started", zap.Int("seq", st.Seq), zap.String("phase", string(st.Phase)), zap.Int("iteration", st.Iteration))
-	env = r.stepEnv(env, st, r.files(r.implSeq(st.Iteration), api.PhaseImplementation).prompt)
-	proc, err := supervise.Start(supervise.Spec{
-		Dir: r.run.Workspace, Commands: commands, Env: env, StdinPath: stdin,
-		LogPath: f.log, StatusPath: f.status, Tag: f.tag,
-	})
+	var proc *supervise.Process
+	var err error
+	if pre != nil {
+		proc, err = pre.wait()
+	} else {
+		proc, err = supervise.Start(r.spec(p, env))
+	}
+	if err == nil {
+		if err = proc.Open(); err != nil {
+			proc.Abandon() // its wrapper is gone: nothing of the step ran
+		}
+	}
 	if err != nil {
 		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
 		return st, nil
 	}
-	// The process is recorded with the step's finish, not now: a daemon
-	// that dies before then finds the step by the tag in its argv
-	// (supervise.Find), which a recycled pid cannot carry.
-	st.Pid, st.Pgid, st.ProcStart, st.BootID = &proc.Pid, &proc.Pid, &proc.StartTicks, proc.BootID
-	return r.watch(st, proc)
+	done, err := r.watch(st, proc)
+	if done != nil {
+		// The process is recorded with the step's finish, not before: a
+		// daemon that dies before then finds the step by the tag in its
+		// argv (supervise.Find), which a recycled pid cannot carry.
+		id := proc.Ident()
+		done.Pid, done.Pgid, done.ProcStart, done.BootID = &id.Pid, &id.Pid, &id.StartTicks, id.BootID
+	}
+	return done, err
 }
 
-// implSeq is the seq of an iteration's implementation step, whose prompt
-// file every step of the iteration gets as LOOP_PROMPT_FILE (the running
-// step is already in the history).
-func (r *runner) implSeq(iteration int) int {
+// implSeq is the seq of the implementation step of st's iteration, whose
+// prompt file every step of the iteration gets as LOOP_PROMPT_FILE.
+func (r *runner) implSeq(st *storage.Step) int {
 	for i := len(r.hist.Steps) - 1; i >= 0; i-- {
-		if s := &r.hist.Steps[i]; s.Iteration == iteration && s.Phase == api.PhaseImplementation {
+		if s := &r.hist.Steps[i]; s.Iteration == st.Iteration && s.Phase == api.PhaseImplementation {
 			return s.Seq
 		}
 	}
-	return len(r.hist.Steps)
+	return st.Seq
 }
 
 // watch waits for a step's process under the run's limits and fills in
