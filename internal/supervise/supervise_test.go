@@ -348,7 +348,9 @@ func TestAdoptRefusesWrongIdentity(t *testing.T) {
 
 func TestAdoptTerminate(t *testing.T) {
 	dir := t.TempDir()
-	id := startDetached(t, dir, `sleep 300 & echo $! > child.pid; wait`)
+	// `wait $!`, not `wait`: with no operand, a wait that starts after
+	// the TERM-ed sleep has been reaped returns 0.
+	id := startDetached(t, dir, `sleep 300 & echo $! > child.pid.tmp && mv child.pid.tmp child.pid; wait $!`)
 	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits"))
 	if err != nil {
 		t.Fatal(err)
