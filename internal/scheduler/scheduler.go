@@ -132,6 +132,9 @@ func (s *Scheduler) MaxConcurrent() int { return s.opts.MaxConcurrent }
 func (s *Scheduler) Run(ctx context.Context) error {
 	defer s.shutdown()
 	if err := s.recover(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while recovering: the next daemon recovers
+		}
 		return fmt.Errorf("recover: %w", err)
 	}
 	timer := time.NewTimer(time.Hour)
