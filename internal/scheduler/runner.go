@@ -65,7 +65,7 @@ type runner struct {
 	// its process was started with the commit and waits at its gate.
 	next      *planned
 	nextEnv   []string
-	nextStart *starting
+	nextStart *started
 }
 
 func newRunner(s *Scheduler, id string) *runner {
@@ -422,11 +422,13 @@ func agentNotFound(bin string) string {
 //
 // When the run goes on, the next step starts in the same transaction as
 // this one ends: one commit per step, and the step's row exists before
-// its commands run, as always. Its process is started first, though,
-// gated, before the evaluation: starting a process takes longer than
-// evaluating and committing, most steps are followed by another, and the
-// process runs nothing until launch opens it after the commit. When the
-// run stops instead, the process is abandoned.
+// its commands run, as always. Its process is started meanwhile, though,
+// gated: starting a process (fork, exec of the wrapper shell) takes longer
+// than evaluating and committing, most steps are followed by another, and
+// the process runs nothing until launch opens it after the commit. So the
+// next step is planned as soon as this one's outcome is known, and while
+// this goroutine starts its process another evaluates and commits. When
+// the run stops instead, the process is abandoned.
 func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err error) {
 	if st != nil {
 		r.hist.SetLast(*st)
@@ -436,31 +438,42 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	}
 	var next *planned
 	var env []string
-	var pre *starting
 	if st != nil && !r.s.detached() && !r.s.isStopping() {
 		var nd *decision
 		if next, env, nd, err = r.following(); err != nil || nd != nil {
 			next = nil // the loop plans it again and reports
-		} else {
-			pre = startInBackground(r.spec(next, env))
 		}
 	}
-	defer func() {
-		if pre == nil {
-			return
-		}
-		if err == nil && r.next != nil && r.next == next {
-			r.nextStart = pre // committed: launch opens it
-			return
-		}
-		pre.abandon()
-		if err == nil {
-			// Known not to be recorded: leave no files of a step that
-			// does not exist. (After a failed commit they stay: the
-			// step is planned again with the same files.)
-			next.removeFiles()
-		}
+	if next == nil {
+		return r.settle(st, typ, nil, nil)
+	}
+	spec := r.spec(next, env)
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		done, err = r.settle(st, typ, next, env)
 	}()
+	pre := &started{}
+	pre.proc, pre.err = supervise.Start(spec)
+	<-settled
+	if err == nil && r.next == next {
+		r.nextStart = pre // recorded: launch opens it
+		return done, nil
+	}
+	pre.abandon()
+	if err == nil {
+		// Known not to be recorded: leave no files of a step that does
+		// not exist. (After a failed commit they stay: the step is
+		// planned again with the same files.)
+		next.removeFiles()
+	}
+	return done, err
+}
+
+// settle evaluates the stop conditions after st, decides, and commits
+// st's end with the evaluation and then either the decision or, when the
+// run goes on and next is given, next's start (with environment env).
+func (r *runner) settle(st *storage.Step, typ events.Type, next *planned, env []string) (done bool, err error) {
 	if err := r.refresh(); err != nil {
 		return false, err
 	}
@@ -470,12 +483,11 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	}
 	ev := r.eval.Evaluate(context.Background(), r.context(stepID))
 	d := r.decide(ev, st)
-	insert := next
 	if d != nil {
-		insert = nil
+		next = nil
 	}
 	r.nextEnv = env
-	if err := r.commit(st, typ, &ev, d, insert); err != nil {
+	if err := r.commit(st, typ, &ev, d, next); err != nil {
 		return false, err
 	}
 	return d != nil, nil

@@ -116,37 +116,19 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 	}
 }
 
-// starting is a step's process being started in the background while the
-// step's row is committed: starting a process takes about as long as the
-// commit, and the two need not wait for each other because the process
-// waits at its gate.
-type starting struct {
-	done chan struct{}
+// started is a step's process started, gated, before the step was
+// recorded (see conclude), or the error that prevented it.
+type started struct {
 	proc *supervise.Process
 	err  error
-}
-
-func startInBackground(spec supervise.Spec) *starting {
-	s := &starting{done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		s.proc, s.err = supervise.Start(spec)
-	}()
-	return s
-}
-
-// wait returns the started process.
-func (s *starting) wait() (*supervise.Process, error) {
-	<-s.done
-	return s.proc, s.err
 }
 
 // abandon ends a process whose step was not recorded, or will not run:
 // it runs nothing, and it is gone when abandon returns, so a later step
 // with the same seq (and tag) never meets it.
-func (s *starting) abandon() {
-	if proc, err := s.wait(); err == nil {
-		proc.Abandon()
+func (s *started) abandon() {
+	if s.err == nil {
+		s.proc.Abandon()
 	}
 }
 
@@ -154,13 +136,13 @@ func (s *starting) abandon() {
 // outcome, not yet recorded as finished (conclude does that, with the
 // evaluation). The step's process is the one conclude started with the
 // step's commit (pre), or else is started now.
-func (r *runner) launch(p *planned, env []string, pre *starting) (*storage.Step, error) {
+func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, error) {
 	st := p.step
 	r.log.Debug("step started", zap.Int("seq", st.Seq), zap.String("phase", string(st.Phase)), zap.Int("iteration", st.Iteration))
 	var proc *supervise.Process
 	var err error
 	if pre != nil {
-		proc, err = pre.wait()
+		proc, err = pre.proc, pre.err
 	} else {
 		proc, err = supervise.Start(r.spec(p, env))
 	}
