@@ -1,9 +1,10 @@
 // Package storage is loopd's SQLite persistence: runs, steps, events and
 // stop-condition evaluations. It is the only package that writes SQL.
 //
-// One database file is opened twice: a writer pool with exactly one
-// connection (WAL, immediate transactions, busy timeout) and a reader pool
-// whose connections are query_only. Every state change is written together
+// One database file is opened three times: a writer pool with exactly one
+// connection (WAL, immediate transactions, busy timeout), a reader pool
+// whose connections are query_only, and the checkpointer's connection
+// (checkpoint.go). Every state change is written together
 // with its event row in one transaction (see Store.Write), and followers are
 // woken through the Notify hook after the commit.
 package storage
@@ -53,6 +54,11 @@ type Options struct {
 	Now func() time.Time
 	// Readers is the size of the reader pool; default 8.
 	Readers int
+	// CheckpointEvery is how many commits the WAL collects before the
+	// background checkpointer copies them into the database file (and at
+	// most CheckpointPeriod passes); defaults 200 and 2s.
+	CheckpointEvery  int
+	CheckpointPeriod time.Duration
 }
 
 // Store is the loopd database.
@@ -61,6 +67,7 @@ type Store struct {
 	r      *sqlx.DB // query_only connections
 	writes *stmts   // prepared on w
 	reads  *stmts   // prepared on r
+	ckpt   *checkpointer
 	notify func(int64)
 	now    func() time.Time
 }
@@ -74,7 +81,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// (kill -9 included); only a power loss may drop the last commits, never
 	// corrupt the file. FULL would fsync on every step.
 	common := "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL"
-	w, err := sqlx.Open(driverName, path+"?"+common+"&_txlock=immediate")
+	// The writer never checkpoints: the checkpointer does, beside it.
+	w, err := sqlx.Open(driverName, path+"?"+common+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		return nil, fmt.Errorf("open db: %w", err)
 	}
@@ -101,7 +109,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	s := &Store{w: w, r: r, writes: newStmts(w, false), reads: newStmts(r, true), notify: opts.Notify, now: opts.Now}
+	every, period := opts.CheckpointEvery, opts.CheckpointPeriod
+	if every <= 0 {
+		every = checkpointEvery
+	}
+	if period <= 0 {
+		period = checkpointPeriod
+	}
+	ckpt, err := newCheckpointer(path, common, every, period)
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	s := &Store{w: w, r: r, writes: newStmts(w, false), reads: newStmts(r, true), ckpt: ckpt, notify: opts.Notify, now: opts.Now}
 	if err := s.writes.prepare(ctx, hotWrites, hotNamed); err != nil {
 		s.Close()
 		return nil, err
@@ -119,11 +140,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // write, when the bus is created after the store.
 func (s *Store) SetNotify(fn func(seq int64)) { s.notify = fn }
 
-// Close closes both pools.
+// Close stops the checkpointer and closes the pools.
 func (s *Store) Close() error {
+	err := s.ckpt.close()
 	s.reads.close()
 	s.writes.close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(err, s.r.Close(), s.w.Close())
 }
 
 // Now is the store's clock in Unix milliseconds.
@@ -166,6 +188,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.ckpt.committed()
 	if tx.lastSeq > 0 {
 		s.notify(tx.lastSeq)
 	}
