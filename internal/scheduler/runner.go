@@ -447,6 +447,16 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	if next == nil {
 		return r.settle(st, typ, nil, nil)
 	}
+	select {
+	case r.s.overlap <- struct{}{}:
+		defer func() { <-r.s.overlap }()
+	default:
+		// The CPUs are busy with other runs: one thing after the other.
+		if done, err = r.settle(st, typ, next, env); err == nil && r.next != next {
+			next.removeFiles()
+		}
+		return done, err
+	}
 	spec := r.spec(next, env)
 	settled := make(chan struct{})
 	go func() {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"sync"
 	"time"
 
@@ -53,6 +54,12 @@ type Scheduler struct {
 	log   *zap.Logger
 
 	wake chan struct{} // a run became claimable, or a slot freed
+
+	// overlap admits the runners that may start their next step's
+	// process while they evaluate and commit (see conclude): one per two
+	// CPUs. On a machine busy with many runs the others do one after the
+	// other, so that the daemon's API requests still get a CPU.
+	overlap chan struct{}
 
 	mu      sync.Mutex
 	active  map[string]*runner
@@ -95,6 +102,7 @@ func New(opts Options) *Scheduler {
 	}
 	postCtx, postCancel := context.WithCancel(context.Background())
 	return &Scheduler{
+		overlap:     make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1)),
 		opts:        opts,
 		store:       opts.Store,
 		log:         opts.Logger.Named("scheduler"),
