@@ -3,7 +3,11 @@ package supervise
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // ran reports whether a test step's command (`touch "$STEP_DIR/ran"`) ran.
@@ -89,5 +93,53 @@ func TestGatedStepOfADeadDaemonRunsNothing(t *testing.T) {
 	}
 	if _, ok := ReadStatus(filepath.Join(dir, "exits"), specIn(dir).Tag); ok {
 		t.Error("the step recorded a status")
+	}
+}
+
+// A TERM that reaches a gated wrapper while it waits does not end the
+// wait: opened afterwards, the step runs and records its own status.
+func TestTermAtTheGateDoesNotEndTheWait(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, `touch "$STEP_DIR/ran"`)
+	spec.Gated = true
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the wrapper to wait at its gate", func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/wchan")
+		return strings.Contains(string(b), "pipe")
+	})
+	if !p.Signal(syscall.SIGTERM) {
+		t.Fatal("TERM not sent")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := p.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 0 || !ex.Recorded || !ran(dir) {
+		t.Errorf("exit %+v, ran %v; want the command run and recorded", ex, ran(dir))
+	}
+}
+
+// The idle clock of a step this daemon started begins when Watch does,
+// however old its log file: a gated step's log can be created long before
+// the step is opened.
+func TestIdleClockIgnoresAnOldLogFile(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, "sleep 0.5")
+	if err := os.WriteFile(spec.LogPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(spec.LogPath, old, old); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Watch(t.Context(), Limits{IdleTimeout: 2 * time.Second, LogPath: spec.LogPath}); got != Exited {
+		t.Errorf("Watch = %v, want the step to run to its end (%v)", got, Exited)
 	}
 }

@@ -51,7 +51,9 @@ import (
 //
 // A mode starting with "g" is gated: the wrapper first reads a line from
 // fd 3 (the gate) and closes it, so no command inherits it; at end of
-// file it exits with 125 and records nothing (see Open and Abandon).
+// file it exits with 125 and records nothing (see Open and Abandon). TERM
+// is ignored while it waits: a caught signal would end the read, and the
+// wrapper would exit 125 after the daemon had opened it.
 //
 // In mode "s" each command runs in a subshell of the wrapper, so that
 // nothing the command does can take the wrapper's place or its duty to
@@ -77,12 +79,13 @@ import (
 // shell loop ignores TERM this way and is ended by the SIGKILL that
 // follows the grace period.
 const wrapper = `__loopd_s=$1 __loopd_m=$2; shift 2
-trap : TERM
 case $__loopd_m in g?)
+  trap '' TERM
   IFS= read -r __loopd_g <&3 || exit 125
   exec 3<&-
   __loopd_m=${__loopd_m#g};;
 esac
+trap : TERM
 if [ "$__loopd_m" = i ]; then
   trap 'printf "\n%s exit %d\n" "$0" $? >>"$__loopd_s"' EXIT
   eval "$1"

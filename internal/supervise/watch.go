@@ -60,7 +60,13 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 		lastChange = time.Now()
 		if fi, err := os.Stat(l.LogPath); err == nil {
 			lastSize = fi.Size()
-			lastChange = fi.ModTime()
+			if p.adopted {
+				// Started by an earlier daemon: its last output may be
+				// long before now. A step of this daemon has been idle
+				// at most since now, whatever its log file's age (a
+				// gated step's log exists before the step may run).
+				lastChange = fi.ModTime()
+			}
 		}
 	}
 	for {
