@@ -230,3 +230,28 @@ func TestWaitSurvivesTwoRestarts(t *testing.T) {
 		t.Fatal("wait did not return")
 	}
 }
+
+// max_duration counts each step's time once. (The runner's history kept
+// every step it had finished as still running, so the elapsed time it
+// evaluated grew quadratically and ended runs after a fraction of their
+// max_duration.)
+func TestMaxDurationCountsEachStepOnce(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", "agent_command=sleep 0.3", "max_duration=3s", "max_iterations=100")
+	id := e.start("goal")
+	e.wait(id)
+	if r := e.status(id); r.Reason != "max_duration:3s" {
+		t.Fatalf("run ended %s %q, want max_duration:3s", r.Status, r.Reason)
+	}
+	var ms int64
+	steps := e.steps(id)
+	for _, s := range steps {
+		ms += s.DurationMS
+	}
+	// The run ends once its steps have taken 3s; with each step counted
+	// k times it ended after four steps, 1.2s of them.
+	if ms < 2500 {
+		t.Errorf("the run ended after %d steps taking %d ms in all, want about 3000 ms", len(steps), ms)
+	}
+}

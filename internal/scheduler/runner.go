@@ -431,6 +431,13 @@ func agentNotFound(bin string) string {
 // the run stops instead, the process is abandoned.
 func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err error) {
 	if st != nil {
+		if st.EndedAt == nil {
+			// Set here, not only by FinishStep (which sets it on st, not on
+			// the history's copy): a step the history took for running
+			// would count its time again after every later step.
+			now := r.s.opts.Now().UnixMilli()
+			st.EndedAt = &now
+		}
 		r.hist.SetLast(*st)
 		if st.Status == api.StepInterrupted {
 			typ = events.StepInterrupted // however its outcome was lost
