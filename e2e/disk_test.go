@@ -157,3 +157,30 @@ func TestReadOnlyHome(t *testing.T) {
 		t.Errorf("after the home is writable again: %s", r.Status)
 	}
 }
+
+// A step whose log cannot be created fails, with the reason, instead of
+// running without one or being taken for a lost outcome and run again
+// forever (as a full disk would otherwise make it). Here the agent puts a
+// directory where the next step's log goes.
+func TestStepLogThatCannotBeCreated(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command",
+		`agent_command=if [ "$LOOP_ITERATION" = 1 ]; then mkdir "`+e.home+`/runs/$LOOP_RUN_ID/0002-verification.log"; fi; touch done.txt`,
+		verifyDone, "completion=verify")
+	id := e.start("goal")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d: %+v", code, e.status(id))
+	}
+	steps := e.steps(id)
+	if len(steps) != 4 {
+		t.Fatalf("%d steps, want 4 (the verification without a log failed, the next iteration passed): %+v", len(steps), steps)
+	}
+	s := steps[1]
+	if s.Status != api.StepFailed || !strings.Contains(s.Error, "could not create the step's log") || !strings.Contains(s.Error, s.LogPath) {
+		t.Errorf("step 2: %s %q; want FAILED, saying its log %s could not be created", s.Status, s.Error, s.LogPath)
+	}
+	if s.Tests != nil {
+		t.Errorf("step 2 ran its tests: %+v", *s.Tests)
+	}
+}

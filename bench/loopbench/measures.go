@@ -39,9 +39,10 @@ func (b *bench) overhead(n, rounds int) error {
 		return err
 	}
 	defer os.RemoveAll(logs)
-	logged := fmt.Sprintf("cd %s && i=0; while [ $i -lt %d ]; do sh -c true >>a$i.log 2>&1; sh -c true >>v$i.log 2>&1; i=$((i+1)); done", logs, n)
 	var ratios, loggedRatios []float64
 	for r := range rounds {
+		// A directory per round: every round creates its files, as loopd does.
+		logged := fmt.Sprintf("mkdir %s/%d && cd %[1]s/%[2]d && i=0; while [ $i -lt %d ]; do sh -c true >>a$i.log 2>&1; sh -c true >>v$i.log 2>&1; i=$((i+1)); done", logs, r, n)
 		t0 := time.Now()
 		if out, err := exec.Command("bash", "-c", script).CombinedOutput(); err != nil {
 			return fmt.Errorf("baseline: %v %s", err, out)

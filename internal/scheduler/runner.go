@@ -292,6 +292,9 @@ func (r *runner) loop(recovered bool) error {
 			if st == nil {
 				return nil // the run left RUNNING
 			}
+			if err := st.writePrompt(); err != nil {
+				return err
+			}
 			if err := r.write(st.insert); err != nil {
 				return err
 			}
@@ -325,7 +328,7 @@ func (r *runner) begin() (*planned, []string, *decision, error) {
 }
 
 // following plans the step after the history: it checks what the step
-// needs (the agent installed, a readable env_file) and writes its prompt.
+// needs (the agent installed, a readable env_file) and its prompt.
 func (r *runner) following() (*planned, []string, *decision, error) {
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
@@ -502,6 +505,14 @@ func (r *runner) settle(st *storage.Step, typ events.Type, next *planned, env []
 	d := r.decide(ev, st)
 	if d != nil {
 		next = nil
+	}
+	if next != nil {
+		if err := next.writePrompt(); err != nil {
+			// st's end is recorded all the same; the loop plans the
+			// next step again, and reports if the write fails again.
+			r.log.Warn("plan the next step", zap.Error(err))
+			next = nil
+		}
 	}
 	r.nextEnv = env
 	if err := r.commit(st, typ, &ev, d, next); err != nil {

@@ -50,14 +50,16 @@ type planned struct {
 	step    *storage.Step
 	payload map[string]any // STEP_STARTED
 	files   stepFiles
+	prompt  []byte // an agent step's prompt, for its prompt file
 }
 
-// plan prepares the next step: its prompt file (an agent's) and its row,
-// not yet inserted.
+// plan prepares the next step: its prompt (an agent's, written by
+// writePrompt) and its row, not yet inserted.
 func (r *runner) plan(next Next) (*planned, error) {
 	seq := len(r.hist.Steps) + 1
 	f := r.files(seq, next.Phase)
 	st := &storage.Step{RunID: r.id, Seq: seq, Phase: next.Phase, Iteration: next.Iteration, LogPath: f.log}
+	var prompt []byte
 	if next.Phase == api.PhaseImplementation {
 		if r.cfg.PlanFile != "" {
 			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
@@ -65,15 +67,26 @@ func (r *runner) plan(next Next) (*planned, error) {
 				st.PlanChecked = &plan.Checked
 			}
 		}
-		if err := os.WriteFile(f.prompt, []byte(r.prompt(next, st.PlanTask)), 0o600); err != nil {
-			return nil, fmt.Errorf("write prompt: %w", err)
-		}
+		prompt = []byte(r.prompt(next, st.PlanTask))
 	} else if impl := r.hist.LastIn(next.Iteration, api.PhaseImplementation); impl != nil {
 		// Stuck-task detection needs to know which task a verification judged.
 		st.PlanTask = impl.PlanTask
 	}
-	return &planned{step: st, files: f, payload: map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
+	return &planned{step: st, files: f, prompt: prompt, payload: map[string]any{"seq": seq, "phase": next.Phase, "iteration": next.Iteration,
 		"retry": next.Retry, "log_path": f.log}}, nil
+}
+
+// writePrompt writes an agent step's prompt file. It is written before
+// the step is recorded, but off the way to its process's start: the
+// process opens it only when launch opens its gate.
+func (p *planned) writePrompt() error {
+	if p.prompt == nil {
+		return nil
+	}
+	if err := os.WriteFile(p.files.prompt, p.prompt, 0o600); err != nil {
+		return fmt.Errorf("write prompt: %w", err)
+	}
+	return nil
 }
 
 // removeFiles removes the files plan and the step's start created, for a
@@ -149,6 +162,9 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 	if err == nil {
 		if err = proc.Open(); err != nil {
 			proc.Abandon() // its wrapper is gone: nothing of the step ran
+			if failed := proc.Exit().Failed; failed != "" {
+				err = errors.New(failed) // why it is gone
+			}
 		}
 	}
 	if err != nil {
@@ -286,6 +302,10 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			// Stopped without a recorded cause (its record failed):
 			// never a failure of the phase.
 			st.Status, st.Error = api.StepCanceled, "stopped by the daemon"
+		case ex.Failed != "":
+			// It could not even begin (a full disk): a failure, not a lost
+			// outcome, or it would be tried again and again.
+			st.Status, st.Error = api.StepFailed, ex.Failed
 		case ex.Signal != 0:
 			st.Status, st.Error = api.StepFailed, ex.String()
 		case !ex.Recorded && ex.Code < 0:

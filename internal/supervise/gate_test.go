@@ -143,3 +143,130 @@ func TestIdleClockIgnoresAnOldLogFile(t *testing.T) {
 		t.Errorf("Watch = %v, want the step to run to its end (%v)", got, Exited)
 	}
 }
+
+// A gated step's wrapper creates its own log, 0600 whatever the umask,
+// and its commands create files under the daemon's umask as usual.
+func TestGatedStepCreatesItsLog(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, `echo out; echo err >&2; touch "$STEP_DIR/made"`)
+	spec.Gated = true
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 0 || !ex.Recorded {
+		t.Fatalf("exit %+v", ex)
+	}
+	fi, err := os.Stat(spec.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("log mode %v, want 0600", fi.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(spec.LogPath); string(b) != "out\nerr\n" {
+		t.Errorf("log %q, want both streams", b)
+	}
+	mask, _ := strconv.ParseUint(umask, 8, 32)
+	made, err := os.Stat(filepath.Join(dir, "made"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := os.FileMode(0o666 &^ mask); made.Mode().Perm() != want {
+		t.Errorf("a command's file has mode %v, want %v (umask %s)", made.Mode().Perm(), want, umask)
+	}
+}
+
+// A log the wrapper cannot create fails the step with the shell's
+// reason: nothing ran and nothing was recorded.
+func TestGatedStepWithoutItsLogRunsNothing(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, `touch "$STEP_DIR/ran"`)
+	spec.Gated = true
+	spec.LogPath = filepath.Join(dir, "missing", "step.log")
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Open() // fails if the wrapper has exited already
+	ex := waitDone(t, p)
+	if ex.Recorded || !strings.Contains(ex.Failed, spec.LogPath) || !strings.Contains(ex.String(), spec.LogPath) {
+		t.Errorf("exit %+v; want it failed, naming %s, not recorded", ex, spec.LogPath)
+	}
+	if ran(dir) {
+		t.Error("the command ran without its log")
+	}
+	if _, ok := ReadStatus(spec.StatusPath, spec.Tag); ok {
+		t.Error("a status was recorded")
+	}
+}
+
+// A command's own exit status 124 is not mistaken for a log the wrapper
+// could not create.
+func TestGatedStepsOwn124(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, "exit 124")
+	spec.Gated = true
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 124 || !ex.Recorded || ex.Failed != "" {
+		t.Errorf("exit %+v, want the command's recorded 124", ex)
+	}
+}
+
+// A gated step's stdin is opened only once the step is opened, so it may
+// be written after the start; one missing then fails the step with a
+// recorded status and the shell's message in the log.
+func TestGatedStepOpensItsStdinWhenOpened(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, `cat >"$STEP_DIR/got"`)
+	spec.Gated = true
+	spec.StdinPath = filepath.Join(dir, "prompt")
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spec.StdinPath, []byte("the prompt\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 0 || !ex.Recorded {
+		t.Fatalf("exit %+v", ex)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "got")); string(b) != "the prompt\n" {
+		t.Errorf("the command read %q", b)
+	}
+
+	dir = t.TempDir()
+	spec = specIn(dir, `touch "$STEP_DIR/ran"`)
+	spec.Gated = true
+	spec.StdinPath = filepath.Join(dir, "never-written")
+	if p, err = Start(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 126 || !ex.Recorded {
+		t.Errorf("exit %+v, want a recorded 126", ex)
+	}
+	if code, ok := ReadStatus(spec.StatusPath, spec.Tag); !ok || code != 126 {
+		t.Errorf("exits file: %d, %v; want 126", code, ok)
+	}
+	if ran(dir) {
+		t.Error("the command ran without its stdin")
+	}
+	if b, _ := os.ReadFile(spec.LogPath); !strings.Contains(string(b), "never-written") {
+		t.Errorf("log %q does not say which file was missing", b)
+	}
+}

@@ -37,8 +37,10 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,11 +51,19 @@ import (
 // wrapper is the shell program around a step's commands. $0 is the tag,
 // $1 the exits file, $2 the mode, the rest are the commands.
 //
-// A mode starting with "g" is gated: the wrapper first reads a line from
-// fd 3 (the gate) and closes it, so no command inherits it; at end of
-// file it exits with 125 and records nothing (see Open and Abandon). TERM
-// is ignored while it waits: a caught signal would end the read, and the
-// wrapper would exit 125 after the daemon had opened it.
+// A mode starting with "g" is gated, and three more arguments follow it:
+// the log, the daemon's umask and the stdin file ("" for /dev/null). The
+// wrapper opens its own log (0600, then restores the umask for the
+// commands), so that creating the file — slow on some disks — happens
+// while the daemon commits the step, not before the fork; if it cannot,
+// it exits 124 without waiting, and the shell's message is on the pipe
+// that was its output until then (see Exit.Failed). Then it reads a line from fd 3 (the gate) and closes
+// it, so no command inherits it; at end of file it exits with 125 and
+// records nothing (see Open and Abandon). TERM is ignored while it waits:
+// a caught signal would end the read, and the wrapper would exit 125
+// after the daemon had opened it. Once opened it takes its stdin, which
+// the daemon writes during the commit too; a stdin it cannot open fails
+// the step with a recorded 126 (and the shell's message in the log).
 //
 // In mode "s" each command runs in a subshell of the wrapper, so that
 // nothing the command does can take the wrapper's place or its duty to
@@ -81,8 +91,14 @@ import (
 const wrapper = `__loopd_s=$1 __loopd_m=$2; shift 2
 case $__loopd_m in g?)
   trap '' TERM
+  umask 077
+  command exec >>"$1" 2>&1 || exit 124
+  umask "$2"; __loopd_i=$3; shift 3
   IFS= read -r __loopd_g <&3 || exit 125
   exec 3<&-
+  if [ -n "$__loopd_i" ] && ! command exec <"$__loopd_i"; then
+    printf '\n%s exit %d\n' "$0" 126 >>"$__loopd_s"; exit 126
+  fi
   __loopd_m=${__loopd_m#g};;
 esac
 trap : TERM
@@ -119,7 +135,9 @@ type Spec struct {
 	StatusPath string   // the exits file: the wrapper appends "<tag> exit <code>" when the commands end (shared by a run's steps)
 	Tag        string   // unique per step; placed in argv and in $LOOPD_STEP_TAG to recognise its processes later
 	// Gated starts the step's wrapper waiting for Open before it runs
-	// the commands; Abandon ends it without running them.
+	// the commands; Abandon ends it without running them. The wrapper
+	// then creates LogPath itself, before it waits, and opens StdinPath
+	// only once opened: that file need not exist before Open.
 	Gated bool
 }
 
@@ -138,11 +156,16 @@ type Exit struct {
 	// wrapper exited normally (it records before it exits), or, for an
 	// adopted step, its status line was found in the exits file.
 	Recorded bool
+	// Failed says why a step could not run its commands at all (its log
+	// could not be created); it ran nothing, and the step has failed.
+	Failed string
 }
 
 // String describes the exit for humans.
 func (e Exit) String() string {
 	switch {
+	case e.Failed != "":
+		return e.Failed
 	case e.Signal != 0:
 		return "killed by " + e.Signal.String()
 	case e.Code >= 0:
@@ -171,6 +194,7 @@ type Process struct {
 
 	gated  bool     // started with Spec.Gated
 	gate   *os.File // the gate's write end until Open or Abandon
+	logErr *os.File // the wrapper's output until it opens its log (see Exit.Failed)
 	opened bool     // Open said go: the wrapper's exit status is the commands'
 }
 
@@ -179,41 +203,54 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Commands) == 0 {
 		return nil, errors.New("start step: no command")
 	}
-	logf, err := os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open step log: %w", err)
-	}
-	defer logf.Close()
-	stdinPath := spec.StdinPath
-	if stdinPath == "" {
-		stdinPath = os.DevNull
-	}
-	stdin, err := os.Open(stdinPath)
-	if err != nil {
-		return nil, fmt.Errorf("open step stdin: %w", err)
-	}
-	defer stdin.Close()
 	mode := "s"
 	if len(spec.Commands) == 1 && simple(spec.Commands[0]) {
 		mode = "i"
 	}
-	var gateR, gateW *os.File
+	args := []string{"/bin/sh", "-c", wrapper, spec.Tag, spec.StatusPath}
+	var out, stdin, gateR, gateW, logErr *os.File
+	var err error
+	defer func() {
+		for _, f := range []*os.File{out, stdin, gateR} {
+			if f != nil {
+				f.Close() // the child has its own copies
+			}
+		}
+	}()
 	if spec.Gated {
-		if gateR, gateW, err = os.Pipe(); err != nil { // close-on-exec: no other step inherits either end
+		// The wrapper opens its log and its stdin itself (see wrapper);
+		// until it has, its output goes to a pipe read if it fails.
+		if gateR, gateW, err = pipe(); err != nil {
 			return nil, fmt.Errorf("start step: gate: %w", err)
 		}
-		defer gateR.Close() // the child has its own copy as fd 3
-		mode = "g" + mode
+		if logErr, out, err = pipe(); err != nil {
+			gateW.Close()
+			return nil, fmt.Errorf("start step: %w", err)
+		}
+		args = append(args, "g"+mode, spec.LogPath, umask, spec.StdinPath)
+		spec.StdinPath = ""
+	} else {
+		if out, err = os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+			return nil, fmt.Errorf("open step log: %w", err)
+		}
+		args = append(args, mode)
 	}
-	args := append([]string{"-c", wrapper, spec.Tag, spec.StatusPath, mode}, spec.Commands...)
+	stdinPath := spec.StdinPath
+	if stdinPath == "" {
+		stdinPath = os.DevNull
+	}
+	if stdin, err = os.Open(stdinPath); err != nil {
+		closeAll(gateW, logErr)
+		return nil, fmt.Errorf("open step stdin: %w", err)
+	}
 	cmd := &exec.Cmd{
 		Path:   "/bin/sh",
-		Args:   append([]string{"/bin/sh"}, args...),
+		Args:   append(args, spec.Commands...),
 		Dir:    spec.Dir,
 		Env:    append(spec.Env[:len(spec.Env):len(spec.Env)], TagEnv+"="+spec.Tag),
 		Stdin:  stdin,
-		Stdout: logf,
-		Stderr: logf,
+		Stdout: out,
+		Stderr: out,
 		// Setsid: own session and process group, no controlling terminal,
 		// so neither the daemon's death nor a Ctrl+C in its terminal
 		// reaches the step.
@@ -223,9 +260,7 @@ func Start(spec Spec) (*Process, error) {
 		cmd.ExtraFiles = []*os.File{gateR} // fd 3
 	}
 	if err := cmd.Start(); err != nil {
-		if gateW != nil {
-			gateW.Close()
-		}
+		closeAll(gateW, logErr)
 		return nil, fmt.Errorf("start step: %w", err)
 	}
 	p := &Process{
@@ -236,12 +271,44 @@ func Start(spec Spec) (*Process, error) {
 		pidfd:      -1,
 		gated:      spec.Gated,
 		gate:       gateW,
+		logErr:     logErr,
 	}
 	p.Pid = cmd.Process.Pid
 	p.BootID = BootID()
 	go p.waitChild()
 	return p, nil
 }
+
+// pipe returns a close-on-exec pipe, so no other step inherits either
+// end. Its ends are blocking files, kept out of Go's poller (which costs
+// system calls to enter and leave): the daemon only ever writes one byte
+// to a gate, and reads a wrapper's output only once the wrapper has
+// exited.
+func pipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// umask is the daemon's file mode creation mask, which a gated step's
+// wrapper restores for its commands after creating its log 0600. It is
+// read once, before the daemon creates any file (setting the mask is the
+// only way to read it, and it is process-wide).
+var umask = func() string {
+	m := unix.Umask(0o077)
+	unix.Umask(m)
+	return fmt.Sprintf("%04o", m)
+}()
 
 // Open lets a gated step run its commands. It fails when the step is not
 // gated, was opened or abandoned already, or its wrapper is gone.
@@ -313,6 +380,17 @@ func (p *Process) waitChild() {
 	if p.gate != nil {
 		p.gate.Close() // it ended at its gate: there is nothing left to open
 		p.gate = nil
+	}
+	if p.logErr != nil {
+		if p.exit.Code == 124 {
+			// Either the commands' own 124 (their output went to the
+			// log, none here) or the wrapper could not open its log.
+			if msg, _ := io.ReadAll(io.LimitReader(p.logErr, 4096)); len(msg) > 0 {
+				p.exit = Exit{Code: -1, Failed: "could not create the step's log: " + strings.TrimSpace(string(msg))}
+			}
+		}
+		p.logErr.Close()
+		p.logErr = nil
 	}
 	p.mu.Unlock()
 	close(p.done)
