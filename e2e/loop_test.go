@@ -57,6 +57,18 @@ func TestCompletesOnIterationNWithVerification(t *testing.T) {
 			t.Errorf("step log %s is not under LOOPD_HOME", s.LogPath)
 		}
 	}
+	// The run's directory holds its steps' logs and prompts, 0600.
+	for _, s := range steps {
+		files := []string{s.LogPath}
+		if s.Phase == api.PhaseImplementation {
+			files = append(files, strings.TrimSuffix(s.LogPath, ".log")+".prompt")
+		}
+		for _, f := range files {
+			if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("step %d: %s: %v %v, want a 0600 file", s.Seq, f, fi, err)
+			}
+		}
+	}
 	entries, _ := os.ReadDir(e.ws)
 	for _, ent := range entries {
 		name := ent.Name()
