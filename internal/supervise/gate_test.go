@@ -144,11 +144,9 @@ func TestIdleClockIgnoresAnOldLogFile(t *testing.T) {
 	}
 }
 
-// A gated step's wrapper creates its own log, 0600 whatever the umask,
-// and its commands create files under the daemon's umask as usual.
-func TestGatedStepCreatesItsLog(t *testing.T) {
-	dir := t.TempDir()
-	spec := specIn(dir, `echo out; echo err >&2; touch "$STEP_DIR/made"`)
+// runGated starts a gated step, opens it and waits for its end.
+func runGated(t *testing.T, spec Spec) Exit {
+	t.Helper()
 	spec.Gated = true
 	p, err := Start(spec)
 	if err != nil {
@@ -157,7 +155,15 @@ func TestGatedStepCreatesItsLog(t *testing.T) {
 	if err := p.Open(); err != nil {
 		t.Fatal(err)
 	}
-	if ex := waitDone(t, p); ex.Code != 0 || !ex.Recorded {
+	return waitDone(t, p)
+}
+
+// A gated step's wrapper creates its own log, 0600 whatever the umask,
+// and its commands create files under the daemon's umask as usual.
+func TestGatedStepCreatesItsLog(t *testing.T) {
+	dir := t.TempDir()
+	spec := specIn(dir, `echo out; echo err >&2; touch "$STEP_DIR/made"`)
+	if ex := runGated(t, spec); ex.Code != 0 || !ex.Recorded {
 		t.Fatalf("exit %+v", ex)
 	}
 	fi, err := os.Stat(spec.LogPath)
@@ -208,16 +214,7 @@ func TestGatedStepWithoutItsLogRunsNothing(t *testing.T) {
 // could not create.
 func TestGatedStepsOwn124(t *testing.T) {
 	dir := t.TempDir()
-	spec := specIn(dir, "exit 124")
-	spec.Gated = true
-	p, err := Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Open(); err != nil {
-		t.Fatal(err)
-	}
-	if ex := waitDone(t, p); ex.Code != 124 || !ex.Recorded || ex.Failed != "" {
+	if ex := runGated(t, specIn(dir, "exit 124")); ex.Code != 124 || !ex.Recorded || ex.Failed != "" {
 		t.Errorf("exit %+v, want the command's recorded 124", ex)
 	}
 }
