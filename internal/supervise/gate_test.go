@@ -267,3 +267,25 @@ func TestGatedStepOpensItsStdinWhenOpened(t *testing.T) {
 		t.Errorf("log %q does not say which file was missing", b)
 	}
 }
+
+// Only the wrapper's marker makes early output a log failure: bash as
+// /bin/sh may warn about a locale before the wrapper opens its log, and a
+// command's own 124 must still be its own.
+func TestLogFailure(t *testing.T) {
+	for _, tt := range []struct {
+		out, want string
+		ok        bool
+	}{
+		{"", "", false},
+		{"/bin/sh: warning: setlocale: LC_ALL: cannot change locale (de_DE.UTF-8)\n", "", false},
+		{"sh: 1: cannot create /x/0002-verification.log: Is a directory\n" + noLog + "\n",
+			"could not create the step's log: sh: 1: cannot create /x/0002-verification.log: Is a directory", true},
+		{"/bin/sh: warning: setlocale: LC_ALL\n/bin/sh: /x/a.log: No space left on device\n" + noLog + "\n",
+			"could not create the step's log: /bin/sh: warning: setlocale: LC_ALL\n/bin/sh: /x/a.log: No space left on device", true},
+	} {
+		why, ok := logFailure([]byte(tt.out))
+		if why != tt.want || ok != tt.ok {
+			t.Errorf("logFailure(%q) = %q, %v; want %q, %v", tt.out, why, ok, tt.want, tt.ok)
+		}
+	}
+}

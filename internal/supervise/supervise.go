@@ -56,8 +56,8 @@ import (
 // wrapper opens its own log (0600, then restores the umask for the
 // commands), so that creating the file — slow on some disks — happens
 // while the daemon commits the step, not before the fork; if it cannot,
-// it exits 124 without waiting, and the shell's message is on the pipe
-// that was its output until then (see Exit.Failed). Then it reads a line from fd 3 (the gate) and closes
+// it exits 124 without waiting, and the shell's message and noLog are on
+// the pipe that was its output until then (see Exit.Failed). Then it reads a line from fd 3 (the gate) and closes
 // it, so no command inherits it; at end of file it exits with 125 and
 // records nothing (see Open and Abandon). TERM is ignored while it waits:
 // a caught signal would end the read, and the wrapper would exit 125
@@ -92,7 +92,7 @@ const wrapper = `__loopd_s=$1 __loopd_m=$2; shift 2
 case $__loopd_m in g?)
   trap '' TERM
   umask 077
-  command exec >>"$1" 2>&1 || exit 124
+  command exec >>"$1" 2>&1 || { echo "` + noLog + `" >&2; exit 124; }
   umask "$2"; __loopd_i=$3; shift 3
   IFS= read -r __loopd_g <&3 || exit 125
   exec 3<&-
@@ -115,6 +115,10 @@ for __loopd_c do
 done
 printf '\n%s exit %d\n' "$0" $__loopd_ec >>"$__loopd_s"
 exit $__loopd_ec`
+
+// noLog is what a gated wrapper prints, after the shell's own message,
+// when it cannot open its log.
+const noLog = "loopd: the step's log cannot be opened"
 
 // pidfdOpen is unix.PidfdOpen; a test replaces it to exercise systems
 // without pidfds.
@@ -385,8 +389,9 @@ func (p *Process) waitChild() {
 		if p.exit.Code == 124 {
 			// Either the commands' own 124 (their output went to the
 			// log, none here) or the wrapper could not open its log.
-			if msg, _ := io.ReadAll(io.LimitReader(p.logErr, 4096)); len(msg) > 0 {
-				p.exit = Exit{Code: -1, Failed: "could not create the step's log: " + strings.TrimSpace(string(msg))}
+			msg, _ := io.ReadAll(io.LimitReader(p.logErr, 64<<10))
+			if why, ok := logFailure(msg); ok {
+				p.exit = Exit{Code: -1, Failed: why}
 			}
 		}
 		p.logErr.Close()
@@ -394,6 +399,18 @@ func (p *Process) waitChild() {
 	}
 	p.mu.Unlock()
 	close(p.done)
+}
+
+// logFailure reads what a gated wrapper wrote before it had its log: a
+// failure to open the log ends with noLog. The shell may have written
+// other things there first (bash warns about a missing locale), so
+// output alone, with a command's own exit 124, says nothing.
+func logFailure(out []byte) (string, bool) {
+	why, ok := strings.CutSuffix(strings.TrimSpace(string(out)), noLog)
+	if !ok {
+		return "", false
+	}
+	return "could not create the step's log: " + strings.TrimSpace(why), true
 }
 
 func exitFromState(ps *os.ProcessState) Exit {
