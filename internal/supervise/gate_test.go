@@ -26,11 +26,7 @@ func TestGatedStepRunsWhenOpened(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			spec := specIn(dir, commands...)
-			spec.Gated = true
-			p, err := Start(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := startGated(t, spec)
 			if ran(dir) {
 				t.Fatal("the command ran before the step was opened")
 			}
@@ -60,11 +56,7 @@ func TestGatedStepRunsWhenOpened(t *testing.T) {
 func TestAbandonedGatedStepRunsNothing(t *testing.T) {
 	dir := t.TempDir()
 	spec := specIn(dir, `touch "$STEP_DIR/ran"`)
-	spec.Gated = true
-	p, err := Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startGated(t, spec)
 	p.Abandon()
 	if ex := p.Exit(); ex.Recorded {
 		t.Errorf("exit %+v of an abandoned step counts as recorded", ex)
@@ -101,11 +93,7 @@ func TestGatedStepOfADeadDaemonRunsNothing(t *testing.T) {
 func TestTermAtTheGateDoesNotEndTheWait(t *testing.T) {
 	dir := t.TempDir()
 	spec := specIn(dir, `touch "$STEP_DIR/ran"`)
-	spec.Gated = true
-	p, err := Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startGated(t, spec)
 	eventually(t, "the wrapper to wait at its gate", func() bool {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/wchan")
 		return strings.Contains(string(b), "pipe")
@@ -144,14 +132,21 @@ func TestIdleClockIgnoresAnOldLogFile(t *testing.T) {
 	}
 }
 
-// runGated starts a gated step, opens it and waits for its end.
-func runGated(t *testing.T, spec Spec) Exit {
+// startGated starts spec's step gated.
+func startGated(t *testing.T, spec Spec) *Process {
 	t.Helper()
 	spec.Gated = true
 	p, err := Start(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// runGated starts a gated step, opens it and waits for its end.
+func runGated(t *testing.T, spec Spec) Exit {
+	t.Helper()
+	p := startGated(t, spec)
 	if err := p.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +186,8 @@ func TestGatedStepCreatesItsLog(t *testing.T) {
 func TestGatedStepWithoutItsLogRunsNothing(t *testing.T) {
 	dir := t.TempDir()
 	spec := specIn(dir, `touch "$STEP_DIR/ran"`)
-	spec.Gated = true
 	spec.LogPath = filepath.Join(dir, "missing", "step.log")
-	p, err := Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startGated(t, spec)
 	_ = p.Open() // fails if the wrapper has exited already
 	ex := waitDone(t, p)
 	if ex.Recorded || !strings.Contains(ex.Failed, spec.LogPath) || !strings.Contains(ex.String(), spec.LogPath) {
@@ -225,12 +216,8 @@ func TestGatedStepsOwn124(t *testing.T) {
 func TestGatedStepOpensItsStdinWhenOpened(t *testing.T) {
 	dir := t.TempDir()
 	spec := specIn(dir, `cat >"$STEP_DIR/got"`)
-	spec.Gated = true
 	spec.StdinPath = filepath.Join(dir, "prompt")
-	p, err := Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startGated(t, spec)
 	if err := os.WriteFile(spec.StdinPath, []byte("the prompt\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -246,15 +233,8 @@ func TestGatedStepOpensItsStdinWhenOpened(t *testing.T) {
 
 	dir = t.TempDir()
 	spec = specIn(dir, `touch "$STEP_DIR/ran"`)
-	spec.Gated = true
 	spec.StdinPath = filepath.Join(dir, "never-written")
-	if p, err = Start(spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Open(); err != nil {
-		t.Fatal(err)
-	}
-	if ex := waitDone(t, p); ex.Code != 126 || !ex.Recorded {
+	if ex := runGated(t, spec); ex.Code != 126 || !ex.Recorded {
 		t.Errorf("exit %+v, want a recorded 126", ex)
 	}
 	if code, ok := ReadStatus(spec.StatusPath, spec.Tag); !ok || code != 126 {

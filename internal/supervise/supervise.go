@@ -57,9 +57,10 @@ import (
 // commands), so that creating the file — slow on some disks — happens
 // while the daemon commits the step, not before the fork; if it cannot,
 // it exits 124 without waiting, and the shell's message and noLog are on
-// the pipe that was its output until then (see Exit.Failed). Then it reads a line from fd 3 (the gate) and closes
-// it, so no command inherits it; at end of file it exits with 125 and
-// records nothing (see Open and Abandon). TERM is ignored while it waits:
+// the pipe that was its output until then (see Exit.Failed). Then it
+// reads a line from fd 3 (the gate) and closes it, so no command inherits
+// it; at end of file it exits with 125 and records nothing (see Open and
+// Abandon). TERM is ignored while it waits:
 // a caught signal would end the read, and the wrapper would exit 125
 // after the daemon had opened it. Once opened it takes its stdin, which
 // the daemon writes during the commit too; a stdin it cannot open fails
@@ -214,13 +215,7 @@ func Start(spec Spec) (*Process, error) {
 	args := []string{"/bin/sh", "-c", wrapper, spec.Tag, spec.StatusPath}
 	var out, stdin, gateR, gateW, logErr *os.File
 	var err error
-	defer func() {
-		for _, f := range []*os.File{out, stdin, gateR} {
-			if f != nil {
-				f.Close() // the child has its own copies
-			}
-		}
-	}()
+	defer func() { closeAll(out, stdin, gateR) }() // the child has its own copies
 	if spec.Gated {
 		// The wrapper opens its log and its stdin itself (see wrapper);
 		// until it has, its output goes to a pipe read if it fails.
