@@ -39,6 +39,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.HandleFunc("POST /v1/trust", d.handleTrust)
+	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -84,9 +86,12 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 		st    *scheduler.StateError
 		amb   *storage.AmbiguousError
 		large *http.MaxBytesError
+		trust *scheduler.UntrustedError
 	)
 	switch {
 	case errors.As(err, &ae):
+	case errors.As(err, &trust):
+		ae = untrustedError(trust)
 	case errors.As(err, &in):
 		ae = &api.Error{Code: api.CodeBadRequest, Message: in.Msg, Details: in.Problems}
 	case errors.As(err, &st):
