@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -185,7 +184,7 @@ func (r *runner) load() error {
 			r.eval.Restore(prev)
 		}
 	}
-	return os.MkdirAll(r.dir, 0o700)
+	return prepareRunDir(r.dir)
 }
 
 // decodeFrozen decodes a run's frozen config and its complete condition set
