@@ -217,7 +217,7 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 
 // Pause holds a run: at once when no step runs, else after the current step.
 func (s *Scheduler) Pause(ctx context.Context, runID string) error {
-	return s.store.Write(ctx, func(tx *storage.Tx) error {
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
 		run, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -233,6 +233,12 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 		}
 		return &StateError{Msg: fmt.Sprintf("run %s has ended (%s); nothing to pause", runID, run.Status)}
 	})
+	if err == nil {
+		if r := s.runner(runID); r != nil {
+			r.poke() // a runner waiting to retry after an error pauses now
+		}
+	}
+	return err
 }
 
 // Resume continues a PAUSED, WAITING, FAILED, ABORTED or INTERRUPTED run

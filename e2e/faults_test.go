@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// blockRunDirs replaces LOOPD_HOME/runs with a file, so that no run
+// directory can be created: an error that never goes away.
+func (e *env) blockRunDirs() {
+	e.t.Helper()
+	runs := filepath.Join(e.home, "runs")
+	if err := os.RemoveAll(runs); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(runs, []byte("not a directory\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// A runner error that never goes away ends the run ABORTED fatal:internal
+// with the error in its description, instead of RUNNING and retrying
+// forever.
+func TestPersistentRunnerErrorAborts(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon("--retry-backoff", "50ms")
+	e.blockRunDirs()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1"))
+	id := e.start("goal")
+	if code := e.wait(id); code != 2 {
+		t.Fatalf("wait exit %d, want 2 (ABORTED)", code)
+	}
+	st := e.status(id)
+	if st.Status != api.RunAborted || st.Reason != "fatal:internal" {
+		t.Errorf("status %s reason %q, want ABORTED fatal:internal", st.Status, st.Reason)
+	}
+	if !strings.Contains(st.Description, "not a directory") || !strings.Contains(st.Description, "5 times in a row") {
+		t.Errorf("description does not carry the error: %q", st.Description)
+	}
+	if n := len(e.invocations()); n != 0 {
+		t.Errorf("the agent ran %d times", n)
+	}
+	if n := countType(e.events(id), "RUN_ABORTED"); n != 1 {
+		t.Errorf("%d RUN_ABORTED events", n)
+	}
+}
+
+// stop --now and pause apply to a run whose runner keeps failing, even
+// while it waits to retry (here for an hour).
+func TestRequestsApplyToFailingRun(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon("--retry-backoff", "1h")
+	e.blockRunDirs()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1"))
+
+	id := e.start("goal")
+	failed := func() bool { return strings.Count(e.daemonLog(), "run loop failed") >= 1 }
+	eventually(t, "the runner's first failure in the daemon log", 20*time.Second, failed)
+	e.must("pause", id)
+	eventually(t, "the run PAUSED", 20*time.Second, func() bool { return e.status(id).Status == api.RunPaused })
+
+	e.must("resume", id)
+	eventually(t, "the runner's second failure", 20*time.Second, func() bool {
+		return strings.Count(e.daemonLog(), "run loop failed") >= 2
+	})
+	e.must("stop", id, "--now")
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait exit %d, want 3 (INTERRUPTED)", code)
+	}
+	st := e.status(id)
+	if st.Reason != "user_stop" || !strings.Contains(st.Description, "not a directory") {
+		t.Errorf("reason %q description %q", st.Reason, st.Description)
+	}
+}
