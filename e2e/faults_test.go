@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,5 +76,34 @@ func TestRequestsApplyToFailingRun(t *testing.T) {
 	st := e.status(id)
 	if st.Reason != "user_stop" || !strings.Contains(st.Description, "not a directory") {
 		t.Errorf("reason %q description %q", st.Reason, st.Description)
+	}
+}
+
+// loopctl against a daemon frozen by SIGSTOP: an ordinary call exits 69
+// with a message that says the daemon did not answer, instead of hanging
+// forever, and starts no second daemon.
+func TestFrozenDaemonStatusTimesOut(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1"))
+	id := e.start("goal")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d", code)
+	}
+	if err := e.daemon.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer e.daemon.Process.Signal(syscall.SIGCONT)
+	// Autostart allowed: it must not try to start another daemon.
+	r := e.loopctlEnv([]string{"LOOPCTL_NO_AUTOSTART=0"}, "status", id)
+	if r.code != 69 || !strings.Contains(r.stderr, "did not answer within") {
+		t.Errorf("status against a stopped daemon: exit %d\n%s", r.code, r.stderr)
+	}
+	if n := len(processesWithEnv("LOOPD_HOME=" + e.home)); n != 1 {
+		t.Errorf("%d daemons for this home, want 1", n)
+	}
+	_ = e.daemon.Process.Signal(syscall.SIGCONT)
+	if st := e.status(id); st.Status != api.RunCompleted {
+		t.Errorf("after SIGCONT: %s", st.Status)
 	}
 }
