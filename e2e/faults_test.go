@@ -107,3 +107,44 @@ func TestFrozenDaemonStatusTimesOut(t *testing.T) {
 		t.Errorf("after SIGCONT: %s", st.Status)
 	}
 }
+
+// Bad input that used to get through is refused at start with exit 64,
+// naming the problem, and creates nothing: a NUL byte in a config value
+// (it failed every step with "invalid argument"), a prompt file larger
+// than the request limit (it was copied into every report). A relative
+// --prompt-file is found against -C DIR.
+func TestBadInputRefusedAtStart(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+
+	e.writeFile(".loop/config", "agent=command\nagent_command=my-agent\x00 --fast\n", 0o644)
+	r := e.loopctl("start", "goal")
+	if r.code != 64 || !strings.Contains(r.stderr, ".loop/config:2: agent_command: value contains a NUL byte") {
+		t.Errorf("NUL in a config value: exit %d\n%s", r.code, r.stderr)
+	}
+
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1"))
+	e.writeFile("BIG.md", strings.Repeat("x", 1<<20+1), 0o644)
+	r = e.loopctl("start", "--prompt-file", "BIG.md")
+	if r.code != 64 || !strings.Contains(r.stderr, "larger than 1024 KiB") {
+		t.Errorf("oversize prompt file: exit %d\n%s", r.code, r.stderr)
+	}
+	if out := e.must("list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("bad input created runs: %s", out)
+	}
+
+	other := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(other, ".loop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, ".loop", "config"), []byte("agent=command\nagent_command=true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "GOAL.md"), []byte("the goal in -C\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := e.start("-C", other, "--prompt-file", "GOAL.md")
+	if st := e.status(id); st.Goal != "the goal in -C" {
+		t.Errorf("goal %q: the relative --prompt-file was not found against -C", st.Goal)
+	}
+}

@@ -81,11 +81,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
-		b, err := os.ReadFile(cfg.PromptFile)
-		if err != nil {
-			return storage.Run{}, &InputError{Msg: "cannot read the goal", Problems: []string{err.Error()}}
+		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
+			return storage.Run{}, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
-		goal = strings.TrimSpace(string(b))
 	}
 	if goal == "" {
 		return storage.Run{}, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
