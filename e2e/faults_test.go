@@ -148,3 +148,45 @@ func TestBadInputRefusedAtStart(t *testing.T) {
 		t.Errorf("goal %q: the relative --prompt-file was not found against -C", st.Goal)
 	}
 }
+
+// A daemon frozen (SIGSTOP) past a step's limits, while the step ends by
+// itself: the step's own record decides. It SUCCEEDED, it ended when it
+// recorded its exit (before the daemon woke), and the freeze does not
+// count toward max_duration: the run goes on to complete in iteration 2.
+func TestFrozenDaemonKeepsTheStepsOwnEnd(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1", "FAKE_DONE_AT=2"), "max_duration=4s", "idle_timeout=3s")
+	id := e.start("goal")
+	step := e.runningStep(id, 1)
+
+	if err := e.daemon.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	e.release("go-1")
+	exits := filepath.Join(e.home, "runs", id, "exits")
+	eventually(t, "the step to record its exit", 20*time.Second, func() bool {
+		b, _ := os.ReadFile(exits)
+		return strings.Contains(string(b), ":1 exit 0")
+	})
+	// Keep the daemon frozen until the run's max_duration and the step's
+	// idle_timeout have both passed on the wall clock.
+	started := step.StartedAt.Time
+	eventually(t, "max_duration to pass on the wall clock", 20*time.Second, func() bool {
+		return time.Since(started) > 5*time.Second
+	})
+	woke := time.Now()
+	if err := e.daemon.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d, want 0: %+v", code, e.status(id))
+	}
+	got := e.steps(id)[0]
+	if got.Status != api.StepSucceeded {
+		t.Errorf("step %s (%s), want SUCCEEDED", got.Status, got.Error)
+	}
+	if got.EndedAt.IsZero() || !got.EndedAt.Before(woke) {
+		t.Errorf("step ended at %v, after the daemon woke at %v: the freeze was counted", got.EndedAt, woke)
+	}
+}
