@@ -23,8 +23,8 @@ const (
 
 // Input is everything a report is built from.
 type Input struct {
-	Run    api.Run
-	Steps  []api.Step
+	Run   api.Run
+	Steps []api.Step
 	// Events are the run's events, or only its first and last
 	// TimelineEnds events when it has more (EventCount says how many).
 	Events []api.Event
