@@ -358,8 +358,11 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		st.Model = r.cfg.Model
 	}
 	if price, ok := r.prices.Lookup(st.Model); ok && res.UsageFound {
+		// 1-hour cache writes are priced at their own rate; the split is
+		// read from the log again whenever the step is priced.
 		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, price)
+			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+			CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
 		st.PricedCostUSD = &cost
 	}
 	st.FinalMessage = tailString(res.FinalMessage, finalMessageCap)
