@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loopd/loopd/internal/api"
 )
@@ -175,4 +177,48 @@ func TestUnreportedCostIsNull(t *testing.T) {
 	if strings.Contains(text, "agent-reported $0.00") || !strings.Contains(text, "no agent-reported cost") {
 		t.Errorf("status:\n%s", text)
 	}
+}
+
+// `daemon stop --kill-steps` signals every step before it waits for any:
+// steps that ignore SIGTERM then spend their grace periods side by side,
+// not one after another. Each step's TERM handler records that it got TERM
+// and waits to see all four steps get it within its grace; stopped one
+// after another, only the last would.
+func TestDaemonStopKillStepsSignalsAllFirst(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	marks := t.TempDir()
+	agent := filepath.Join(e.ws, "agent.sh")
+	e.writeFile("agent.sh", `marks=$1
+trap 'touch "$marks/term-$$"; i=0
+  while [ "$(ls "$marks" | grep -c "^term-")" -lt 4 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+  [ $i -lt 400 ] && touch "$marks/all-$$"' TERM
+touch "$marks/up-$$"
+while :; do sleep 0.05; done
+`, 0o755)
+	for i := range 4 {
+		dir := filepath.Join(e.ws, "w"+strconv.Itoa(i))
+		if err := os.MkdirAll(filepath.Join(dir, ".loop"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg := "agent=command\nagent_command=sh " + agent + " " + marks + "\nmax_iterations=1\n"
+		if err := os.WriteFile(filepath.Join(dir, ".loop", "config"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.must("start", "-C", dir, "goal")
+	}
+	eventually(t, "four steps running", 30*time.Second, func() bool { return len(globIn(marks, "up-*")) == 4 })
+	e.must("daemon", "stop", "--kill-steps")
+	<-e.exited
+	if got := globIn(marks, "term-*"); len(got) != 4 {
+		t.Fatalf("%d steps got SIGTERM, want 4", len(got))
+	}
+	if got := globIn(marks, "all-*"); len(got) != 4 {
+		t.Errorf("%d of 4 steps saw every step get SIGTERM within their grace: the steps were stopped one after another", len(got))
+	}
+}
+
+func globIn(dir, pattern string) []string {
+	m, _ := filepath.Glob(filepath.Join(dir, pattern))
+	return m
 }

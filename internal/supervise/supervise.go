@@ -172,7 +172,7 @@ func (e Exit) String() string {
 	case e.Failed != "":
 		return e.Failed
 	case e.Signal != 0:
-		return "killed by " + e.Signal.String()
+		return "killed by " + signalName(e.Signal)
 	case e.Code >= 0:
 		return fmt.Sprintf("exit code %d", e.Code)
 	}
@@ -540,4 +540,13 @@ func (p *Process) Terminate(grace time.Duration) {
 	}
 	p.Signal(unix.SIGKILL)
 	<-p.done
+}
+
+// signalName is a signal's name, such as "SIGKILL" (syscall.Signal's String
+// is a description: "killed", which read "killed by killed").
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }
