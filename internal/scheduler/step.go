@@ -565,6 +565,9 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		}
 		return r.conclude(done, events.StepFinished)
 	}
+	// Its leader is gone: whatever it left running while no daemon
+	// watched (a background job in a session of its own) goes now.
+	supervise.Sweep(f.tag)
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's

@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv("LOOPD_SUPERVISE_TEST_DAEMON"); dir != "" {
 		spec := specIn(dir, os.Getenv("LOOPD_SUPERVISE_TEST_CMD"))
 		spec.Gated = os.Getenv("LOOPD_SUPERVISE_TEST_GATED") != ""
+		useCgroups = os.Getenv("LOOPD_SUPERVISE_TEST_NO_CGROUP") == ""
 		p, err := Start(spec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
