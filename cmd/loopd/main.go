@@ -61,7 +61,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if *version {
-		fmt.Println("loopd", api.Version)
+		fmt.Println("loopd", api.BuildVersion())
 		return exitOK
 	}
 	if *maxRuns < 1 {
@@ -106,7 +106,7 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
+		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.BuildVersion(),
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote,
