@@ -83,7 +83,7 @@ var keyDocs = map[string]keyDoc{
 		"`gemini` where available, or `command` (your own `agent_command`). See [agents](agents.md)."},
 	"agent_command": {def: "from the preset", meaning: "A shell command (`sh -c`) that replaces the preset's command line. " +
 		"The prompt arrives on stdin and in `$LOOP_PROMPT_FILE`. Required with `agent=command`."},
-	"model": {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},
+	"model":  {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},
 	"prompt": {meaning: "The goal, as text. `loopctl start \"text\"` sets it. Only one of `prompt` and `prompt_file` may be set."},
 	"prompt_file": {def: "`PROMPT.md` if present", meaning: "A file holding the goal, re-read at every iteration (edit it to steer the loop). " +
 		"Relative to the workspace."},
@@ -102,13 +102,13 @@ var keyDocs = map[string]keyDoc{
 		"`verify` and `review` hold vacuously when not configured, so at least one gate must check something."},
 	"completion_promise": {meaning: "The line the agent's final message must end with to claim completion (`promise` gate). " +
 		"A mention inside prose does not count."},
-	"step_timeout": {meaning: "A step that runs longer fails (its processes are stopped). At least 1s."},
-	"idle_timeout": {meaning: "A step that writes no output for this long fails. `0` disables it."},
+	"step_timeout":   {meaning: "A step that runs longer fails (its processes are stopped). At least 1s."},
+	"idle_timeout":   {meaning: "A step that writes no output for this long fails. `0` disables it."},
 	"max_iterations": {meaning: "The run is ABORTED (`max_iterations:<n>`) after this many iterations. `0` is unlimited."},
 	"max_duration": {meaning: "The run is ABORTED (`max_duration:<d>`) after this much time RUNNING (paused, waiting and " +
 		"daemon-down time do not count). `0` is off. Durations: `90s`, `45m`, `2h 30m`, `1day`, `2h30m`."},
-	"max_tokens": {meaning: "Limit on all tokens, input (cache reads and writes included) plus output. `0` is off."},
-	"max_input_tokens": {meaning: "Limit on input tokens, cache reads and writes included. `0` is off."},
+	"max_tokens":        {meaning: "Limit on all tokens, input (cache reads and writes included) plus output. `0` is off."},
+	"max_input_tokens":  {meaning: "Limit on input tokens, cache reads and writes included. `0` is off."},
 	"max_output_tokens": {meaning: "Limit on output tokens. `0` is off."},
 	"max_cost": {meaning: "Budget in USD (`10`, `2.50`, `$5`). The run is ABORTED (`max_cost:<usd>`) when it is spent. " +
 		"Priced from the pricing table when the model is known, else the agent's reported cost. `0` is off."},
