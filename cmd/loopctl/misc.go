@@ -38,7 +38,7 @@ func newPostmortemCmd(g *globalOptions) *cobra.Command {
 }
 
 func newDaemonCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{Use: "daemon", Short: "Inspect or stop the daemon"}
+	cmd := &cobra.Command{Use: "daemon", Short: "Inspect or stop the daemon; install it as a systemd user service"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "Show whether the daemon runs, and its pid, version, home and active runs (exit 69 when not running)",
@@ -109,7 +109,7 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	stop.Flags().BoolVar(&killSteps, "kill-steps", false, "also stop running steps (their runs continue when the daemon is next started)")
-	cmd.AddCommand(stop)
+	cmd.AddCommand(stop, newDaemonInstallCmd(g), newDaemonUninstallCmd(g))
 	return cmd
 }
 
