@@ -36,7 +36,9 @@ func newServiceOptions(g *globalOptions) *serviceOptions {
 
 func newDaemonInstallCmd(g *globalOptions) *cobra.Command { return installCmd(newServiceOptions(g)) }
 
-func newDaemonUninstallCmd(g *globalOptions) *cobra.Command { return uninstallCmd(newServiceOptions(g)) }
+func newDaemonUninstallCmd(g *globalOptions) *cobra.Command {
+	return uninstallCmd(newServiceOptions(g))
+}
 
 func installCmd(o *serviceOptions) *cobra.Command {
 	cmd := &cobra.Command{
