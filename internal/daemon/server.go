@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
@@ -39,6 +40,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -53,7 +55,7 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := peerFrom(r.Context())
 		if p.tcp {
-			if !tokenOK(r, d.token) {
+			if !d.authorizedTCP(r) {
 				d.log.Warn("refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
 				d.fail(w, r, api.Errorf(api.CodeForbidden, "missing or wrong bearer token (see %s/%s)", d.opts.Home, TokenFile))
 				return
