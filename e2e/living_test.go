@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,42 @@ func TestLogsFollowOutlivesAPause(t *testing.T) {
 	for _, want := range []string{"==> #1 implementation (iteration 1) <==", "==> #3 implementation (iteration 2) <==", "==> #4 verification (iteration 2) <=="} {
 		if !strings.Contains(out, want) {
 			t.Errorf("followed logs lack %q (did the follower end at the pause?):\n%s", want, out)
+		}
+	}
+}
+
+// Shell completion offers the daemon's run ids for RUN arguments and the
+// config keys for --set; `loopctl man DIR` writes a page per command.
+func TestCompletionAndManPages(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1"), verifyDone)
+	id := e.start("goal", "--name", "completed-one")
+	e.wait(id)
+	out := e.must("__complete", "status", "")
+	if !strings.Contains(out, id+"\tCOMPLETED completed-one") || !strings.Contains(out, "last\t") {
+		t.Errorf("completing a RUN offered:\n%s", out)
+	}
+	if out := e.must("__complete", "logs", id[:3]); !strings.Contains(out, id) {
+		t.Errorf("completing a RUN prefix offered:\n%s", out)
+	}
+	out = e.must("__complete", "resume", id, "--set", "max_co")
+	for _, want := range []string{"max_cost=", "max_consecutive_verification_failures="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("completing --set offered no %s:\n%s", want, out)
+		}
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if out := e.must("completion", shell); !strings.Contains(out, "loopctl") || len(out) < 1000 {
+			t.Errorf("completion %s printed %d bytes", shell, len(out))
+		}
+	}
+	dir := t.TempDir()
+	e.must("man", dir)
+	for _, page := range []string{"loopctl.1", "loopctl-start.1", "loopctl-daemon-install.1"} {
+		b, err := os.ReadFile(filepath.Join(dir, page))
+		if err != nil || !strings.Contains(string(b), ".TH \"LOOPCTL\" \"1\"") {
+			t.Errorf("man page %s: %v\n%.200s", page, err, b)
 		}
 	}
 }

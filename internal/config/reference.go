@@ -144,3 +144,13 @@ var keyDocs = map[string]keyDoc{
 		"per million tokens, e.g. `price.my-model=3,15,0.30,3.75`. A missing cache price equals the input price. " +
 		"An empty value removes the override."},
 }
+
+// KeyNames lists every key in the order of the key table, then
+// "price.<model>" written as "price.": for shell completion.
+func KeyNames() []string {
+	names := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		names = append(names, k.name)
+	}
+	return append(names, pricePrefix)
+}
