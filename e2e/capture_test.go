@@ -39,6 +39,9 @@ type captureScenario struct {
 	wantExit int
 	// subscription logs Claude Code in with a subscription token.
 	subscription bool
+	// killed: the CLI's process group is killed once its tool call created
+	// the file "started" in the workspace, as `loopctl stop --now` would.
+	killed bool
 }
 
 var happyTurns = []fakemodel.Turn{
@@ -61,11 +64,13 @@ func captureScenarios(cli string) []captureScenario {
 		{name: "server-error", turns: []fakemodel.Turn{{Status: 500}, {Status: 500}}, wantExit: -1},
 		{name: "rate-limit-429", turns: []fakemodel.Turn{{Status: 429}, {Status: 429}}, wantExit: -1},
 		{name: "usage-limit", turns: []fakemodel.Turn{limit, limit}, wantExit: -1, subscription: cli == "claude"},
+		{name: "killed-in-tool", turns: []fakemodel.Turn{{Text: "Running the slow step.", Tool: "touch started && sleep 60",
+			Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, CacheWrite: 300, Reasoning: 12}}}, wantExit: -1, killed: true},
 		{name: "cut-stream", turns: []fakemodel.Turn{happyTurns[0], {Text: "I will now", Cut: true}, {Text: "I will now", Cut: true}}, wantExit: -1},
 	}
 	if cli == "gemini" {
 		// Gemini exits 0 with result.status "error" on a cut stream.
-		sc[5].wantExit = -2
+		sc[len(sc)-1].wantExit = -2
 	}
 	return sc
 }
@@ -92,7 +97,13 @@ func TestRealCLIScenarios(t *testing.T) {
 					if err := exec.Command("git", "-C", ws, "init", "-q").Run(); err != nil {
 						t.Fatal(err)
 					}
-					out, errs, code := a.run(t, ws, "Write hello into out.txt.", presetArgs(cli, a.model)...)
+					var out, errs string
+					var code int
+					if sc.killed {
+						out, errs, code = a.runKilled(t, ws, "Write hello into out.txt.", filepath.Join(ws, "started"), presetArgs(cli, a.model)...)
+					} else {
+						out, errs, code = a.run(t, ws, "Write hello into out.txt.", presetArgs(cli, a.model)...)
+					}
 					defer func() {
 						if t.Failed() {
 							t.Logf("exit %d\nstdout:\n%s\nstderr:\n%s\nrequests:\n%s", code, out, errs, srv.Summary())

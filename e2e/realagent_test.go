@@ -13,7 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/loopd/loopd/internal/fakemodel"
 )
@@ -159,6 +161,35 @@ func (a *realAgent) run(t testing.TB, dir, prompt string, args ...string) (stdou
 		t.Fatalf("run %s: %v", a.name, err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// runKilled runs the CLI in its own process group and kills the group with
+// SIGKILL once marker exists: a step stopped mid-turn.
+func (a *realAgent) runKilled(t testing.TB, dir, prompt, marker string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(a.bin, a.name), args...)
+	cmd.Dir = dir
+	cmd.Env = a.environ()
+	cmd.Stdin = strings.NewReader(prompt)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	eventually(t.(*testing.T), "the tool call to start", 60*time.Second, func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	// The tool's own session may have escaped the group.
+	for _, pid := range processesMentioning("sleep 60") {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
 }
 
 func writeTestFile(t testing.TB, path, content string) {
