@@ -117,7 +117,7 @@ type state struct {
 
 func newState(now func() time.Time) *state {
 	return &state{
-		now:  now,
+		now:        now,
 		ids:        make(map[string]idEntry),
 		streamIDs:  make(map[string]string),
 		tail:       tail{max: maxMessage},
