@@ -126,6 +126,25 @@ func TestRealCLIScenarios(t *testing.T) {
 							t.Fatal(err)
 						}
 						t.Logf("captured %s; billed %+v", dst, srv.Billed())
+						// The CLIs' own session files hold per-request usage.
+						pattern := map[string]string{
+							"codex":  filepath.Join(a.home, ".codex", "sessions", "*", "*", "*", "rollout-*.jsonl"),
+							"gemini": filepath.Join(a.home, ".gemini", "tmp", "*", "chats", "session-*.json*"),
+						}[cli]
+						if pattern != "" {
+							files, _ := filepath.Glob(pattern)
+							for _, f := range files {
+								b, err := os.ReadFile(f)
+								if err != nil {
+									t.Fatal(err)
+								}
+								dst := filepath.Join(filepath.Dir(dst), "sessions", strings.TrimSuffix(filepath.Base(dst), ".jsonl")+".session"+filepath.Ext(f))
+								if err := os.WriteFile(dst, []byte(scrub(string(b), ws, a.home)), 0o644); err != nil {
+									t.Fatal(err)
+								}
+								t.Logf("captured %s from %s", dst, f)
+							}
+						}
 					}
 				})
 			}

@@ -48,6 +48,7 @@ func run(args []string) int {
 	httpAddr := fs.String("http", env("LOOPD_HTTP", ""), "also serve the API over TCP on this loopback address (host:port); requests need the bearer token in HOME/http.token (env LOOPD_HTTP)")
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
+	apiBackoff := fs.Duration("api-backoff", envDuration("LOOPD_API_BACKOFF", time.Minute), "first wait of a run whose model API is unavailable; doubles per attempt up to 30 times this (env LOOPD_API_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -107,7 +108,7 @@ func run(args []string) int {
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
-		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace,
+		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, APIBackoff: *apiBackoff,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote,
 	})
@@ -153,6 +154,16 @@ func envInt(key string, def int) int {
 			return n
 		}
 		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a number\n", key, v)
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v := os.Getenv(key); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a positive duration such as 1m\n", key, v)
 	}
 	return def
 }

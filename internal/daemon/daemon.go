@@ -35,6 +35,9 @@ type Options struct {
 	DebugConditions bool
 	// Grace is the time between SIGTERM and SIGKILL when a step is stopped.
 	Grace time.Duration
+	// APIBackoff is the first wait of a run whose model API is unavailable;
+	// it doubles per failed attempt up to 30 times itself. Default 1m.
+	APIBackoff time.Duration
 	// LogFile, when set, also receives the logs, through a core built by
 	// LogCore. It is opened only after the lock is taken, so a second
 	// daemon that refuses to start writes nothing.
@@ -113,6 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions,
+		APIBackoff: opts.APIBackoff,
 	})
 
 	ln, err := listenUnix(opts.Socket)

@@ -36,6 +36,12 @@ type Options struct {
 	// UsageLimitBackoff is how long a run WAITs when the agent reports a
 	// usage limit without a reset time; default 10m.
 	UsageLimitBackoff time.Duration
+	// APIBackoff is the first wait of a run whose model API is unavailable
+	// (section 15): it doubles with each unavailable attempt in a row, up
+	// to APIBackoffCap; default 1m.
+	APIBackoff time.Duration
+	// APIBackoffCap caps APIBackoff's doubling; default 30 times APIBackoff.
+	APIBackoffCap time.Duration
 	// RetryBackoff is how long a runner that hit an internal error (a full
 	// disk, say) waits before it reloads its run and tries again; default 5s.
 	RetryBackoff time.Duration
@@ -87,6 +93,12 @@ func New(opts Options) *Scheduler {
 	}
 	if opts.UsageLimitBackoff <= 0 {
 		opts.UsageLimitBackoff = 10 * time.Minute
+	}
+	if opts.APIBackoff <= 0 {
+		opts.APIBackoff = time.Minute
+	}
+	if opts.APIBackoffCap <= 0 {
+		opts.APIBackoffCap = 30 * opts.APIBackoff
 	}
 	if opts.RetryBackoff <= 0 {
 		opts.RetryBackoff = 5 * time.Second
