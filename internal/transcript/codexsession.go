@@ -137,4 +137,3 @@ func codexSessionFile(path string, since time.Time) (Usage, bool, error) {
 	}
 	return Usage{}, false, nil
 }
-
