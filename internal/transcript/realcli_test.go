@@ -103,3 +103,60 @@ func TestRealCLIFixtures(t *testing.T) {
 		})
 	}
 }
+
+// TestAPITrouble separates the model API's trouble from the agent's own
+// errors and from usage limits.
+func TestAPITrouble(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  bool
+	}{
+		{"codex still reconnecting when killed", []string{
+			`{"type":"thread.started","thread_id":"t"}`,
+			`{"type":"error","message":"Reconnecting... 3/50 (stream disconnected before completion: error sending request)"}`,
+		}, true},
+		{"codex reconnected and went on working", []string{
+			`{"type":"error","message":"Reconnecting... 1/5 (stream disconnected before completion)"}`,
+			`{"type":"item.started","item":{"id":"i","type":"command_execution","command":"ls"}}`,
+		}, false},
+		{"codex refusing an untrusted directory", []string{
+			`{"type":"turn.failed","error":{"message":"Not inside a trusted directory and --skip-git-repo-check was not specified."}}`,
+		}, false},
+		{"claude 401 is not the API being unavailable", []string{
+			`{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"terminal_reason":"api_error","result":"API Error: 401 invalid x-api-key"}`,
+		}, false},
+		{"claude connection lost", []string{
+			`{"type":"result","subtype":"success","is_error":true,"api_error_status":null,"terminal_reason":"api_error","result":"API Error: Connection to the API was lost (ECONNRESET)."}`,
+		}, true},
+		{"a successful turn after trouble", []string{
+			`{"type":"error","message":"unexpected status 503 Service Unavailable"}`,
+			`{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}`,
+		}, false},
+		{"gemini usage limit is a limit, not trouble", []string{
+			`{"type":"init","session_id":"s","model":"gemini-2.5-flash"}`,
+			`{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: You exceeded your current quota. Please retry in 20.5s.]"},"stats":{"total_tokens":0,"input_tokens":0,"output_tokens":0}}`,
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := parseString(joinLines(tt.lines))
+			if got.APIError != tt.want {
+				t.Errorf("APIError = %v, want %v (error %q, limit %+v)", got.APIError, tt.want, got.ErrorText, got.RateLimit)
+			}
+		})
+	}
+	// Gemini's retry delay becomes the reset, rounded up.
+	got := parseString(joinLines(tests[len(tests)-1].lines))
+	if got.RateLimit == nil || !got.RateLimit.ResetsAt.Equal(fixedNow.Add(21*time.Second)) {
+		t.Errorf("RateLimit = %+v, want a reset 21s after %v", got.RateLimit, fixedNow)
+	}
+}
+
+func joinLines(lines []string) string {
+	out := ""
+	for _, l := range lines {
+		out += l + "\n"
+	}
+	return out
+}

@@ -441,8 +441,12 @@ func (s *state) codexEvent(ev *event) {
 		if isUsageLimitText(ev.Message.str) {
 			s.limitFromText(ev.Message.str)
 		}
-	case "item.completed":
-		if ev.Item != nil && ev.Item.Type == "agent_message" && ev.Item.Text != "" {
+	case "item.started", "item.completed":
+		// Work goes on: a reconnect notice before it was a passing trouble.
+		if isReconnectNotice(s.errorText) {
+			s.errorText = ""
+		}
+		if ev.Type == "item.completed" && ev.Item != nil && ev.Item.Type == "agent_message" && ev.Item.Text != "" {
 			s.setFinal(ev.Item.Text)
 		}
 	}
