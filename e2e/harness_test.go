@@ -54,6 +54,9 @@ type env struct {
 	daemon *exec.Cmd
 	logs   []string // daemon log files, one per start
 	exited chan struct{}
+	// path, when set, is the PATH of loopd and loopctl (a real agent CLI's
+	// directory first); default the test's own.
+	path string
 }
 
 func newEnv(t *testing.T) *env {
@@ -69,8 +72,12 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) environ(extra ...string) []string {
+	path := os.Getenv("PATH")
+	if e.path != "" {
+		path = e.path
+	}
 	env := []string{
-		"PATH=" + os.Getenv("PATH"),
+		"PATH=" + path,
 		"HOME=" + e.home, // no user config leaks in from the machine
 		"LOOPD_HOME=" + e.home,
 		"LOOPCTL_NO_AUTOSTART=1",
