@@ -210,6 +210,15 @@ type Config struct {
 	// bounds PostmortemCommand.
 	PostmortemTimeout Duration `json:"postmortem_timeout"`
 
+	// RedactSecrets (key redact_secrets, default true) replaces the values
+	// of the step environment's secrets (every env file value, and daemon
+	// variables named like *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, at least
+	// 8 characters long) with [REDACTED:NAME] in what loopd stores and
+	// feeds back: the next prompt's feedback, a step's final message and
+	// error, the run's description, the postmortem. Step logs are the
+	// agent's own output and are not rewritten.
+	RedactSecrets bool `json:"redact_secrets"`
+
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
 	// "input,output[,cache_read[,cache_write]]" in USD per million tokens; an
@@ -235,6 +244,7 @@ func Default() Config {
 		MaxConsecutiveVerificationFailures:   3,
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
+		RedactSecrets:                        true,
 	}
 }
 

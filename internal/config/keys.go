@@ -80,6 +80,7 @@ var keys = []key{
 	pathKey("env_file", mustExist, func(c *Config) *string { return &c.EnvFile }),
 	textKey("postmortem_command", func(c *Config) *string { return &c.PostmortemCommand }),
 	durationKey("postmortem_timeout", atLeastASecond, func(c *Config) *Duration { return &c.PostmortemTimeout }),
+	{name: "redact_secrets", set: setRedactSecrets},
 }
 
 // lookupKey returns the key named name.

@@ -108,7 +108,8 @@ func (s *Scheduler) writePostmortem(runID string) error {
 		lastFail = lastVerifyFail
 	}
 	if lastFail != nil {
-		in.LastFailureTail = feedbackOutput(lastFail)
+		cfg, _, _ := decodeFrozen(run)
+		in.LastFailureTail = secretsOf(cfg).String(feedbackOutput(lastFail))
 	}
 	evs, err := s.store.Events(ctx, runID, 0, 100_000)
 	if err != nil {
