@@ -31,6 +31,10 @@ exit 0
 `, 0o755)
 	e.writeFile(".env", "SERVICE_TOKEN="+secret+"\n", 0o600)
 	e.config("agent=command", "agent_command=./agent.sh")
+	// A custom_script's output is its condition's reason, kept in the
+	// evaluation history.
+	e.writeFile("check.sh", "#!/bin/sh\necho \"no luck with $SERVICE_TOKEN\" >&2\nexit 1\n", 0o755)
+	e.writeFile(".loop/stop.json", `{"success_conditions":[{"type":"custom_script","script":"check.sh"}]}`, 0o644)
 	id := e.start("goal")
 	if code := e.wait(id); code != 0 {
 		t.Fatalf("run: exit %d", code)
@@ -50,7 +54,10 @@ exit 0
 	if strings.Contains(pm, secret) {
 		t.Errorf("postmortem holds the secret:\n%s", pm)
 	}
-	for _, out := range []string{e.must("status", id, "--json"), e.must("steps", id, "--json"), e.must("events", id, "--json")} {
+	if out := e.must("status", id, "--json", "--debug"); !strings.Contains(out, "no luck with [REDACTED:SERVICE_TOKEN]") {
+		t.Errorf("the script's redacted output is not in the evaluation history:\n%s", out)
+	}
+	for _, out := range []string{e.must("status", id, "--json", "--debug"), e.must("steps", id, "--json"), e.must("events", id, "--json")} {
 		if strings.Contains(out, secret) {
 			t.Errorf("loopctl output holds the secret:\n%s", out)
 		}

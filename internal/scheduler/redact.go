@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"os"
+	"slices"
 
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/redact"
+	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -36,4 +38,19 @@ func (r *runner) useSecrets(envFile []string) {
 func (r *runner) redactStep(st *storage.Step) {
 	st.Error = r.secrets.String(st.Error)
 	st.FinalMessage = r.secrets.String(st.FinalMessage)
+}
+
+// redactResults returns results with secret values removed from their
+// details (a custom_script's output is its result's reason), as stored in
+// the evaluation history; results itself is not changed.
+func (r *runner) redactResults(results []stop.Result) []stop.Result {
+	if r.secrets == nil || len(r.secrets.Names()) == 0 {
+		return results
+	}
+	out := slices.Clone(results)
+	for i := range out {
+		out[i].Reason = r.secrets.String(out[i].Reason)
+		out[i].Err = r.secrets.String(out[i].Err)
+	}
+	return out
 }

@@ -263,6 +263,7 @@ func (r *runner) load() error {
 		Logger: r.s.opts.Logger.Named("stop"),
 		Prices: r.prices,
 		Debug:  r.s.opts.DebugConditions,
+		Redact: func(s string) string { return r.secrets.String(s) },
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
 	// evaluation so a restart does not re-announce unchanged progress.
@@ -691,7 +692,7 @@ func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
 }
 
 func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation, announce []string) error {
-	results, err := json.Marshal(ev.Results)
+	results, err := json.Marshal(r.redactResults(ev.Results))
 	if err != nil {
 		return fmt.Errorf("encode evaluation: %w", err)
 	}
