@@ -237,6 +237,14 @@ type Config struct {
 	// ABORTED fatal:api_unavailable. Until then the run WAITs with a capped
 	// exponential back-off, counting no iteration and no failure.
 	MaxAPIWait Duration `json:"max_api_wait"`
+	// RedactSecrets (key redact_secrets, default true) replaces the values
+	// of the step environment's secrets (every env file value, and daemon
+	// variables named like *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, at least
+	// 8 characters long) with [REDACTED:NAME] in what loopd stores and
+	// feeds back: the next prompt's feedback, a step's final message and
+	// error, the run's description, the postmortem. Step logs are the
+	// agent's own output and are not rewritten.
+	RedactSecrets bool `json:"redact_secrets"`
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
@@ -265,6 +273,7 @@ func Default() Config {
 		PostmortemTimeout:                    Duration(10 * time.Minute),
 		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},
 		MaxAPIWait:                           Duration(6 * time.Hour),
+		RedactSecrets:                        true,
 	}
 }
 

@@ -85,6 +85,7 @@ var keys = []key{
 	boolKey("notify_desktop", func(c *Config) *bool { return &c.NotifyDesktop }),
 	{name: "notify_on", set: setNotifyOn, check: checkNotifyOn},
 	durationKey("max_api_wait", atLeastASecond, func(c *Config) *Duration { return &c.MaxAPIWait }),
+	{name: "redact_secrets", set: setRedactSecrets},
 }
 
 // lookupKey returns the key named name.

@@ -108,7 +108,8 @@ func (s *Scheduler) writePostmortem(runID string) error {
 		lastFail = lastVerifyFail
 	}
 	if lastFail != nil {
-		in.LastFailureTail = feedbackOutput(lastFail)
+		cfg, _, _ := decodeFrozen(run)
+		in.LastFailureTail = secretsOf(cfg).String(feedbackOutput(lastFail))
 	}
 	// Only the ends of the timeline: a long run has far more events than
 	// a report shows, and loading them all would grow the daemon.

@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/redact"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -50,6 +51,10 @@ type runner struct {
 	// envTrust is the env file the workspace picked, which every step
 	// loads only while its content is still trusted ("" when none).
 	envTrust string
+	// secrets redacts the step environment's secret values from what is
+	// stored and fed back (nil when redact_secrets is off); set in load
+	// and with each step's environment.
+	secrets *redact.Redactor
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.
@@ -242,6 +247,7 @@ func (r *runner) load() error {
 	if r.envTrust, err = r.s.store.RunEnvTrust(bg(), r.id); err != nil {
 		return err
 	}
+	r.secrets = secretsOf(cfg)
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -258,6 +264,7 @@ func (r *runner) load() error {
 		Logger: r.s.opts.Logger.Named("stop"),
 		Prices: r.prices,
 		Debug:  r.s.opts.DebugConditions,
+		Redact: func(s string) string { return r.secrets.String(s) },
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
 	// evaluation so a restart does not re-announce unchanged progress.
@@ -562,6 +569,7 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 			now := r.s.opts.Now().UnixMilli()
 			st.EndedAt = &now
 		}
+		r.redactStep(st)
 		r.hist.SetLast(*st)
 		if st.Status == api.StepInterrupted {
 			typ = events.StepInterrupted // however its outcome was lost
@@ -699,6 +707,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 }
 
 func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
+	d.description = r.secrets.String(d.description)
 	tr := storage.Transition{RunID: r.id, From: []api.RunStatus{api.RunRunning}, To: d.status,
 		Reason: d.reason, Description: d.description, WaitUntil: d.waitUntil, Event: d.event,
 		ClearRequests: true, Payload: d.payload}
@@ -718,7 +727,7 @@ func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
 }
 
 func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation, announce []string) error {
-	results, err := json.Marshal(ev.Results)
+	results, err := json.Marshal(r.redactResults(ev.Results))
 	if err != nil {
 		return fmt.Errorf("encode evaluation: %w", err)
 	}

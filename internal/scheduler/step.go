@@ -673,6 +673,7 @@ func (r *runner) envWithFile() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("env_file: %w", err)
 	}
+	r.useSecrets(vars)
 	return append(env, vars...), nil
 }
 
