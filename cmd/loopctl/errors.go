@@ -36,6 +36,8 @@ func usageErrorf(format string, args ...any) error {
 func classify(err error) (int, string) {
 	var ae *api.Error
 	switch {
+	case errors.Is(err, api.ErrNoAnswer):
+		return exitUnavailable, err.Error() + "\n  check it with `ps` and its log (LOOPD_HOME/loopd.log); `kill -CONT` a stopped daemon"
 	case errors.Is(err, api.ErrUnavailable):
 		if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
 			return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
@@ -45,7 +47,7 @@ func classify(err error) (int, string) {
 		switch ae.Code {
 		case api.CodeNotFound:
 			return exitNotFound, ae.Error()
-		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge:
+		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge, api.CodeUntrusted:
 			return exitUsage, ae.Error()
 		case api.CodeForbidden, api.CodeShutdown, api.CodeUnavailable:
 			return exitUnavailable, ae.Error()

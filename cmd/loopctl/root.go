@@ -56,6 +56,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
+		newTrustCmd(g),
 		newManCmd(g),
 	)
 	addCompletions(root, g)
@@ -108,8 +109,8 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	c := api.NewClient(sock)
 	if _, err := c.Ping(ctx); err == nil {
 		return c, nil
-	} else if !isUnavailable(err) {
-		return nil, err
+	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {
+		return nil, err // a daemon holds the socket: another one cannot help
 	} else if errors.Is(err, fs.ErrPermission) {
 		// Someone else's socket (or a directory we cannot enter): a daemon
 		// may well be there, and starting our own on that path would fail.

@@ -1,4 +1,4 @@
--- 0004_notifications (assigned number 0006; renumber at merge): the
+-- 0005_notifications: the
 -- notification outbox. A row is written in the same transaction as the
 -- run's state change and its event, one per channel, so a notification due
 -- when the daemon dies is still due when it restarts; a row leaves
