@@ -119,7 +119,9 @@ func New(opts Options) *Notifier {
 // Hook is the storage.EventHook that fills the outbox: for an event that
 // reports a notifiable change (terminal, WAITING, PAUSED) of a run whose
 // frozen config has a channel and lists the change in notify_on, it
-// enqueues one row per channel in the event's own transaction.
+// enqueues one row per channel in the event's own transaction. A run that
+// goes WAITING again with no step succeeding since its last wait is the
+// same wait, and notifies once.
 func (n *Notifier) Hook(tx *storage.Tx, ev storage.Event) error {
 	status, ok := statusOf(ev.Type)
 	if !ok || ev.RunID == "" {
@@ -137,6 +139,14 @@ func (n *Notifier) Hook(tx *storage.Tx, ev storage.Event) error {
 	}
 	if !cfg.Notifying() || !cfg.Notifies(string(status)) {
 		return nil
+	}
+	if ev.Type == events.RunWaiting {
+		// One notification per wait: the model API failing at each
+		// back-off retry must not page the user every few minutes.
+		again, err := tx.WaitingAgain(ev.RunID, ev.Seq)
+		if err != nil || again {
+			return err
+		}
 	}
 	for _, ch := range channels(cfg) {
 		if err := tx.EnqueueNotification(ev.RunID, ev.Seq, string(ev.Type), ch); err != nil {

@@ -54,6 +54,20 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 	emit("failedonly", events.RunFailed)    // in notify_on
 	emit("both", events.RunPaused)          // not in the default notify_on
 	emit("both", events.RunWaiting)         // in the default notify_on
+	emit("both", events.RunWaiting)         // the same wait, retried: once
+	emitStep := func(status api.StepStatus) {
+		t.Helper()
+		if err := s.Write(t.Context(), func(tx *storage.Tx) error {
+			_, err := tx.Event("both", nil, events.StepFinished, map[string]any{"status": status})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	emitStep(api.StepFailed)
+	emit("both", events.RunWaiting) // still the same wait
+	emitStep(api.StepSucceeded)
+	emit("both", events.RunWaiting) // work went on in between: a new wait
 	rolledBack := errors.New("the state change failed")
 	err := s.Write(t.Context(), func(tx *storage.Tx) error {
 		if _, err := tx.Event("both", nil, events.RunAborted, nil); err != nil {
@@ -66,7 +80,8 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 	}
 
 	want := map[string][]string{
-		"both":       {"RUN_COMPLETED/command", "RUN_COMPLETED/webhook", "RUN_WAITING/command", "RUN_WAITING/webhook"},
+		"both": {"RUN_COMPLETED/command", "RUN_COMPLETED/webhook", "RUN_WAITING/command", "RUN_WAITING/webhook",
+			"RUN_WAITING/command", "RUN_WAITING/webhook"},
 		"none":       nil,
 		"failedonly": {"RUN_FAILED/command"},
 	}
@@ -106,7 +121,7 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 	if err := record(); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("second record of attempt 1: %v, want ErrConflict", err)
 	}
-	if pending, _ := s.PendingNotifications(t.Context(), 10); len(pending) != 4 {
-		t.Errorf("%d pending rows, want the 4 of run both", len(pending))
+	if pending, _ := s.PendingNotifications(t.Context(), 10); len(pending) != 6 {
+		t.Errorf("%d pending rows, want the 6 of run both", len(pending))
 	}
 }
