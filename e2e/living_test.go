@@ -16,16 +16,18 @@ import (
 
 // bgLoopctl runs a long-lived loopctl command and collects its output.
 type bgLoopctl struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer
+	stderr bytes.Buffer
+	err    error // from Wait, once done is closed
+	done   chan struct{}
 }
 
 func (e *env) background(args ...string) *bgLoopctl {
 	e.t.Helper()
 	f := &bgLoopctl{cmd: exec.Command(filepath.Join(binDir, "loopctl"), args...), done: make(chan struct{})}
-	f.cmd.Dir, f.cmd.Env = e.ws, e.environ()
+	f.cmd.Dir, f.cmd.Env, f.cmd.Stderr = e.ws, e.environ(), &f.stderr
 	stdout, err := f.cmd.StdoutPipe()
 	if err != nil {
 		e.t.Fatal(err)
@@ -45,7 +47,7 @@ func (e *env) background(args ...string) *bgLoopctl {
 				if err != io.EOF {
 					e.t.Logf("read %v: %v", args, err)
 				}
-				_ = f.cmd.Wait()
+				f.err = f.cmd.Wait()
 				return
 			}
 		}
@@ -131,5 +133,35 @@ func TestCompletionAndManPages(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), ".TH \"LOOPCTL\" \"1\"") {
 			t.Errorf("man page %s: %v\n%.200s", page, err, b)
 		}
+	}
+}
+
+// logs --follow of a whole run does not end quietly when the daemon stops
+// under it: it says so and exits 69, since the run goes on.
+func TestLogsFollowSaysWhenTheDaemonStops(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_DONE_AT=1"), verifyDone)
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	f := e.background("logs", id, "--follow")
+	eventually(t, "the follower to stream the running step", 20*time.Second, func() bool {
+		return strings.Contains(f.String(), "working on iteration 1")
+	})
+	e.stopDaemon()
+	select {
+	case <-f.done:
+		ee, ok := f.err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 69 || !strings.Contains(f.stderr.String(), "the daemon stopped while following") {
+			t.Fatalf("logs --follow after the daemon stopped: %v\nstderr: %s", f.err, f.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("logs --follow did not end when the daemon stopped")
+	}
+	// The run went on: a new daemon adopts the step and finishes it.
+	e.startDaemon()
+	e.release("go-1")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d", code)
 	}
 }

@@ -26,7 +26,8 @@ func newLogsCmd(g *globalOptions) *cobra.Command {
 		Long: `Print the output of a run's steps in order, with a header line before each
 step, or of one step (--step N, the # in loopctl steps). With --follow, output
 is streamed as it is written and the command ends when the run (or the step)
-does. --json prints NDJSON objects {"seq","phase","text"}.`,
+does; a pause does not end it. If the daemon stops meanwhile, it exits 69 and
+says so (the run goes on). --json prints NDJSON objects {"seq","phase","text"}.`,
 		Args: runArg,
 		RunE: o.run,
 	}
@@ -44,13 +45,35 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	whole := o.Follow && o.Step == 0
+	if whole {
+		// "last" is resolved once: a newer run in the workspace must not
+		// take over, and the end of the stream is checked against this run.
+		run, err := c.GetRun(ctx, ref, false)
+		if err != nil {
+			return err
+		}
+		ref = api.RunRef{Ref: run.ID}
+	}
 	body, err := c.Logs(ctx, ref, api.LogsOptions{Step: o.Step, Follow: o.Follow, JSON: o.JSON})
 	if err != nil {
 		return err
 	}
 	defer body.Close()
-	if _, err := io.Copy(o.Out, body); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("read logs: %w", err)
+	_, copyErr := io.Copy(o.Out, body)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if whole {
+		// The stream of a whole run ends only with the run, or when the
+		// daemon goes away: say which, rather than end as if it had ended.
+		if run, err := c.GetRun(ctx, ref, false); err != nil || !run.Status.Terminal() {
+			return &exitError{code: exitUnavailable, msg: fmt.Sprintf("the daemon stopped while following run %s; the run goes on: "+
+				"run loopctl logs %s --follow again once the daemon is back", ref.Ref, ref.Ref)}
+		}
+	}
+	if copyErr != nil {
+		return fmt.Errorf("read logs: %w", copyErr)
 	}
 	return nil
 }
