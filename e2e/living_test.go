@@ -136,32 +136,47 @@ func TestCompletionAndManPages(t *testing.T) {
 	}
 }
 
-// logs --follow of a whole run does not end quietly when the daemon stops
-// under it: it says so and exits 69, since the run goes on.
-func TestLogsFollowSaysWhenTheDaemonStops(t *testing.T) {
+// logs --follow rides out a daemon restart: it resumes exactly where it
+// was, so what it printed is the run's whole output, once. (With --json,
+// whose chunks cannot be resumed, it says the daemon stopped and exits 69.)
+func TestLogsFollowRidesOutADaemonRestart(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_DONE_AT=1"), verifyDone)
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1", "FAKE_DONE_AT=2"), verifyDone)
 	id := e.start("goal")
 	e.runningStep(id, 1)
-	f := e.background("logs", id, "--follow")
-	eventually(t, "the follower to stream the running step", 20*time.Second, func() bool {
-		return strings.Contains(f.String(), "working on iteration 1")
+	text := e.background("logs", id, "--follow")
+	js := e.background("logs", id, "--follow", "--json")
+	eventually(t, "the followers to stream the running step", 20*time.Second, func() bool {
+		return strings.Contains(text.String(), "working on iteration 1") && strings.Contains(js.String(), "working on iteration 1")
 	})
 	e.stopDaemon()
 	select {
-	case <-f.done:
-		ee, ok := f.err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 69 || !strings.Contains(f.stderr.String(), "the daemon stopped while following") {
-			t.Fatalf("logs --follow after the daemon stopped: %v\nstderr: %s", f.err, f.stderr.String())
+	case <-js.done:
+		ee, ok := js.err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 69 || !strings.Contains(js.stderr.String(), "the daemon stopped while following") {
+			t.Errorf("logs --follow --json after the daemon stopped: %v\nstderr: %s", js.err, js.stderr.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("logs --follow did not end when the daemon stopped")
+		t.Error("logs --follow --json did not end when the daemon stopped")
 	}
-	// The run went on: a new daemon adopts the step and finishes it.
 	e.startDaemon()
 	e.release("go-1")
 	if code := e.wait(id); code != 0 {
 		t.Fatalf("wait exit %d", code)
+	}
+	select {
+	case <-text.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("logs --follow did not end with the run")
+	}
+	if text.err != nil {
+		t.Fatalf("logs --follow: %v\nstderr: %s", text.err, text.stderr.String())
+	}
+	if whole := e.must("logs", id); text.String() != whole {
+		t.Errorf("followed across the restart:\n%s\nwant the run's output, once:\n%s", text.String(), whole)
+	}
+	if !strings.Contains(text.String(), "==> #4 verification (iteration 2) <==") {
+		t.Errorf("the follower missed the steps after the restart:\n%s", text.String())
 	}
 }
