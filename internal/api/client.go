@@ -237,6 +237,11 @@ type LogsOptions struct {
 	// JSON streams NDJSON objects {"seq","phase","text"} instead of raw
 	// bytes with a header line between steps.
 	JSON bool
+	// Skip drops the first Skip bytes of the text stream of every step
+	// (not with JSON or Step): the stream is the same bytes each time it
+	// is read, so a follower that lost its connection resumes exactly
+	// where it was.
+	Skip int64
 }
 
 // Logs streams step output: raw bytes, in order, never split inside a UTF-8
@@ -251,6 +256,9 @@ func (c *Client) Logs(ctx context.Context, ref RunRef, opts LogsOptions) (io.Rea
 	}
 	if opts.JSON {
 		q.Set("format", "json")
+	}
+	if opts.Skip > 0 {
+		q.Set("skip", strconv.FormatInt(opts.Skip, 10))
 	}
 	return c.stream(ctx, ref.path("/logs"), q)
 }

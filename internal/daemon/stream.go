@@ -147,6 +147,13 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var skip int64
+	if s := q.Get("skip"); s != "" {
+		if skip, err = strconv.ParseInt(s, 10, 64); err != nil || skip < 0 || asJSON || only > 0 {
+			d.fail(w, r, api.Errorf(api.CodeBadRequest, "skip must be a byte count ≥ 0, for the text stream of a whole run, got %q", s))
+			return
+		}
+	}
 	if asJSON {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 	} else {
@@ -154,6 +161,11 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	lw := &logWriter{rw: w, w: w}
+	if skip > 0 {
+		// The text stream of a run is a function of its append-only logs:
+		// regenerated, its first skip bytes are what the client has.
+		lw.w = &skipWriter{w: w, n: skip}
+	}
 	ctx := r.Context()
 	seq := max(only, 1)
 	for {
@@ -342,6 +354,25 @@ func (j *jsonChunks) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	if _, err := j.w.Write(append(b, '\n')); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// skipWriter drops the first n bytes written to it.
+type skipWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (s *skipWriter) Write(p []byte) (int, error) {
+	if s.n >= int64(len(p)) {
+		s.n -= int64(len(p))
+		return len(p), nil
+	}
+	q := p[s.n:]
+	s.n = 0
+	if _, err := s.w.Write(q); err != nil {
 		return 0, err
 	}
 	return len(p), nil
