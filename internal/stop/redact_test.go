@@ -16,7 +16,7 @@ func TestEvaluationLogIsRedacted(t *testing.T) {
 	e := NewEvaluator(Set{Conditions: []Condition{MaxIterations{Count: 4}}}, Options{Logger: zap.New(core),
 		Redact: func(s string) string { return strings.ReplaceAll(s, "1/4", "[REDACTED:N]") }})
 	ev := e.Evaluate(t.Context(), Context{RunID: "r", Iteration: 1})
-	if ev.Results[0].Reason != "Iteration 1/4" {
+	if ev.Results[0].Reason != "1/4 done" {
 		t.Errorf("the result was changed: %q", ev.Results[0].Reason)
 	}
 	entries := logs.FilterMessage("stop conditions evaluated").All()
@@ -24,7 +24,7 @@ func TestEvaluationLogIsRedacted(t *testing.T) {
 		t.Fatalf("%d entries", len(entries))
 	}
 	conds, _ := entries[0].ContextMap()["conditions"].([]any)
-	if len(conds) != 1 || conds[0].(map[string]any)["reason"] != "Iteration [REDACTED:N]" {
+	if len(conds) != 1 || conds[0].(map[string]any)["reason"] != "[REDACTED:N] done" {
 		t.Errorf("logged %v", entries[0].ContextMap()["conditions"])
 	}
 }
