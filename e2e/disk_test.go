@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,4 +185,79 @@ func TestStepLogThatCannotBeCreated(t *testing.T) {
 	if s.Tests != nil {
 		t.Errorf("step 2 ran its tests: %+v", *s.Tests)
 	}
+}
+
+// fill fills the file system of LOOPD_HOME to the last byte (a small
+// tmpfs from mountHome) and returns the filler file to remove.
+func (e *env) fill() string {
+	e.t.Helper()
+	filler := filepath.Join(e.home, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	for _, size := range []int{64 << 10, 4 << 10, 1} {
+		chunk := make([]byte, size)
+		for {
+			if _, err := f.Write(chunk); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					e.t.Fatalf("fill: %v", err)
+				}
+				break
+			}
+		}
+	}
+	return filler
+}
+
+// A step that finishes while the disk is full and no daemon watches (it
+// was killed) keeps its outcome: the next daemon records it instead of
+// marking it INTERRUPTED and running the agent of that iteration again.
+func TestDiskFullCrashKeepsTheStepsOutcome(t *testing.T) {
+	e := newEnv(t)
+	e.mountHome("size=24m,mode=0700")
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1", "FAKE_DONE_AT=2"))
+	id := e.start("goal")
+	step := e.runningStep(id, 1)
+	filler := e.fill()
+	e.killDaemon()
+
+	e.release("go-1")
+	eventually(t, "the agent of iteration 1 to end", 30*time.Second, func() bool {
+		return !processAlive(step.Pid)
+	})
+	b, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "exits"))
+	if !strings.Contains(string(b), ":1 exit ") {
+		t.Fatalf("the step's exit status is not in the exits file:\n%q", b)
+	}
+
+	os.Remove(filler)
+	e.startDaemon()
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d", code)
+	}
+	first := e.steps(id)[0]
+	if first.Status == api.StepInterrupted {
+		t.Errorf("step 1 INTERRUPTED (%s): its outcome was recorded and must have been kept", first.Error)
+	}
+	runs := 0
+	for _, inv := range e.invocations() {
+		if strings.HasPrefix(inv, "1 ") {
+			runs++
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the agent of iteration 1 ran %d times, want 1:\n%v", runs, e.invocations())
+	}
+}
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
