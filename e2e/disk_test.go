@@ -261,3 +261,40 @@ func processAlive(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
+
+// An agent that fails because LOOPD_HOME filled up (it cannot write its
+// output) is not counted as a failure: the step is INTERRUPTED, the run
+// waits (disk_full) instead of starting the next step into the full disk,
+// and it goes on by itself once space is freed.
+func TestDiskFullFailureIsNotCounted(t *testing.T) {
+	e := newEnv(t)
+	e.mountHome("size=24m,mode=0700")
+	e.logDir = t.TempDir() // the daemon's log must not be on the full disk: it is the marker
+	e.startDaemon()
+	// The first time, the agent waits for the file go; every time, it
+	// writes far more than a page of output (on the full disk the write
+	// fails and it exits 1, as a real agent does), then promises.
+	e.config("agent=command", "completion=promise", "max_consecutive_implementation_failures=1",
+		`agent_command=sh -c 'if [ ! -f waited ]; then touch waited; while [ ! -f go ]; do sleep 0.05; done; fi; `+
+			`head -c 200000 /dev/zero | tr "\0" x || exit 1; echo; echo "<promise>COMPLETE</promise>"'`)
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	filler := e.fill()
+	e.release("go")
+	eventually(t, "the daemon to find the step failed for the full disk", 30*time.Second, func() bool {
+		return strings.Contains(e.daemonLog(), "step failed while LOOPD_HOME was out of disk space")
+	})
+	os.Remove(filler)
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d, want 0 (the disk's failure must not end the run): %+v", code, e.status(id))
+	}
+	steps := e.steps(id)
+	if steps[0].Status != api.StepInterrupted || !strings.Contains(steps[0].Error, "out of disk space") {
+		t.Errorf("step 1: %s %q, want INTERRUPTED for the full disk", steps[0].Status, steps[0].Error)
+	}
+	for _, s := range steps {
+		if s.Status == api.StepFailed {
+			t.Errorf("step %d FAILED (%s): a full disk is not the agent's failure", s.Seq, s.Error)
+		}
+	}
+}

@@ -54,6 +54,7 @@ type env struct {
 	daemon *exec.Cmd
 	logs   []string // daemon log files, one per start
 	exited chan struct{}
+	logDir string // where daemon logs go; default home (a test that fills home moves them)
 }
 
 func newEnv(t *testing.T) *env {
@@ -83,7 +84,11 @@ func (e *env) environ(extra ...string) []string {
 // startDaemon starts loopd and waits until it answers.
 func (e *env) startDaemon(args ...string) {
 	e.t.Helper()
-	logPath := filepath.Join(e.home, fmt.Sprintf("daemon-%d.log", len(e.logs)+1))
+	dir := e.home
+	if e.logDir != "" {
+		dir = e.logDir
+	}
+	logPath := filepath.Join(dir, fmt.Sprintf("daemon-%d.log", len(e.logs)+1))
 	logf, err := os.Create(logPath)
 	if err != nil {
 		e.t.Fatal(err)

@@ -412,6 +412,11 @@ func (r *runner) begin() (*planned, []string, *decision, error) {
 // following plans the step after the history: it checks what the step
 // needs (the agent installed, a readable env_file) and its prompt.
 func (r *runner) following() (*planned, []string, *decision, error) {
+	if r.s.diskFull() {
+		// The step could not write its output: it would fail for a
+		// reason that is not its own.
+		return nil, nil, r.waitForDisk(), nil
+	}
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
 		if d := r.checkAgent(); d != nil {

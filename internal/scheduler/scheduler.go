@@ -236,7 +236,11 @@ func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
 			Event: events.RunStarted, Payload: map[string]any{"run_id": run.ID}}
 		if run.Status == api.RunWaiting {
 			tr.Event = events.RunResumed
-			tr.Payload = map[string]any{"run_id": run.ID, "reason": "usage limit reset"}
+			why := "usage limit reset"
+			if run.Reason == reasonDiskFull {
+				why = "retrying after LOOPD_HOME was out of disk space"
+			}
+			tr.Payload = map[string]any{"run_id": run.ID, "reason": why}
 		}
 		err = s.store.Write(ctx, func(tx *storage.Tx) error { return tx.TransitionRun(tr) })
 		if errors.Is(err, storage.ErrConflict) {

@@ -169,6 +169,11 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 	}
 	if err != nil {
 		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
+		if errors.Is(err, supervise.ErrNoSpace) || r.s.diskFull() {
+			// Nothing ran: not a failure of the phase.
+			st.Status = api.StepInterrupted
+			st.Error = "could not start the step: " + errDiskFull.Error() + "; the phase runs again once space is freed"
+		}
 		return st, nil
 	}
 	done, err := r.watch(st, proc)
@@ -326,6 +331,14 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		default:
 			st.Status = api.StepSucceeded
 		}
+	}
+	if st.Status == api.StepFailed && r.s.diskFull() {
+		// Its output could not be written: the disk, not the step,
+		// failed. Never counted; the phase runs again once there is
+		// space (the run waits for it, see following).
+		st.Status = api.StepInterrupted
+		st.Error = errDiskFull.Error() + " while the step ran (" + st.Error + "); the phase runs again once space is freed"
+		r.log.Warn("step failed while LOOPD_HOME was out of disk space; not counted as a failure", zap.Int("seq", st.Seq))
 	}
 	switch st.Phase {
 	case api.PhaseImplementation, api.PhaseReview:
