@@ -21,35 +21,31 @@ type DescribeOptions struct {
 // Describe builds the wire view of a run. Every number in it is derived
 // from persisted steps and evaluations, so it is the same before and after
 // a daemon restart.
+//
+// The aggregates come from the run's recorded stats (kept with each step),
+// so a run costs the same few reads whatever its number of steps; a run
+// without current stats is derived from its steps.
 func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts DescribeOptions) (api.Run, error) {
-	steps, err := s.store.StepsLight(ctx, run.ID)
-	if err != nil {
-		return api.Run{}, fmt.Errorf("load steps: %w", err)
-	}
 	out := runJSON(run)
 	cfg, set, err := s.frozen(run)
 	if err != nil {
 		return out, err
 	}
-	h := NewHistory(steps, pipelineOf(cfg))
-	out.Iteration = h.Iteration()
-	out.Counters = h.Counters()
-	out.Usage = h.Usage()
-	if out.Usage.Model == "" {
-		out.Usage.Model = cfg.Model
-	}
 	now := s.opts.Now().UnixMilli()
 	if !run.Status.Terminal() && run.Status != api.RunRunning {
 		now = run.UpdatedAt // paused or waiting: the clock is not running
 	}
-	out.ElapsedMS = h.ElapsedMS(now)
-	out.Steps = len(steps)
-	if last := h.Last(); last != nil && last.Status == api.StepRunning {
-		cur := StepJSON(last, now)
-		if cur.Pid == 0 {
-			cur.Pid = s.RunningPid(run.ID) // recorded with the step's finish; live from the runner until then
+	fast, err := s.fastDescribe(ctx, run, &out, now)
+	if err != nil {
+		return out, err
+	}
+	if !fast {
+		if err := s.describeFromSteps(ctx, run, cfg, &out, now); err != nil {
+			return out, err
 		}
-		out.CurrentStep = &cur
+	}
+	if out.Usage.Model == "" {
+		out.Usage.Model = cfg.Model
 	}
 	if out.Usage.CostUnknown {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("cost unknown for part of the usage: model %q is not in the pricing table "+
@@ -90,6 +86,29 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 	}
 	out.Config = json.RawMessage(run.Config)
 	return out, nil
+}
+
+// describeFromSteps fills the aggregates of out from every step of the
+// run: for runs whose recorded stats are missing or not current.
+func (s *Scheduler) describeFromSteps(ctx context.Context, run storage.Run, cfg config.Config, out *api.Run, now int64) error {
+	steps, err := s.store.StepsLight(ctx, run.ID)
+	if err != nil {
+		return fmt.Errorf("load steps: %w", err)
+	}
+	h := NewHistory(steps, pipelineOf(cfg))
+	out.Iteration = h.Iteration()
+	out.Counters = h.Counters()
+	out.Usage = h.Usage()
+	out.ElapsedMS = h.ElapsedMS(now)
+	out.Steps = len(steps)
+	if last := h.Last(); last != nil && last.Status == api.StepRunning {
+		cur := StepJSON(last, now)
+		if cur.Pid == 0 {
+			cur.Pid = s.RunningPid(run.ID) // recorded with the step's finish; live from the runner until then
+		}
+		out.CurrentStep = &cur
+	}
+	return nil
 }
 
 func joinGates[T ~string](gates []T) string {

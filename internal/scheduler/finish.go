@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,9 @@ import (
 func (s *Scheduler) recover(ctx context.Context) error {
 	// The due list is read before any runner starts: a run that a runner
 	// ends from here on is that runner's to report.
+	if err := s.backfillStats(ctx); err != nil {
+		return fmt.Errorf("record run aggregates: %w", err)
+	}
 	due, err := s.store.PostmortemsDue(ctx)
 	if err != nil {
 		return err

@@ -382,7 +382,7 @@ func (r *runner) loop(recovered bool) error {
 			if err := st.writePrompt(); err != nil {
 				return err
 			}
-			if err := r.write(st.insert); err != nil {
+			if err := r.write(func(tx *storage.Tx) error { return r.insertStep(tx, st) }); err != nil {
 				return err
 			}
 			r.hist.Append(*st.step)
@@ -621,6 +621,10 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err
 			}
+			// The history holds st's end already (conclude).
+			if err := tx.SetRunStats(r.id, statsOf(&r.hist)); err != nil {
+				return err
+			}
 		}
 		if ev != nil {
 			if err := r.recordEvaluation(tx, ev, announce); err != nil {
@@ -642,7 +646,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 				return nil
 			}
 			inserted = true
-			return next.insert(tx)
+			return r.insertStep(tx, next)
 		}
 		return nil
 	})

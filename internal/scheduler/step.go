@@ -97,9 +97,15 @@ func (p *planned) removeFiles() {
 	}
 }
 
-// insert records a planned step as RUNNING, with STEP_STARTED, in tx; the
-// caller appends it to the history once tx commits.
-func (p *planned) insert(tx *storage.Tx) error { return tx.InsertStep(p.step, p.payload) }
+// insertStep records a planned step as RUNNING, with STEP_STARTED and
+// the run's aggregates after it, in tx; the caller appends it to the
+// history once tx commits.
+func (r *runner) insertStep(tx *storage.Tx, p *planned) error {
+	if err := tx.InsertStep(p.step, p.payload); err != nil {
+		return err
+	}
+	return tx.SetRunStats(r.id, withStarted(statsOf(&r.hist), p.step))
+}
 
 // spec describes a planned step's process, in environment env (the
 // daemon's plus the run's env_file). Steps are always gated: the process
