@@ -112,7 +112,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("read event log: %w", err)
 	}
 	d.bus = events.NewBus(seq)
-	d.store.SetNotify(d.bus.Publish)
+	d.store.SetNotifyRuns(d.bus.PublishRuns)
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
