@@ -235,15 +235,13 @@ func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	out := make([]api.Run, 0, len(runs))
-	for _, run := range runs {
-		view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{})
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		view.Config = nil
-		out = append(out, view)
+	out, err := d.sched.DescribeList(r.Context(), runs)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	for i := range out {
+		out[i].Config = nil
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -26,6 +26,59 @@ type DescribeOptions struct {
 // so a run costs the same few reads whatever its number of steps; a run
 // without current stats is derived from its steps.
 func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts DescribeOptions) (api.Run, error) {
+	views, err := s.store.RunViews(ctx, []string{run.ID})
+	if err != nil {
+		return api.Run{}, err
+	}
+	var last *storage.Evaluation
+	if e, err := s.store.LastEvaluation(ctx, run.ID); err == nil {
+		last = &e
+	}
+	var view *storage.RunView
+	if v, ok := views[run.ID]; ok {
+		view = &v
+	}
+	return s.describe(ctx, run, opts, view, last)
+}
+
+// DescribeList describes runs for a list, reading what they need in a few
+// statements for all of them together: the cost grows with the runs
+// shown, not with their steps.
+func (s *Scheduler) DescribeList(ctx context.Context, runs []storage.Run) ([]api.Run, error) {
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	views, err := s.store.RunViews(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	evals, err := s.store.LastEvaluations(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Run, 0, len(runs))
+	for _, run := range runs {
+		var view *storage.RunView
+		if v, ok := views[run.ID]; ok {
+			view = &v
+		}
+		var last *storage.Evaluation
+		if e, ok := evals[run.ID]; ok {
+			last = &e
+		}
+		v, err := s.describe(ctx, run, DescribeOptions{}, view, last)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// describe builds a run's view from its current aggregates (view; nil:
+// derive them from its steps) and its newest evaluation (nil: none).
+func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts DescribeOptions, view *storage.RunView, last *storage.Evaluation) (api.Run, error) {
 	out := runJSON(run)
 	cfg, set, err := s.frozen(run)
 	if err != nil {
@@ -35,14 +88,10 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 	if !run.Status.Terminal() && run.Status != api.RunRunning {
 		now = run.UpdatedAt // paused or waiting: the clock is not running
 	}
-	fast, err := s.fastDescribe(ctx, run, &out, now)
-	if err != nil {
+	if view != nil {
+		s.fillFromView(run, &out, view, now)
+	} else if err := s.describeFromSteps(ctx, run, cfg, &out, now); err != nil {
 		return out, err
-	}
-	if !fast {
-		if err := s.describeFromSteps(ctx, run, cfg, &out, now); err != nil {
-			return out, err
-		}
 	}
 	if out.Usage.Model == "" {
 		out.Usage.Model = cfg.Model
@@ -51,7 +100,7 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 		out.Warnings = append(out.Warnings, fmt.Sprintf("cost unknown for part of the usage: model %q is not in the pricing table "+
 			"and the agent reported no cost; set price.<model> in .loop/config", out.Usage.Model))
 	}
-	out.Conditions, err = s.conditions(ctx, run, set)
+	out.Conditions, err = conditionsFrom(last, set)
 	if err != nil {
 		return out, err
 	}
@@ -122,11 +171,10 @@ func joinGates[T ~string](gates []T) string {
 	return joinAnd(parts)
 }
 
-// conditions are the run's stop conditions with their latest results, or
-// not yet evaluated.
-func (s *Scheduler) conditions(ctx context.Context, run storage.Run, set stop.Set) ([]api.Condition, error) {
-	last, err := s.store.LastEvaluation(ctx, run.ID)
-	if err == nil {
+// conditionsFrom are the run's stop conditions with their results in
+// its newest evaluation (last), or not yet evaluated.
+func conditionsFrom(last *storage.Evaluation, set stop.Set) ([]api.Condition, error) {
+	if last != nil {
 		var results []storedResult
 		if err := json.Unmarshal([]byte(last.Results), &results); err != nil {
 			return nil, fmt.Errorf("decode evaluation: %w", err)

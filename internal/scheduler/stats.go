@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -80,23 +79,20 @@ func (s *Scheduler) backfillStats(ctx context.Context) error {
 // reports false when there are none current (the newest step is not the
 // one they were computed after): the caller derives them from the steps.
 func (s *Scheduler) fastDescribe(ctx context.Context, run storage.Run, out *api.Run, now int64) (bool, error) {
-	stats, err := s.store.RunStats(ctx, run.ID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
-	}
+	views, err := s.store.RunViews(ctx, []string{run.ID})
 	if err != nil {
 		return false, err
 	}
-	last, err := s.store.LastStep(ctx, run.ID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return false, nil
+	v, ok := views[run.ID]
+	if ok {
+		s.fillFromView(run, out, &v, now)
 	}
-	if err != nil {
-		return false, err
-	}
-	if last.Seq != stats.LastSeq || last.Status != stats.LastStatus {
-		return false, nil
-	}
+	return ok, nil
+}
+
+// fillFromView fills the aggregates of out from a run's current view.
+func (s *Scheduler) fillFromView(run storage.Run, out *api.Run, v *storage.RunView, now int64) {
+	stats, last := &v.Stats, &v.Last
 	out.Iteration, out.Counters, out.Usage = stats.Iteration, stats.Counters, stats.Usage
 	out.ElapsedMS = stats.EndedMS
 	if stats.RunningSince != nil {
@@ -104,11 +100,10 @@ func (s *Scheduler) fastDescribe(ctx context.Context, run storage.Run, out *api.
 	}
 	out.Steps = last.Seq
 	if last.Status == api.StepRunning {
-		cur := StepJSON(&last, now)
+		cur := StepJSON(last, now)
 		if cur.Pid == 0 {
 			cur.Pid = s.RunningPid(run.ID)
 		}
 		out.CurrentStep = &cur
 	}
-	return true, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/loopd/loopd/internal/api"
 )
@@ -93,4 +94,77 @@ func (t *Tx) SetRunStatsIfMissing(runID string, st RunStats) error {
 		return fmt.Errorf("record run stats: %w", err)
 	}
 	return nil
+}
+
+// RunView is what a run's description needs besides its row: its recorded
+// aggregates and its newest step (the one they were computed after).
+type RunView struct {
+	Stats RunStats
+	Last  Step
+}
+
+// runViewRow is a row of qRunViews.
+type runViewRow struct {
+	Body string `db:"body"`
+	Step
+}
+
+// qRunViews reads the recorded aggregates of runs named by a JSON array,
+// with their newest step, for the runs whose aggregates are current: the
+// step they were computed after is still the newest and has the same
+// status. One statement for any number of runs.
+var qRunViews = `SELECT s.body, ` + prefixed("st.", stepLight) + ` FROM run_stats s
+	JOIN steps st ON st.run_id = s.run_id AND st.seq = s.last_seq
+	WHERE s.run_id IN (SELECT value FROM json_each(?)) AND st.status = s.last_status
+	AND NOT EXISTS (SELECT 1 FROM steps x WHERE x.run_id = s.run_id AND x.seq > s.last_seq)`
+
+// RunViews returns the current RunView of each of the runs that has one:
+// a run missing from the map is to be derived from its steps.
+func (s *Store) RunViews(ctx context.Context, ids []string) (map[string]RunView, error) {
+	names, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	var rows []runViewRow
+	if err := s.sel(ctx, &rows, qRunViews, string(names)); err != nil {
+		return nil, fmt.Errorf("read run aggregates: %w", err)
+	}
+	out := make(map[string]RunView, len(rows))
+	for _, r := range rows {
+		var st RunStats
+		if err := json.Unmarshal([]byte(r.Body), &st); err != nil {
+			return nil, fmt.Errorf("decode run stats of %s: %w", r.RunID, err)
+		}
+		out[r.RunID] = RunView{Stats: st, Last: r.Step}
+	}
+	return out, nil
+}
+
+// LastEvaluations returns the newest evaluation of each of the runs that
+// has one.
+func (s *Store) LastEvaluations(ctx context.Context, ids []string) (map[string]Evaluation, error) {
+	names, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	var evs []Evaluation
+	err = s.sel(ctx, &evs, `SELECT id, run_id, step_id, iteration, at, duration_us, results FROM evaluations
+		WHERE id IN (SELECT MAX(id) FROM evaluations WHERE run_id IN (SELECT value FROM json_each(?)) GROUP BY run_id)`, string(names))
+	if err != nil {
+		return nil, fmt.Errorf("read last evaluations: %w", err)
+	}
+	out := make(map[string]Evaluation, len(evs))
+	for _, e := range evs {
+		out[e.RunID] = e
+	}
+	return out, nil
+}
+
+// prefixed qualifies each column of a comma-separated list with p.
+func prefixed(p, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }
