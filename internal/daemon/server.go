@@ -330,6 +330,7 @@ func (d *Daemon) handleWait(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := contextWithTimeout(r.Context(), timeout)
 	defer cancel()
+	d.log.Debug("a client waits for the run to end", zap.String("run", run.ID), zap.Duration("timeout", timeout))
 	for {
 		// Only a commit of this run wakes the waiter (registered before
 		// the read, so none is missed); it reads only the run's status.
