@@ -97,6 +97,10 @@ func (b *bench) startDaemon(home string, args ...string) (*daemon, error) {
 		return nil, err
 	}
 	defer logf.Close()
+	if prof := os.Getenv("LOOPBENCH_CPUPROFILE"); prof != "" {
+		// Profile the daemon of the measure (the last one started wins).
+		args = append(args, "--cpuprofile", prof)
+	}
 	cmd := exec.Command(filepath.Join(b.bin, "loopd"), append([]string{"--home", home, "--log-level", "warn"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "LOOPD_HOME="+home)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -34,14 +35,26 @@ func (b *bench) list(runs, steps, rounds int) error {
 	}
 	fmt.Printf("generated %d runs, %d steps in %s\n", runs, runs*steps, time.Since(t0).Round(time.Second))
 	start := time.Now()
-	d, err := b.startDaemon(home)
+	d, err := b.startDaemon(home, "--log-level", "info")
 	if err != nil {
 		return err
 	}
 	defer d.stop()
 	// The generated runs have no recorded aggregates (like runs from
-	// before migration 0005): the daemon records them at startup.
-	fmt.Printf("daemon answered after %s (aggregates of older runs recorded at startup)\n", time.Since(start).Round(time.Millisecond))
+	// before migration 0005): the daemon records them after it starts.
+	answered := time.Since(start)
+	for {
+		log, _ := os.ReadFile(filepath.Join(home, "bench-daemon.log"))
+		if strings.Contains(string(log), "recorded the aggregates of older runs") {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("the daemon did not record the aggregates of the generated runs")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Printf("daemon answered after %s; aggregates of the %d older runs recorded after %s\n",
+		answered.Round(time.Millisecond), runs, time.Since(start).Round(time.Millisecond))
 	ctx := context.Background()
 	var statusT, listT []time.Duration
 	for i := range rounds {
@@ -63,14 +76,49 @@ func (b *bench) list(runs, steps, rounds int) error {
 			statusT, listT = append(statusT, st), append(listT, lt)
 		}
 	}
-	fmt.Println(summarize("daemon status", statusT))
-	fmt.Println(summarize("list --limit 100", listT))
-	slices.Sort(statusT)
-	slices.Sort(listT)
-	ps, pl := percentile(statusT, 0.5), percentile(listT, 0.5)
-	fmt.Printf("RESULT list of 100 runs with %d steps in all: median %s = %.1f× daemon status (%s) (target <= 3×)\n",
-		runs*steps, pl.Round(10*time.Microsecond), float64(pl)/float64(ps), ps.Round(10*time.Microsecond))
+	fmt.Println(summarize("API: GET /v1/daemon", statusT))
+	fmt.Println(summarize("API: GET /v1/runs?limit=100", listT))
+	// The same through the real loopctl, as a user runs them.
+	var cliStatus, cliList []time.Duration
+	env := append(os.Environ(), "LOOPD_HOME="+d.home, "LOOPCTL_NO_AUTOSTART=1")
+	for i := range rounds {
+		st, err := timeCmd(env, filepath.Join(b.bin, "loopctl"), "daemon", "status")
+		if err != nil {
+			return err
+		}
+		lt, err := timeCmd(env, filepath.Join(b.bin, "loopctl"), "list", "--all-workspaces", "--limit", "100")
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			cliStatus, cliList = append(cliStatus, st), append(cliList, lt)
+		}
+	}
+	fmt.Println(summarize("loopctl daemon status", cliStatus))
+	fmt.Println(summarize("loopctl list --all-workspaces --limit 100", cliList))
+	ratio := func(a, b []time.Duration) (time.Duration, time.Duration, float64) {
+		slices.Sort(a)
+		slices.Sort(b)
+		pa, pb := percentile(a, 0.5), percentile(b, 0.5)
+		return pa, pb, float64(pb) / float64(pa)
+	}
+	ps, pl, r := ratio(statusT, listT)
+	cs, cl, cr := ratio(cliStatus, cliList)
+	fmt.Printf("RESULT list of 100 runs with %d steps in all (target <= 3× daemon status): loopctl %s = %.1f× loopctl daemon status (%s); API %s = %.1f× GET /v1/daemon (%s)\n",
+		runs*steps, cl.Round(100*time.Microsecond), cr, cs.Round(100*time.Microsecond),
+		pl.Round(10*time.Microsecond), r, ps.Round(10*time.Microsecond))
 	return nil
+}
+
+// timeCmd runs a command to its end and returns how long it took.
+func timeCmd(env []string, name string, args ...string) (time.Duration, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	s := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return time.Since(s), nil
 }
 
 // scale: R runs at once (--max-concurrent-runs R), each an agent that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +23,6 @@ import (
 func (s *Scheduler) recover(ctx context.Context) error {
 	// The due list is read before any runner starts: a run that a runner
 	// ends from here on is that runner's to report.
-	if err := s.backfillStats(ctx); err != nil {
-		return fmt.Errorf("record run aggregates: %w", err)
-	}
 	due, err := s.store.PostmortemsDue(ctx)
 	if err != nil {
 		return err
@@ -44,6 +40,13 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	if len(runs) > 0 || len(due) > 0 {
 		s.log.Info("recovered", zap.Int("running_runs", len(runs)), zap.Int("postmortems_due", len(due)))
 	}
+	// Aggregates of runs from before migration 0005, behind the runners:
+	// a daemon with a long history resumes its runs first.
+	s.runners.Go(func() {
+		if err := s.backfillStats(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("record the aggregates of older runs", zap.Error(err))
+		}
+	})
 	return nil
 }
 

@@ -45,7 +45,7 @@ func (s *Scheduler) backfillStats(ctx context.Context) error {
 	for {
 		ids, err := s.store.RunsWithoutStats(ctx, 100)
 		if err != nil || len(ids) == 0 {
-			if total > 0 {
+			if err == nil {
 				s.log.Info("recorded the aggregates of older runs", zap.Int("runs", total))
 			}
 			return err

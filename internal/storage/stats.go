@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/loopd/loopd/internal/api"
 )
@@ -97,7 +96,9 @@ func (t *Tx) SetRunStatsIfMissing(runID string, st RunStats) error {
 }
 
 // RunView is what a run's description needs besides its row: its recorded
-// aggregates and its newest step (the one they were computed after).
+// aggregates and its newest step (the one they were computed after). Last
+// holds every column only when that step is RUNNING (it is shown as the
+// current step); otherwise only its id, seq and status.
 type RunView struct {
 	Stats RunStats
 	Last  Step
@@ -105,15 +106,19 @@ type RunView struct {
 
 // runViewRow is a row of qRunViews.
 type runViewRow struct {
-	Body string `db:"body"`
-	Step
+	RunID  string         `db:"run_id"`
+	Body   string         `db:"body"`
+	StepID int64          `db:"step_id"`
+	Seq    int            `db:"seq"`
+	Status api.StepStatus `db:"status"`
 }
 
 // qRunViews reads the recorded aggregates of runs named by a JSON array,
-// with their newest step, for the runs whose aggregates are current: the
-// step they were computed after is still the newest and has the same
-// status. One statement for any number of runs.
-var qRunViews = `SELECT s.body, ` + prefixed("st.", stepLight) + ` FROM run_stats s
+// with their newest step's id, seq and status, for the runs whose
+// aggregates are current: the step they were computed after is still the
+// newest and has the same status. One statement for any number of runs,
+// and few columns: modernc's SQLite costs per column read.
+const qRunViews = `SELECT s.run_id, s.body, st.id AS step_id, st.seq, st.status FROM run_stats s
 	JOIN steps st ON st.run_id = s.run_id AND st.seq = s.last_seq
 	WHERE s.run_id IN (SELECT value FROM json_each(?)) AND st.status = s.last_status
 	AND NOT EXISTS (SELECT 1 FROM steps x WHERE x.run_id = s.run_id AND x.seq > s.last_seq)`
@@ -135,7 +140,21 @@ func (s *Store) RunViews(ctx context.Context, ids []string) (map[string]RunView,
 		if err := json.Unmarshal([]byte(r.Body), &st); err != nil {
 			return nil, fmt.Errorf("decode run stats of %s: %w", r.RunID, err)
 		}
-		out[r.RunID] = RunView{Stats: st, Last: r.Step}
+		last := Step{ID: r.StepID, RunID: r.RunID, Seq: r.Seq, Status: r.Status}
+		if r.Status == api.StepRunning {
+			// The current step is shown whole: one more read, for the
+			// few runs that have one.
+			if last, err = s.Step(ctx, r.RunID, r.Seq); err != nil {
+				if errors.Is(err, ErrNotFound) {
+					continue // it moved on meanwhile: derived from the steps
+				}
+				return nil, err
+			}
+			if last.Status != api.StepRunning {
+				continue
+			}
+		}
+		out[r.RunID] = RunView{Stats: st, Last: last}
 	}
 	return out, nil
 }
@@ -158,13 +177,4 @@ func (s *Store) LastEvaluations(ctx context.Context, ids []string) (map[string]E
 		out[e.RunID] = e
 	}
 	return out, nil
-}
-
-// prefixed qualifies each column of a comma-separated list with p.
-func prefixed(p, columns string) string {
-	parts := strings.Split(columns, ",")
-	for i, c := range parts {
-		parts[i] = p + strings.TrimSpace(c)
-	}
-	return strings.Join(parts, ", ")
 }
