@@ -41,7 +41,7 @@ func (b *bench) list(runs, steps, rounds int) error {
 	}
 	defer d.stop()
 	// The generated runs have no recorded aggregates (like runs from
-	// before migration 0005): the daemon records them after it starts.
+	// before migration 0006): the daemon records them after it starts.
 	answered := time.Since(start)
 	for {
 		log, _ := os.ReadFile(filepath.Join(home, "bench-daemon.log"))

@@ -37,7 +37,7 @@ func withStarted(st storage.RunStats, s *storage.Step) storage.RunStats {
 }
 
 // backfillStats records the aggregates of runs that have none (created
-// before migration 0005), so that Describe reads them from then on. It
+// before migration 0006), so that Describe reads them from then on. It
 // runs at startup; a run it has not reached yet is derived from its steps
 // meanwhile.
 func (s *Scheduler) backfillStats(ctx context.Context) error {

@@ -12,7 +12,7 @@ import (
 
 // RunStats are a run's aggregates after its step LastSeq had LastStatus:
 // what `list` and `status` show, kept current with each step (see
-// migrations/0005_run_stats.sql) so that they need not read every step.
+// migrations/0006_run_stats.sql) so that they need not read every step.
 type RunStats struct {
 	LastSeq    int            `json:"last_seq"`
 	LastStatus api.StepStatus `json:"last_status"`
@@ -72,7 +72,7 @@ func (s *Store) LastStep(ctx context.Context, runID string) (Step, error) {
 }
 
 // RunsWithoutStats lists the runs that have steps but no recorded
-// aggregates (runs from before migration 0005), at most limit.
+// aggregates (runs from before migration 0006), at most limit.
 func (s *Store) RunsWithoutStats(ctx context.Context, limit int) ([]string, error) {
 	var ids []string
 	err := s.sel(ctx, &ids, `SELECT r.id FROM runs r WHERE NOT EXISTS (SELECT 1 FROM run_stats s WHERE s.run_id = r.id)

@@ -73,6 +73,7 @@ type Store struct {
 	// commit wrote, after notify.
 	notifyRuns func(seq int64, runs []string)
 	now        func() time.Time
+	hook       EventHook // called in the transaction of every event; nil for none
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -178,6 +179,7 @@ type Tx struct {
 	now     int64
 	lastSeq int64
 	runs    []string // the runs whose events this transaction wrote
+	hook    EventHook
 }
 
 // Now is the transaction's timestamp in Unix milliseconds: every row a
@@ -192,7 +194,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now()}
+	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err

@@ -1,4 +1,4 @@
--- 0005_run_stats: a run's aggregates (iteration, failure streaks, usage and
+-- 0006_run_stats: a run's aggregates (iteration, failure streaks, usage and
 -- cost, running time), written in the same transaction as each step that
 -- changes them, so that `list` and `status` read one row per run instead
 -- of every step of every run. last_seq and last_status name the step the
