@@ -275,7 +275,7 @@ func Start(spec Spec) (*Process, error) {
 	if gateR != nil {
 		cmd.ExtraFiles = []*os.File{gateR} // fd 3
 	}
-	cg, cgfd := newCgroup(spec.Tag)
+	cg, cgfd := newStepCgroup(spec.Tag)
 	if cgfd >= 0 {
 		// Born in its cgroup: not even the leader's first fork escapes.
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
@@ -284,7 +284,12 @@ func Start(spec Spec) (*Process, error) {
 	if err != nil && cgfd >= 0 {
 		// clone3 refused (a seccomp filter, an old kernel): without the
 		// cgroup, the step's processes are found by tag and parentage.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = false, 0
+		// An exec.Cmd starts once, even when its start failed: a fresh
+		// one ("exec: already started" failed such steps).
+		attr := *cmd.SysProcAttr
+		attr.UseCgroupFD, attr.CgroupFD = false, 0
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin,
+			Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: &attr}
 		os.Remove(cg)
 		cg = ""
 		err = startRegistered(cmd)
@@ -312,6 +317,10 @@ func Start(spec Spec) (*Process, error) {
 	go p.waitChild()
 	return p, nil
 }
+
+// newStepCgroup is newCgroup; a test replaces it to make the start in a
+// cgroup fail.
+var newStepCgroup = newCgroup
 
 // reservedWord fills a reservation: as long as " exit <code>" with the
 // code padded to three digits, which is what the wrapper writes over it.
@@ -479,7 +488,7 @@ func (p *Process) killEscaped(sig syscall.Signal) int {
 	if sig == unix.SIGKILL && p.cgroup != "" && killCgroup(p.cgroup) {
 		n++
 	}
-	return n + signalProcs(stepProcesses(p.Pid, p.tag, p.cgroup), sig)
+	return n + signalProcs(stepProcesses(p.Pid, p.StartTicks, p.tag, p.cgroup), sig)
 }
 
 // logFailure reads what a gated wrapper wrote before it had its log: a
