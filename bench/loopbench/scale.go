@@ -185,7 +185,7 @@ func (b *bench) scale(runs, iters int, sleep time.Duration) error {
 	wg.Wait()
 	_, hwm := rss(d.cmd.Process.Pid)
 	var delays []time.Duration
-	for _, ws := range wss {
+	for i, ws := range wss {
 		b, err := os.ReadFile(filepath.Join(ws, ".t"))
 		if err != nil {
 			return err
@@ -199,7 +199,14 @@ func (b *bench) scale(runs, iters int, sleep time.Duration) error {
 			ts = append(ts, n)
 		}
 		if len(ts) != 2*iters {
-			return fmt.Errorf("%s: %d timestamps, want %d", ws, len(ts), 2*iters)
+			r, _ := d.client.GetRun(ctx, api.RunRef{Ref: ids[i]}, false)
+			steps, _ := d.client.Steps(ctx, api.RunRef{Ref: ids[i]})
+			var what []string
+			for _, st := range steps {
+				what = append(what, fmt.Sprintf("#%d %s %q", st.Seq, st.Status, st.Error))
+			}
+			return fmt.Errorf("%s: %d timestamps, want %d; run %s %s %s: %s; steps %s", ws, len(ts), 2*iters, r.ID, r.Status, r.Reason,
+				r.Description, strings.Join(what, ", "))
 		}
 		for i := 2; i < len(ts); i += 2 {
 			delays = append(delays, time.Duration(ts[i]-ts[i-1]))
