@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,4 +45,10 @@ func (r *runner) waitForDisk() *decision {
 	desc := "LOOPD_HOME (" + r.s.opts.Home + ") is out of disk space: the run waits and goes on by itself once space is freed"
 	return &decision{status: api.RunWaiting, waitUntil: &until, event: events.RunWaiting, reason: reasonDiskFull,
 		description: desc, payload: map[string]any{"run_id": r.id, "until": api.Millis(until), "reason": desc}}
+}
+
+// diskTrouble reports whether err is LOOPD_HOME's file system refusing a
+// write: out of space or quota, or read-only. It passes by itself.
+func diskTrouble(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)
 }

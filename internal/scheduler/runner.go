@@ -123,9 +123,10 @@ func (r *runner) main(recovered bool) {
 		} else {
 			last, same = msg, 1
 		}
-		// A database that cannot be written (a full disk) is not the
-		// run's fault and goes away by itself: it never ends the run.
-		fatal := same >= maxSameErrors && !storage.Transient(err)
+		// A database or a LOOPD_HOME that cannot be written (a full
+		// disk, a quota, a read-only remount) is not the run's fault and
+		// goes away by itself: it never ends the run.
+		fatal := same >= maxSameErrors && !storage.Transient(err) && !diskTrouble(err)
 		if done := r.settleFailed(err, fatal, same); done {
 			return
 		}

@@ -2,8 +2,12 @@ package scheduler
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,5 +105,24 @@ func TestRecordedStatsMatchTheSteps(t *testing.T) {
 	view, err := s.Describe(t.Context(), run, DescribeOptions{})
 	if err != nil || view.Steps != 12 || view.CurrentStep == nil || view.CurrentStep.Seq != 12 {
 		t.Fatalf("Describe with stale stats: steps %d, current %+v, %v", view.Steps, view.CurrentStep, err)
+	}
+}
+
+// A full disk, a quota or a read-only LOOPD_HOME is trouble that passes:
+// it never counts toward ending a run fatal:internal.
+func TestDiskTroubleIsNotFatal(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&os.PathError{Op: "write", Path: "/h/runs/x/0001-implementation.prompt", Err: syscall.ENOSPC}, true},
+		{fmt.Errorf("write prompt: %w", &os.PathError{Op: "open", Path: "/h", Err: syscall.EDQUOT}), true},
+		{&os.PathError{Op: "mkdir", Path: "/h/runs/x", Err: syscall.EROFS}, true},
+		{&os.PathError{Op: "mkdir", Path: "/h/runs", Err: syscall.ENOTDIR}, false},
+		{errors.New("decode frozen config: unexpected end of JSON input"), false},
+	} {
+		if got := diskTrouble(tc.err); got != tc.want {
+			t.Errorf("diskTrouble(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
