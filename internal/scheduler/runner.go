@@ -317,7 +317,16 @@ func pipelineOf(cfg config.Config) Pipeline {
 	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0}
 }
 
+// defaultPrices is the built-in pricing table, built once and shared by
+// every run without price.<model> overrides: it is never modified (a run
+// with overrides gets its own copy), and a table per run was most of a
+// runner's memory.
+var defaultPrices = sync.OnceValue(stop.DefaultPrices)
+
 func pricesOf(cfg config.Config) stop.Prices {
+	if len(cfg.Prices) == 0 {
+		return defaultPrices()
+	}
 	prices := stop.DefaultPrices()
 	for model, p := range cfg.Prices {
 		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite,
