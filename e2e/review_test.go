@@ -24,6 +24,7 @@ func TestStopNowSurvivesACrash(t *testing.T) {
 	e.config("agent=command", slowTermAgent, "max_consecutive_implementation_failures=1")
 	id := e.start("goal")
 	e.runningStep(id, 1)
+	e.logShows(id, 1, "working") // its TERM handler is installed
 	e.must("stop", id, "--now")
 	e.logShows(id, 1, "got TERM") // the agent is in its TERM handler
 	e.killDaemon()
@@ -195,6 +196,7 @@ func TestStopNowInterruptedDuringGrace(t *testing.T) {
 	e.config("agent=command", `agent_command=trap 'echo got TERM' TERM; echo working; while :; do sleep 0.05; done`)
 	id := e.start("goal")
 	step := e.runningStep(id, 1)
+	e.logShows(id, 1, "working") // its TERM handler is installed
 	e.must("stop", id, "--now")
 	e.logShows(id, 1, "got TERM") // TERM sent, grace running
 	e.killDaemon()
