@@ -122,7 +122,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("read event log: %w", err)
 	}
 	d.bus = events.NewBus(seq)
-	d.store.SetNotify(d.bus.Publish)
+	d.store.SetNotifyRuns(d.bus.PublishRuns)
 	// Orphans of steps become the daemon's children, which it reaps: no
 	// zombie piles up under a PID 1 that does not reap.
 	if err := supervise.BecomeSubreaper(ctx); err != nil {

@@ -69,25 +69,46 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	ctx := r.Context()
 	for {
-		seen := d.bus.Seq() // read before querying: a commit after this wakes us
+		// Registered before querying: a commit of this run after this
+		// wakes us, and commits of other runs do not.
+		wake, release := d.bus.Watch(run.ID)
+		done, next := d.eventsPage(ctx, w, enc, run.ID, after, follow)
+		after = next
+		if done {
+			release()
+			return
+		}
+		woken := waitWake(ctx, wake)
+		release()
+		if !woken || d.bus.Closed() {
+			return
+		}
+	}
+}
+
+// eventsPage sends a run's events after `after`, up to the end of what is
+// stored (page by page), and returns the last seq sent and whether the
+// stream is done.
+func (d *Daemon) eventsPage(ctx context.Context, w http.ResponseWriter, enc *json.Encoder, runID string, after int64, follow bool) (bool, int64) {
+	for {
 		// The run's status is read before its events: a status committed
 		// as terminal has its terminal event in the same commit, so the
 		// query below is sure to include it.
-		cur, err := d.store.Run(ctx, run.ID)
+		cur, err := d.store.Run(ctx, runID)
 		if err != nil {
-			return
+			return true, after
 		}
 		// A followed stream ends with the run's (last) terminal event,
 		// never sometimes with the events that follow it.
 		var end int64
 		if follow && cur.Status.Terminal() {
-			if end, err = d.store.LastTerminalEvent(ctx, run.ID); err != nil {
-				return
+			if end, err = d.store.LastTerminalEvent(ctx, runID); err != nil {
+				return true, after
 			}
 		}
-		evs, err := d.store.Events(ctx, run.ID, after, eventPage)
+		evs, err := d.store.Events(ctx, runID, after, eventPage)
 		if err != nil {
-			return
+			return true, after
 		}
 		if len(evs) > 0 {
 			stall(w)
@@ -97,7 +118,7 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			if err := enc.Encode(scheduler.EventJSON(e)); err != nil {
-				return // the follower went away
+				return true, after // the follower went away
 			}
 			after = e.Seq
 		}
@@ -105,17 +126,12 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 			flushed(w)
 		}
 		if end > 0 && after >= end {
-			return
+			return true, after
 		}
 		if len(evs) == eventPage {
 			continue
 		}
-		if !follow || cur.Status.Terminal() {
-			return
-		}
-		if _, err := d.bus.Wait(ctx, seen); err != nil {
-			return
-		}
+		return !follow || cur.Status.Terminal(), after
 	}
 }
 

@@ -220,9 +220,11 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 		s.finished(runID)
 		return nil
 	}
-	if now {
-		if r := s.runner(runID); r != nil {
+	if r := s.runner(runID); r != nil {
+		if now {
 			r.cancelStep(errStopNow)
+		} else {
+			r.poke() // a runner waiting to retry after an error stops now
 		}
 	}
 	return nil

@@ -128,9 +128,10 @@ func (r *runner) main(recovered bool) {
 		} else {
 			last, same = msg, 1
 		}
-		// A database that cannot be written (a full disk) is not the
-		// run's fault and goes away by itself: it never ends the run.
-		fatal := same >= maxSameErrors && !storage.Transient(err)
+		// A database or a LOOPD_HOME that cannot be written (a full
+		// disk, a quota, a read-only remount) is not the run's fault and
+		// goes away by itself: it never ends the run.
+		fatal := same >= maxSameErrors && !storage.Transient(err) && !diskTrouble(err)
 		if done := r.settleFailed(err, fatal, same); done {
 			return
 		}
@@ -323,7 +324,16 @@ func pipelineOf(cfg config.Config) Pipeline {
 	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0}
 }
 
+// defaultPrices is the built-in pricing table, built once and shared by
+// every run without price.<model> overrides: it is never modified (a run
+// with overrides gets its own copy), and a table per run was most of a
+// runner's memory.
+var defaultPrices = sync.OnceValue(stop.DefaultPrices)
+
 func pricesOf(cfg config.Config) stop.Prices {
+	if len(cfg.Prices) == 0 {
+		return defaultPrices()
+	}
 	prices := stop.DefaultPrices()
 	for model, p := range cfg.Prices {
 		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite,
@@ -391,7 +401,7 @@ func (r *runner) loop(recovered bool) error {
 			if err := st.writePrompt(); err != nil {
 				return err
 			}
-			if err := r.write(st.insert); err != nil {
+			if err := r.write(func(tx *storage.Tx) error { return r.insertStep(tx, st) }); err != nil {
 				return err
 			}
 			r.hist.Append(*st.step)
@@ -426,6 +436,11 @@ func (r *runner) begin() (*planned, []string, *decision, error) {
 // following plans the step after the history: it checks what the step
 // needs (the agent installed, a readable env_file) and its prompt.
 func (r *runner) following() (*planned, []string, *decision, error) {
+	if r.s.diskFull() {
+		// The step could not write its output: it would fail for a
+		// reason that is not its own.
+		return nil, nil, r.waitForDisk(), nil
+	}
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
 		if d := r.checkAgent(); d != nil {
@@ -659,6 +674,10 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err
 			}
+			// The history holds st's end already (conclude).
+			if err := tx.SetRunStats(r.id, statsOf(&r.hist)); err != nil {
+				return err
+			}
 		}
 		if ev != nil {
 			if err := r.recordEvaluation(tx, ev, announce); err != nil {
@@ -680,7 +699,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 				return nil
 			}
 			inserted = true
-			return next.insert(tx)
+			return r.insertStep(tx, next)
 		}
 		return nil
 	})

@@ -100,9 +100,15 @@ func (p *planned) removeFiles() {
 	}
 }
 
-// insert records a planned step as RUNNING, with STEP_STARTED, in tx; the
-// caller appends it to the history once tx commits.
-func (p *planned) insert(tx *storage.Tx) error { return tx.InsertStep(p.step, p.payload) }
+// insertStep records a planned step as RUNNING, with STEP_STARTED and
+// the run's aggregates after it, in tx; the caller appends it to the
+// history once tx commits.
+func (r *runner) insertStep(tx *storage.Tx, p *planned) error {
+	if err := tx.InsertStep(p.step, p.payload); err != nil {
+		return err
+	}
+	return tx.SetRunStats(r.id, withStarted(statsOf(&r.hist), p.step))
+}
 
 // spec describes a planned step's process, in environment env (the
 // daemon's plus the run's env_file). Steps are always gated: the process
@@ -171,6 +177,11 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 	}
 	if err != nil {
 		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
+		if errors.Is(err, supervise.ErrNoSpace) || r.s.diskFull() {
+			// Nothing ran: not a failure of the phase.
+			st.Status = api.StepInterrupted
+			st.Error = "could not start the step: " + errDiskFull.Error() + "; the phase runs again once space is freed"
+		}
 		return st, nil
 	}
 	done, err := r.watch(st, proc)
@@ -389,6 +400,14 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		default:
 			st.Status = api.StepSucceeded
 		}
+	}
+	if st.Status == api.StepFailed && r.s.diskFull() {
+		// Its output could not be written: the disk, not the step,
+		// failed. Never counted; the phase runs again once there is
+		// space (the run waits for it, see following).
+		st.Status = api.StepInterrupted
+		st.Error = errDiskFull.Error() + " while the step ran (" + st.Error + "); the phase runs again once space is freed"
+		r.log.Warn("step failed while LOOPD_HOME was out of disk space; not counted as a failure", zap.Int("seq", st.Seq))
 	}
 	switch st.Phase {
 	case api.PhaseImplementation, api.PhaseReview:
