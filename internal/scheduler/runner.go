@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -47,6 +48,12 @@ type runner struct {
 	hist History
 	eval *stop.Evaluator
 	dir  string // LOOPD_HOME/runs/<id>
+
+	// Where the steps run (the workspace, or the run's worktree) and the
+	// change ledger (nil when the workspace is not in git); set in load.
+	workdir    string
+	ledger     *git.Ledger
+	ledgerBase string // an in-place run's baseline snapshot, once known
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.
@@ -154,6 +161,7 @@ func (r *runner) load() error {
 		return fmt.Errorf("load steps: %w", err)
 	}
 	r.run, r.cfg, r.set = run, cfg, set
+	r.loadWorkspace()
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -225,7 +233,8 @@ func planLimit(cfg config.Config) int {
 }
 
 func pipelineOf(cfg config.Config) Pipeline {
-	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0}
+	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0,
+		Setup: cfg.Isolation == config.IsolationWorktree && cfg.SetupCommand != ""}
 }
 
 func pricesOf(cfg config.Config) stop.Prices {
@@ -330,6 +339,9 @@ func (r *runner) begin() (*planned, []string, *decision, error) {
 // following plans the step after the history: it checks what the step
 // needs (the agent installed, a readable env_file) and its prompt.
 func (r *runner) following() (*planned, []string, *decision, error) {
+	if d := r.prepareWorkspace(); d != nil {
+		return nil, nil, d, nil
+	}
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
 		if d := r.checkAgent(); d != nil {
@@ -663,6 +675,11 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	if st != nil && st.Status == api.StepCanceled && st.CancelCause == storage.CancelUser {
 		return r.interrupted(storage.StopNow, true)
 	}
+	if st != nil && st.Phase == api.PhaseSetup && st.Status == api.StepFailed {
+		return &decision{status: api.RunFailed, reason: "setup_failed", event: events.RunFailed,
+			description: fmt.Sprintf("setup_command failed in the worktree %s: %s; see `loopctl logs %s --step %d`, fix it, then `loopctl resume %s`",
+				r.workdir, st.Error, shortOf(r.id), st.Seq, shortOf(r.id))}
+	}
 	v := ev.Stop
 	if v != nil && v.Class == stop.ClassFailure {
 		return r.verdictDecision(v)
@@ -795,7 +812,7 @@ func (r *runner) context(stepID int64) stop.Context {
 		Step:                    stepID,
 		Iteration:               h.CompletedIterations(),
 		Elapsed:                 time.Duration(h.ElapsedMS(r.s.opts.Now().UnixMilli())) * time.Millisecond,
-		Workspace:               r.run.Workspace,
+		Workspace:               r.workdir,
 		TestFailureStreak:       h.TestFailureStreak(),
 		IterationsSinceProgress: h.IterationsSinceProgress(),
 		UserSignal:              r.run.UserSignal,
