@@ -68,24 +68,6 @@ echo "worked in $(pwd)"
 	return p
 }
 
-// loopctlIn runs loopctl from dir.
-func (e *env) loopctlIn(dir string, args ...string) result {
-	e.t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "loopctl"), args...)
-	cmd.Dir = dir
-	cmd.Env = e.environ()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatalf("loopctl %v: %v", args, err)
-	}
-	return result{out.String(), errb.String(), code}
-}
-
 // checkoutState hashes every file of a checkout, .git included (index,
 // HEAD, refs, stash), except what git keeps for worktrees and branches
 // loopd adds (loop/*) and the object store, which may only gain objects.
@@ -140,6 +122,7 @@ func TestStartFromSubdirectoryUsesTheRepositoryConfig(t *testing.T) {
 	e.config("agent=command", "agent_command=echo from-config > marker.txt", "max_iterations=1", "prompt=goal from config")
 	e.startDaemon()
 	deep := filepath.Join(e.ws, "src", "deep", "dir")
+	e.trust()
 	r := e.loopctlIn(deep, "start")
 	if r.code != 0 {
 		t.Fatalf("start from a subdirectory: exit %d: %s", r.code, r.stderr)

@@ -114,6 +114,10 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
+	envTrust, err := s.checkTrust(ctx, ws, cfg, sets)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return storage.Run{}, nil, fmt.Errorf("encode config: %w", err)
@@ -159,6 +163,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 					return err
 				}
 			}
+		}
+		if envTrust != "" {
+			return tx.RequireEnvTrust(run.ID, envTrust)
 		}
 		return nil
 	})
