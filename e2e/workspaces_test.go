@@ -241,6 +241,13 @@ func TestTwoWorktreeRunsSideBySideLeaveTheCheckoutUntouched(t *testing.T) {
 		}
 		ids = append(ids, strings.TrimSpace(r.stdout))
 	}
+	for _, id := range ids {
+		created := e.events(id)[0]
+		if created.Type != "RUN_CREATED" || !strings.Contains(string(created.Payload), "uncommitted changes") ||
+			!strings.Contains(string(created.Payload), `"isolation":"worktree"`) {
+			t.Fatalf("RUN_CREATED payload: %s", created.Payload)
+		}
+	}
 	// Both run at once: each agent is inside its first step.
 	eventually(t, "both agents running", 30*time.Second, func() bool {
 		_, errA := os.Stat(holdA + ".started")
@@ -513,5 +520,82 @@ func TestDaemonKilledBetweenStepEndAndLedgerRecord(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A daemon killed while a worktree run's setup_command runs: the next one
+// adopts the setup step, and the run goes on in the same worktree.
+func TestDaemonKilledDuringSetup(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo(map[string]string{"README": "r\n"})
+	e.startDaemon()
+	hold := filepath.Join(t.TempDir(), "hold")
+	id := e.start("setup crash", "--set", "isolation=worktree",
+		"--set", "setup_command=: > "+hold+".started; while [ ! -f "+hold+" ]; do sleep 0.05; done; echo set up",
+		"--set", "agent=command", "--set", "agent_command=pwd > where.txt", "--set", "max_iterations=1")
+	eventually(t, "the setup step running", 30*time.Second, func() bool { _, err := os.Stat(hold + ".started"); return err == nil })
+	e.killDaemon()
+	e.startDaemon()
+	os.WriteFile(hold, nil, 0o600)
+	if code := e.wait(id); code != 2 {
+		t.Fatalf("wait: exit %d, want 2 (max_iterations)", code)
+	}
+	if n := countType(e.events(id), "STEP_ADOPTED"); n != 1 {
+		t.Fatalf("%d STEP_ADOPTED events, want 1 (the setup step)", n)
+	}
+	steps := e.steps(id)
+	if len(steps) != 2 || steps[0].Phase != "setup" || steps[0].Status != api.StepSucceeded || steps[1].Status != api.StepSucceeded {
+		t.Fatalf("steps: %+v", steps)
+	}
+	run := e.status(id)
+	if got := gitIn(t, e.ws, "show", run.Branch+":where.txt"); got != run.Worktree {
+		t.Fatalf("the agent worked in %s, want the worktree %s", got, run.Worktree)
+	}
+}
+
+// A step killed by stop --now still has what it left behind recorded.
+func TestKilledStepChangesAreRecorded(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo(map[string]string{"README": "r\n"})
+	e.startDaemon()
+	hold := filepath.Join(t.TempDir(), "hold")
+	id := e.start("killed", "--set", "agent=command",
+		"--set", "agent_command=echo partial > partial.txt; : > "+hold+".started; sleep 300")
+	eventually(t, "the agent running", 30*time.Second, func() bool { _, err := os.Stat(hold + ".started"); return err == nil })
+	e.must("stop", id, "--now")
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait: exit %d, want 3", code)
+	}
+	steps := e.steps(id)
+	if len(steps) != 1 || steps[0].Status != api.StepCanceled || steps[0].Changes == nil ||
+		!slices.Equal(steps[0].Changes.Files, []string{"partial.txt"}) || steps[0].Changes.Commit == "" {
+		t.Fatalf("steps: %+v", steps)
+	}
+	if got := gitIn(t, e.ws, "show", "refs/loop/"+id+"/1:partial.txt"); got != "partial" {
+		t.Fatalf("snapshot: %q", got)
+	}
+}
+
+// no_progress in a worktree run reads the worktree's ledger, not the
+// checkout: an agent that changes only the user's checkout makes no
+// progress in the run.
+func TestNoProgressInAWorktreeRun(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo(map[string]string{"README": "r\n"})
+	e.startDaemon()
+	tick := filepath.Join(e.ws, "tick.txt")
+	id := e.start("idle", "--set", "isolation=worktree", "--set", "agent=command",
+		"--set", "agent_command=date +%s%N > "+tick, "--set", "no_progress_iterations=2", "--set", "max_iterations=10")
+	if code := e.wait(id); code != 1 {
+		t.Fatalf("wait: exit %d, want 1 (FAILED)", code)
+	}
+	run := e.status(id)
+	if run.Reason != "no_progress:2" || run.Iteration != 3 {
+		t.Fatalf("run: %s after %d iterations, want no_progress:2 after 3", run.Reason, run.Iteration)
+	}
+	for _, st := range e.steps(id) {
+		if st.Changes == nil || st.Changes.Commit != "" || st.Changes.FilesChanged != 0 {
+			t.Fatalf("an iteration recorded a change in the worktree: %+v", st.Changes)
+		}
 	}
 }
