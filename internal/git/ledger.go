@@ -97,12 +97,16 @@ func (l *Ledger) identity(ctx context.Context) []string {
 // too. Nothing changed: a Change with no commit.
 func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) (Change, error) {
 	c := l.cmd(ctx)
-	head, err := c.Output(ctx, "rev-parse", "--verify", "HEAD^{commit}")
+	// One command for HEAD, its tree and its message (each git command
+	// costs a process start: see BenchmarkSpawn).
+	out, err := c.Run(ctx, "log", "-1", "--format=%H%n%T%n%B", "HEAD")
 	if err != nil {
 		return Change{}, fmt.Errorf("ledger: read HEAD: %w", err)
 	}
-	after := head
-	if !l.hasTrailer(ctx, head, seq) {
+	head, rest, _ := bytes.Cut(out, []byte("\n"))
+	headTree, body, _ := bytes.Cut(rest, []byte("\n"))
+	after := string(head)
+	if !hasLine(body, l.trailer(seq)) {
 		if _, err := c.Run(ctx, "add", "-A"); err != nil {
 			return Change{}, fmt.Errorf("ledger: %w", err)
 		}
@@ -110,25 +114,21 @@ func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) 
 		if err != nil {
 			return Change{}, fmt.Errorf("ledger: %w", err)
 		}
-		headTree, err := c.Output(ctx, "rev-parse", head+"^{tree}")
-		if err != nil {
-			return Change{}, fmt.Errorf("ledger: %w", err)
-		}
-		if tree != headTree {
+		if tree != string(headTree) {
 			msg := fmt.Sprintf("loop %s: iteration %d\n\n%s\n", l.Short, n, l.trailer(seq))
-			commit, err := c.Output(ctx, "commit-tree", tree, "-p", head, "-m", msg)
+			commit, err := c.Output(ctx, "commit-tree", tree, "-p", after, "-m", msg)
 			if err != nil {
 				return Change{}, fmt.Errorf("ledger: %w", err)
 			}
 			// Compare-and-set: the branch moves only from the HEAD read above.
-			if _, err := c.Run(ctx, "update-ref", "-m", "loopd: iteration "+strconv.Itoa(n), "HEAD", commit, head); err != nil {
+			if _, err := c.Run(ctx, "update-ref", "-m", "loopd: iteration "+strconv.Itoa(n), "HEAD", commit, after); err != nil {
 				return Change{}, fmt.Errorf("ledger: %w", err)
 			}
 			after = commit
 		}
 	}
 	if before == "" {
-		before = head
+		before = string(head)
 	}
 	if after == before {
 		return Change{Files: []string{}}, nil
@@ -145,7 +145,12 @@ func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) 
 func (l *Ledger) Snapshot(ctx context.Context, seq, n int, before string) (Change, error) {
 	c := l.cmd(ctx)
 	ref := SnapshotRef(l.RunID, n)
-	if existing, err := c.Output(ctx, "rev-parse", "--verify", "-q", ref+"^{commit}"); err == nil && l.hasTrailer(ctx, existing, seq) {
+	// A snapshot of this step already (recorded before a crash): one
+	// command reads the ref's commit and message, and fails when there is
+	// no such ref.
+	out, err := c.Run(ctx, "log", "-1", "--format=%H%n%B", ref, "--")
+	if id, body, _ := bytes.Cut(out, []byte("\n")); err == nil && hasLine(body, l.trailer(seq)) {
+		existing := string(id)
 		if before == "" {
 			before, _ = c.Output(ctx, "rev-parse", "--verify", "-q", existing+"^1")
 		}
@@ -269,15 +274,10 @@ func (l *Ledger) commitTree(ctx context.Context, tree, parent, msg string) (stri
 	return commit, nil
 }
 
-// hasTrailer reports whether commit records step seq of this run.
-func (l *Ledger) hasTrailer(ctx context.Context, commit string, seq int) bool {
-	body, err := Cmd{Dir: l.Dir}.Run(ctx, "cat-file", "commit", commit)
-	if err != nil {
-		return false
-	}
-	want := []byte(l.trailer(seq))
-	for line := range bytes.SplitSeq(body, []byte("\n")) {
-		if bytes.Equal(line, want) {
+// hasLine reports whether text holds line as a whole line.
+func hasLine(text []byte, line string) bool {
+	for l := range bytes.SplitSeq(text, []byte("\n")) {
+		if string(l) == line {
 			return true
 		}
 	}

@@ -25,7 +25,7 @@ func repo(t testing.TB, files map[string]string) string {
 	}
 	gitT(t, dir, "init", "-q", "-b", "main")
 	gitT(t, dir, "add", "-A")
-	gitT(t, dir, "-c", "user.name=u", "-c", "user.email=u@example.com", "commit", "-q", "-m", "first")
+	gitT(t, dir, "-c", "gc.auto=0", "-c", "user.name=u", "-c", "user.email=u@example.com", "commit", "-q", "-m", "first")
 	return dir
 }
 
