@@ -54,7 +54,7 @@ type env struct {
 	daemon *exec.Cmd
 	logs   []string // daemon log files, one per start
 	exited chan struct{}
-	// daemonEnv is added to the next daemon's environment (test hooks).
+	// daemonEnv is added to the daemon's environment (not loopctl's).
 	daemonEnv []string
 }
 

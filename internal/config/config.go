@@ -100,8 +100,12 @@ type Price struct {
 	Output float64 `json:"output"`
 	// CacheRead is the price of input tokens read from the prompt cache.
 	CacheRead float64 `json:"cache_read"`
-	// CacheWrite is the price of input tokens written to the prompt cache.
+	// CacheWrite is the price of input tokens written to the prompt cache
+	// (for 5 minutes, Anthropic's default).
 	CacheWrite float64 `json:"cache_write"`
+	// CacheWrite1h is the price of input tokens written to the prompt cache
+	// for one hour (Anthropic); 0 means the CacheWrite price.
+	CacheWrite1h float64 `json:"cache_write_1h,omitempty"`
 }
 
 // Config is the configuration of one run, resolved from the layers described
@@ -225,6 +229,21 @@ type Config struct {
 	// bounds PostmortemCommand.
 	PostmortemTimeout Duration `json:"postmortem_timeout"`
 
+	// NotifyCommand (key notify_command, default none) is a shell command
+	// run for each notification (see NotifyOn), with the event's JSON on
+	// stdin and LOOP_* variables describing it.
+	NotifyCommand string `json:"notify_command"`
+	// NotifyWebhook (key notify_webhook, default none) is an http(s) URL
+	// that receives a POST of JSON for each notification, shaped for Slack,
+	// Discord and ntfy incoming webhooks alike.
+	NotifyWebhook string `json:"notify_webhook"`
+	// NotifyDesktop (key notify_desktop, default false) shows each
+	// notification with notify-send when a desktop session exists.
+	NotifyDesktop bool `json:"notify_desktop"`
+	// NotifyOn (key notify_on, default ended,waiting) lists the run changes
+	// that notify: ended, waiting, completed, failed, aborted, paused.
+	NotifyOn []string `json:"notify_on"`
+
 	// Isolation (key isolation, default "in_place") is how a run uses its
 	// workspace: in place (at most one active run per workspace), or in a
 	// git worktree and branch of its own ("worktree", which needs a git
@@ -263,6 +282,7 @@ func Default() Config {
 		MaxConsecutiveVerificationFailures:   3,
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
+		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},
 		Isolation:                            IsolationInPlace,
 	}
 }
@@ -335,6 +355,17 @@ func (c Config) AgentBinary() string {
 	return ""
 }
 
+// SkipsPermissions reports whether the agent's command line runs Claude Code
+// with --dangerously-skip-permissions, which Claude Code refuses as root
+// unless IS_SANDBOX=1: the claude preset does, and so does an agent_command
+// that passes the flag itself.
+func (c Config) SkipsPermissions() bool {
+	if c.AgentCommand == "" {
+		return c.Agent == AgentClaude
+	}
+	return strings.Contains(c.AgentCommand, "--dangerously-skip-permissions")
+}
+
 // shellQuote quotes s for a POSIX shell. Words made only of safe characters
 // stay bare, so the usual model names read naturally in logs.
 func shellQuote(s string) string {
@@ -350,5 +381,6 @@ func (c Config) clone() Config {
 	c.VerifyCommands = slices.Clone(c.VerifyCommands)
 	c.Completion = slices.Clone(c.Completion)
 	c.Prices = maps.Clone(c.Prices)
+	c.NotifyOn = slices.Clone(c.NotifyOn)
 	return c
 }

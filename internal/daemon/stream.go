@@ -162,9 +162,12 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 			if !follow || only > 0 {
 				return
 			}
-			// No such step yet: wait for the next one, or the end of the run.
+			// No such step yet: wait for the next one, or the end of the
+			// run. A PAUSED or WAITING run has not ended: its next step
+			// comes after resume (or the reset), and the follower goes on,
+			// as watch does.
 			cur, err := d.store.Run(ctx, run.ID)
-			if err != nil || cur.Status.Terminal() || cur.Status == api.RunPaused {
+			if err != nil || cur.Status.Terminal() {
 				return
 			}
 			if !d.sleep(ctx) {
@@ -199,6 +202,13 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 			return true // a step that never started has no log
 		}
 	}
+	// One close for every way out: the file may be opened late, in the
+	// loop, and any return must not leave it open.
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
 	buf := make([]byte, 32*1024)
 	running := st.Status == api.StepRunning
 	for {
@@ -211,7 +221,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 				if n > 0 {
 					w.stall()
 					if _, werr := w.WriteRunes(buf[:n]); werr != nil {
-						f.Close()
 						return false
 					}
 				}
@@ -219,7 +228,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 					break
 				}
 				if err != nil {
-					f.Close()
 					return true
 				}
 			}
@@ -227,9 +235,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 		}
 		if !follow || !running {
 			w.FlushPartial()
-			if f != nil {
-				f.Close()
-			}
 			return true
 		}
 		// Check the status before the last read, so output written just
@@ -243,9 +248,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 			continue // one more read to the end
 		}
 		if !d.sleep(ctx) {
-			if f != nil {
-				f.Close()
-			}
 			return false
 		}
 	}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -96,11 +97,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
-		b, err := os.ReadFile(cfg.PromptFile)
-		if err != nil {
-			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal", Problems: []string{err.Error()}}
+		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
+			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
-		goal = strings.TrimSpace(string(b))
 	}
 	if goal == "" {
 		return storage.Run{}, nil, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
@@ -133,9 +132,15 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 		return storage.Run{}, nil, err
 	}
 	warnings = append(warnings, startWarnings(cfg, full)...)
+	// The event has every warning; the response gets the unpriced budget
+	// from Describe, which says it as long as it holds.
+	recorded := warnings
+	if w := unpricedBudget(cfg, full); w != "" {
+		recorded = append(recorded[:len(recorded):len(recorded)], w)
+	}
 	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
 		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
-		"warnings": warnings}
+		"warnings": recorded}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
 			// Checked in the inserting transaction (one writer, BEGIN
@@ -275,7 +280,7 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 
 // Pause holds a run: at once when no step runs, else after the current step.
 func (s *Scheduler) Pause(ctx context.Context, runID string) error {
-	return s.store.Write(ctx, func(tx *storage.Tx) error {
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
 		run, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -291,6 +296,12 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 		}
 		return &StateError{Msg: fmt.Sprintf("run %s has ended (%s); nothing to pause", runID, run.Status)}
 	})
+	if err == nil {
+		if r := s.runner(runID); r != nil {
+			r.poke() // a runner waiting to retry after an error pauses now
+		}
+	}
+	return err
 }
 
 // Resume continues a PAUSED, WAITING, FAILED, ABORTED or INTERRUPTED run
@@ -375,4 +386,24 @@ func (s *Scheduler) Signal(ctx context.Context, runID string) error {
 		s.Wake()
 	}
 	return err
+}
+
+// unpricedBudget warns when a max_cost budget depends on the run's model
+// and that model is not in the pricing table: such a budget counts only
+// what the agent itself reports (Claude Code does; Codex and Gemini do not),
+// so it may never be reached. "" when there is nothing to say.
+func unpricedBudget(cfg config.Config, set stop.Set) string {
+	if !set.CostLimitWithoutModel() {
+		return ""
+	}
+	if _, ok := pricesOf(cfg).Lookup(cfg.Model); ok {
+		return ""
+	}
+	model := cfg.Model
+	if model == "" {
+		model = "(none set)"
+	}
+	return fmt.Sprintf("max_cost is set but the model %s cannot be priced: the budget counts only the cost the agent "+
+		"reports itself (Claude Code does; Codex and Gemini do not) unless the agent names a model loopd knows; "+
+		"add price.%s=input,output,cache_read,cache_write to .loop/config", model, cmp.Or(cfg.Model, "<model>"))
 }

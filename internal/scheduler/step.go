@@ -237,7 +237,17 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	if ending == supervise.Detached {
 		return nil, errDetached
 	}
-	r.outcome(st, proc.Exit(), ending)
+	ex := proc.Exit()
+	if ex.Recorded {
+		// The step's own record says when it ended, not when this daemon
+		// noticed: a daemon frozen for a while (SIGSTOP, a suspended VM)
+		// must not count its freeze as the step's running time.
+		if at, ok := supervise.RecordedEnd(r.files(st.Seq, st.Phase).status, r.files(st.Seq, st.Phase).tag); ok {
+			ended := max(at.UnixMilli(), st.StartedAt)
+			st.EndedAt = &ended
+		}
+	}
+	r.outcome(st, ex, ending)
 	return st, nil
 }
 
@@ -302,7 +312,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		st.Error = "no output for " + r.cfg.IdleTimeout.String() + " (idle_timeout)"
 	default:
 		switch {
-		case ending != supervise.Exited:
+		case ending != supervise.Exited && !ex.Recorded:
 			// Stopped without a recorded cause (its record failed):
 			// never a failure of the phase.
 			st.Status, st.Error = api.StepCanceled, "stopped by the daemon"
@@ -363,8 +373,11 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		st.Model = r.cfg.Model
 	}
 	if price, ok := r.prices.Lookup(st.Model); ok && res.UsageFound {
+		// 1-hour cache writes are priced at their own rate; the split is
+		// read from the log again whenever the step is priced.
 		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, price)
+			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+			CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
 		st.PricedCostUSD = &cost
 	}
 	st.FinalMessage = tailString(res.FinalMessage, finalMessageCap)
@@ -567,6 +580,9 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		}
 		return r.conclude(done, events.StepFinished)
 	}
+	// Its leader is gone: whatever it left running while no daemon
+	// watched (a background job in a session of its own) goes now.
+	supervise.Sweep(f.tag)
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's
