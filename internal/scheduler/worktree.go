@@ -118,6 +118,11 @@ func (r *runner) addWorktree() error {
 			return err
 		}
 	}
+	// The workspace's place in the worktree exists even when git tracks
+	// nothing below it (an untracked .loop/ in a subdirectory).
+	if err := os.MkdirAll(r.workdir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", r.workdir, err)
+	}
 	if err := r.write(func(tx *storage.Tx) error { return tx.SetWorktreeState(r.id, "present") }); err != nil {
 		return err
 	}
