@@ -986,5 +986,10 @@ func stepPayload(st *storage.Step) map[string]any {
 	if t := stepTests(st); t != nil {
 		p["tests"] = t
 	}
+	if st.FilesChanged != nil {
+		// The change ledger, live for followers (the dashboard's iteration
+		// ledger): the same shape as the step's JSON.
+		p["changes"] = StepJSON(st, 0).Changes
+	}
 	return p
 }
