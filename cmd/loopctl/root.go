@@ -95,10 +95,14 @@ func (g *globalOptions) workspace() (string, error) {
 	return workspace.Resolve(context.Background(), abs), nil
 }
 
-// ref names a run for the API: "last" is resolved in the workspace.
+// ref names a run for the API: "last" is resolved in the workspace (an
+// id needs none, and resolving one runs git).
 func (g *globalOptions) ref(arg string) (api.RunRef, error) {
+	if arg != "last" {
+		return api.RunRef{Ref: arg}, nil
+	}
 	ws, err := g.workspace()
-	if err != nil && arg == "last" {
+	if err != nil {
 		return api.RunRef{}, err
 	}
 	return api.RunRef{Ref: arg, Workspace: ws}, nil
