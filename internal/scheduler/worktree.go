@@ -99,10 +99,14 @@ func (r *runner) prepareWorkspace() *decision {
 		r.run.WorktreeState = "gone"
 	}
 	if r.run.WorktreeState != "present" {
+		how := "was removed by hand"
+		if r.run.WorktreeState == "removed" {
+			how = "was removed by loopctl clean"
+		}
 		return &decision{status: api.RunAborted, reason: "fatal:worktree_gone", event: events.RunAborted,
-			description: fmt.Sprintf("the run's worktree %s was removed while the run was active; nothing more can run there. "+
+			description: fmt.Sprintf("the run's worktree %s %s; nothing more can run there. "+
 				"Every recorded iteration is on branch %s (git log %s, loopctl diff %s); start a new run to go on",
-				r.run.Worktree, r.run.Branch, r.run.Branch, shortOf(r.id))}
+				r.run.Worktree, how, r.run.Branch, r.run.Branch, shortOf(r.id))}
 	}
 	return nil
 }
