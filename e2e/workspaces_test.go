@@ -282,7 +282,7 @@ func TestTwoWorktreeRunsSideBySideLeaveTheCheckoutUntouched(t *testing.T) {
 		want := "loop " + short + ": iteration 2|loopd|" + id + "/" + strconv.Itoa(steps[1].Seq) + "\n" +
 			"loop " + short + ": iteration 1|loopd|" + id + "/" + strconv.Itoa(steps[0].Seq)
 		if strings.ReplaceAll(log, "\n\n", "\n") != want {
-			t.Fatalf("branch log:\n%s\nwant:\n%s", log, want)
+			t.Fatalf("branch log:\n%s\nwant:\n%s\nsteps: %+v", log, want, steps)
 		}
 		for i, st := range steps {
 			if st.Changes == nil || st.Changes.FilesChanged != 2 || st.Changes.Insertions != 2 ||

@@ -146,7 +146,9 @@ func (r *runner) recordChanges(st *storage.Step) {
 		return
 	}
 	if r.isWorktree() && !git.IsWorktree(r.run.Worktree) {
-		return // removed under the run: prepareWorkspace ends it
+		// Removed under the run: prepareWorkspace ends it.
+		r.log.Warn("no ledger record: the run's worktree is gone", zap.Int("seq", st.Seq), zap.String("worktree", r.run.Worktree))
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
