@@ -268,7 +268,12 @@ func Start(spec Spec) (*Process, error) {
 	if err != nil && cgfd >= 0 {
 		// clone3 refused (a seccomp filter, an old kernel): without the
 		// cgroup, the step's processes are found by tag and parentage.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = false, 0
+		// An exec.Cmd cannot be started twice, even after a failed Start
+		// ("exec: already started"): the retry gets a fresh one.
+		first := cmd
+		cmd = &exec.Cmd{Path: first.Path, Args: first.Args, Dir: first.Dir, Env: first.Env,
+			Stdin: first.Stdin, Stdout: first.Stdout, Stderr: first.Stderr, ExtraFiles: first.ExtraFiles,
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 		os.Remove(cg)
 		cg = ""
 		err = startRegistered(cmd)
