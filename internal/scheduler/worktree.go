@@ -43,10 +43,13 @@ func (r *runner) loadWorkspace() {
 	r.workdir, r.ledger, r.ledgerBase = r.run.Workspace, nil, ""
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
-	repo, err := git.Inspect(ctx, r.run.Workspace)
+	// One git command (it runs at every load, recoveries included): is the
+	// workspace in git, and where below its top level.
+	prefix, err := git.Cmd{Dir: r.run.Workspace}.Output(ctx, "rev-parse", "--show-prefix")
+	prefix = strings.TrimSuffix(prefix, "/")
 	if r.isWorktree() {
-		if err == nil && repo.Prefix != "" {
-			r.workdir = filepath.Join(r.run.Worktree, filepath.FromSlash(repo.Prefix))
+		if err == nil && prefix != "" {
+			r.workdir = filepath.Join(r.run.Worktree, filepath.FromSlash(prefix))
 		} else {
 			r.workdir = r.run.Worktree
 		}
