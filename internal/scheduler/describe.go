@@ -248,7 +248,7 @@ func deref(p *int) int {
 
 func stepUsage(st *storage.Step) api.Usage {
 	u := api.Usage{InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, CacheReadTokens: st.CacheReadTokens,
-		CacheWriteTokens: st.CacheWriteTokens, Model: st.Model}
+		CacheWriteTokens: st.CacheWriteTokens, Model: st.Model, ReasoningTokens: st.ReasoningTokens}
 	if st.ReportedCostUSD != nil {
 		v := *st.ReportedCostUSD
 		u.ReportedCostUSD = &v
