@@ -93,8 +93,9 @@ func TestDiskFull(t *testing.T) {
 	}
 	f.Close()
 
-	// New work is refused with a message that says what is wrong.
-	r := e.loopctl("start", "another goal")
+	// New work is refused with a message that says what is wrong (in
+	// another workspace: this one has its active in-place run).
+	r := e.loopctl("start", "another goal", "-C", t.TempDir())
 	if r.code != 69 || !strings.Contains(r.stderr, "out of disk space") {
 		t.Errorf("start on a full disk: exit %d, %s", r.code, r.stderr)
 	}

@@ -206,12 +206,20 @@ func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	run, err := d.sched.CreateRun(r.Context(), req)
+	run, warnings, err := d.sched.CreateRun(r.Context(), req)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.describe(w, r, run.ID, http.StatusCreated)
+	view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	// What start warns of (no verification, no cost cap, a dirty
+	// checkout) comes first.
+	view.Warnings = append(warnings, view.Warnings...)
+	writeJSON(w, http.StatusCreated, view)
 }
 
 func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {

@@ -115,7 +115,7 @@ func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts Describe
 		}
 	}
 	gate := api.Condition{Type: "completion", Kind: string(stop.ClassSuccess),
-		Description: "when " + joinGates(cfg.Completion) + " hold after the same iteration"}
+		Description: gateDescription(cfg)}
 	if run.Status == api.RunCompleted && len(run.Reason) > len("completed:") && run.Reason[:len("completed:")] == "completed:" {
 		one := 1.0
 		gate.Met, gate.Progress, gate.Reason = true, &one, run.Description
@@ -165,15 +165,38 @@ func (s *Scheduler) describeFromSteps(ctx context.Context, run storage.Run, cfg 
 	return nil
 }
 
-func joinGates[T ~string](gates []T) string {
-	parts := make([]string, len(gates))
-	for i, g := range gates {
-		parts[i] = string(g)
+// gateDescription says what the completion gate really checks: a verify
+// or review gate with nothing configured holds vacuously and is not named
+// as if it were a check.
+func gateDescription(cfg config.Config) string {
+	var real, vacuous []string
+	for _, g := range cfg.Completion {
+		switch {
+		case g == config.GateVerify && len(cfg.VerifyCommands) == 0:
+			vacuous = append(vacuous, "verify (no verify_command)")
+		case g == config.GateReview && cfg.ReviewCommand == "":
+			vacuous = append(vacuous, "review (no review_command)")
+		default:
+			real = append(real, string(g))
+		}
 	}
-	if len(parts) == 0 {
-		return "no gates"
+	var desc string
+	switch len(real) {
+	case 0:
+		desc = "when an iteration ends without a failure"
+	case 1:
+		desc = "when " + real[0] + " holds after an iteration"
+	default:
+		desc = "when " + joinAnd(real) + " hold after the same iteration"
 	}
-	return joinAnd(parts)
+	switch len(vacuous) {
+	case 0:
+	case 1:
+		desc += "; " + vacuous[0] + " checks nothing"
+	default:
+		desc += "; " + joinAnd(vacuous) + " check nothing"
+	}
+	return desc
 }
 
 // conditionsFrom are the run's stop conditions with their results in
@@ -237,6 +260,8 @@ func runJSON(r storage.Run) api.Run {
 		Reason: r.Reason, Description: r.Description, ExitCode: r.ExitCode,
 		CreatedAt: api.Millis(r.CreatedAt), StopRequested: r.StopRequest, PauseRequest: r.PauseRequest,
 		UserSignal: r.UserSignal, Conditions: []api.Condition{},
+		Isolation: r.Isolation, Worktree: r.Worktree, Branch: r.Branch, BaseBranch: r.BaseBranch,
+		BaseCommit: r.BaseCommit, LandedCommit: r.LandedCommit, WorktreeState: r.WorktreeState,
 	}
 	if r.StartedAt != nil {
 		out.StartedAt = api.Millis(*r.StartedAt)
@@ -270,7 +295,22 @@ func StepJSON(st *storage.Step, now int64) api.Step {
 	if st.Pid != nil && st.Status == api.StepRunning {
 		out.Pid = *st.Pid
 	}
+	if st.FilesChanged != nil {
+		files := st.ChangeFiles
+		if files == nil {
+			files = []string{}
+		}
+		out.Changes = &api.Changes{Commit: st.ChangeCommit, FilesChanged: *st.FilesChanged,
+			Insertions: deref(st.Insertions), Deletions: deref(st.Deletions), Files: files}
+	}
 	return out
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func stepUsage(st *storage.Step) api.Usage {

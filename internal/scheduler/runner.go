@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/redact"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
@@ -55,6 +56,12 @@ type runner struct {
 	// stored and fed back (nil when redact_secrets is off); set in load
 	// and with each step's environment.
 	secrets *redact.Redactor
+
+	// Where the steps run (the workspace, or the run's worktree) and the
+	// change ledger (nil when the workspace is not in git); set in load.
+	workdir    string
+	ledger     *git.Ledger
+	ledgerBase string // an in-place run's baseline snapshot, once known
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.
@@ -249,6 +256,7 @@ func (r *runner) load() error {
 		return err
 	}
 	r.secrets = secretsOf(cfg)
+	r.loadWorkspace()
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -321,7 +329,8 @@ func planLimit(cfg config.Config) int {
 }
 
 func pipelineOf(cfg config.Config) Pipeline {
-	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0}
+	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0,
+		Setup: cfg.Isolation == config.IsolationWorktree && cfg.SetupCommand != ""}
 }
 
 // defaultPrices is the built-in pricing table, built once and shared by
@@ -440,6 +449,9 @@ func (r *runner) following() (*planned, []string, *decision, error) {
 		// The step could not write its output: it would fail for a
 		// reason that is not its own.
 		return nil, nil, r.waitForDisk(), nil
+	}
+	if d := r.prepareWorkspace(); d != nil {
+		return nil, nil, d, nil
 	}
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
@@ -812,6 +824,11 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	if st != nil && st.Status == api.StepCanceled && st.CancelCause == storage.CancelUser {
 		return r.interrupted(storage.StopNow, true)
 	}
+	if st != nil && st.Phase == api.PhaseSetup && st.Status == api.StepFailed {
+		return &decision{status: api.RunFailed, reason: "setup_failed", event: events.RunFailed,
+			description: fmt.Sprintf("setup_command failed in the worktree %s: %s; see `loopctl logs %s --step %d`, fix it, then `loopctl resume %s`",
+				r.workdir, st.Error, shortOf(r.id), st.Seq, shortOf(r.id))}
+	}
 	v := ev.Stop
 	if v != nil && v.Class == stop.ClassFailure {
 		return r.verdictDecision(v)
@@ -952,7 +969,7 @@ func (r *runner) context(stepID int64) stop.Context {
 		Step:                    stepID,
 		Iteration:               h.CompletedIterations(),
 		Elapsed:                 time.Duration(h.ElapsedMS(r.s.opts.Now().UnixMilli())) * time.Millisecond,
-		Workspace:               r.run.Workspace,
+		Workspace:               r.workdir,
 		TestFailureStreak:       h.TestFailureStreak(),
 		IterationsSinceProgress: h.IterationsSinceProgress(),
 		UserSignal:              r.run.UserSignal,
@@ -1006,6 +1023,11 @@ func stepPayload(st *storage.Step) map[string]any {
 	}
 	if t := stepTests(st); t != nil {
 		p["tests"] = t
+	}
+	if st.FilesChanged != nil {
+		// The change ledger, live for followers (the dashboard's iteration
+		// ledger): the same shape as the step's JSON.
+		p["changes"] = StepJSON(st, 0).Changes
 	}
 	return p
 }

@@ -129,9 +129,14 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 		commands = []string{r.cfg.ReviewCommand}
 	case api.PhaseVerification:
 		commands = r.cfg.VerifyCommands
+	case api.PhaseSetup:
+		// LOOP_CHECKOUT: the user's checkout, to copy what git does not
+		// carry into a new worktree (cp "$LOOP_CHECKOUT/.env" .).
+		commands = []string{r.cfg.SetupCommand}
+		env = append(env[:len(env):len(env)], "LOOP_CHECKOUT="+r.run.Workspace)
 	}
 	return supervise.Spec{
-		Dir: r.run.Workspace, Commands: commands, StdinPath: stdin,
+		Dir: r.workdir, Commands: commands, StdinPath: stdin,
 		Env:     r.stepEnv(env, st, prompt),
 		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true,
 	}
@@ -417,13 +422,14 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			r.readTests(st)
 		}
 	}
+	if st.Phase == api.PhaseImplementation {
+		// Before the fingerprint: in a worktree the ledger commit is part
+		// of the state it reads.
+		r.recordChanges(st)
+	}
 	if st.Phase == api.PhaseImplementation && (st.Status == api.StepSucceeded || st.Status == api.StepFailed) {
 		if r.cfg.NoProgressIterations > 0 || r.usesProgress {
-			fp, err := workspace.Fingerprint(context.Background(), r.run.Workspace)
-			if err != nil {
-				r.log.Warn("workspace fingerprint", zap.Error(err))
-			}
-			st.Fingerprint = fp
+			r.fingerprint(st)
 		}
 		if r.cfg.PlanFile != "" {
 			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
@@ -676,7 +682,7 @@ func (r *runner) stepEnv(env []string, st *storage.Step, promptFile string) []st
 		"LOOP_PHASE="+string(st.Phase),
 		"LOOP_ITERATION="+strconv.Itoa(st.Iteration),
 		"LOOP_STEP="+strconv.Itoa(st.Seq),
-		"LOOP_WORKSPACE="+r.run.Workspace,
+		"LOOP_WORKSPACE="+r.workdir,
 		"LOOP_PROMPT_FILE="+promptFile,
 	)
 }
@@ -823,5 +829,6 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 	if st.Phase != api.PhaseVerification {
 		r.readAgentOutput(st) // the tokens it spent were spent
 	}
+	r.recordChanges(st) // and what it changed, changed
 	return r.conclude(st, events.StepInterrupted)
 }
