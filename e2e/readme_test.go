@@ -76,6 +76,15 @@ func TestReadmeCommands(t *testing.T) {
 			if cmd := strings.TrimSpace(stripComments(b.text)); cmd != "./examples/quickstart/run.sh" {
 				t.Errorf("the quickstart block runs %q; TestQuickstart runs ./examples/quickstart/run.sh", cmd)
 			}
+		case "Development#0":
+			// The test command is the one CI runs.
+			if cmd := strings.TrimSpace(stripComments(b.text)); cmd != "scripts/test" {
+				t.Errorf("the tests block runs %q, want scripts/test", cmd)
+			}
+			ci, err := os.ReadFile(filepath.Join(repo, ".ci", "run"))
+			if err != nil || !strings.Contains(string(ci), "exec ./scripts/test") {
+				t.Errorf(".ci/run does not call scripts/test: %v\n%s", err, ci)
+			}
 		case "Install#0":
 			out := w.run(t, repo, b.text)
 			for _, bin := range []string{"loopd", "loopctl"} {
@@ -118,7 +127,7 @@ func TestReadmeCommands(t *testing.T) {
 			t.Errorf("README block %d under %q is not run by any test: add it to TestReadmeCommands\n%s", b.index, b.heading, b.text)
 		}
 	}
-	for _, want := range []string{"Quickstart#0", "Install#0", "Use#0", "Use#1"} {
+	for _, want := range []string{"Quickstart#0", "Development#0", "Install#0", "Use#0", "Use#1"} {
 		if !ran[want] {
 			t.Errorf("README has no block %s", want)
 		}
