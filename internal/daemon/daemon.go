@@ -62,6 +62,8 @@ type Daemon struct {
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
 	killSteps bool
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
+
+	diskCache diskCache // the last measure of the run worktrees' disk (daemon status)
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -141,6 +143,9 @@ func Run(ctx context.Context, opts Options) error {
 		ln.Close()
 		return err
 	}
+	// Records of worktrees removed by hand while the daemon was down are
+	// marked gone before any run is recovered or anything is removed.
+	d.reconcileWorktrees(ctx, "")
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 

@@ -39,6 +39,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.HandleFunc("GET /v1/runs/{ref}/diff", d.handleDiff)
+	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
+	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -167,10 +170,14 @@ func (d *Daemon) describeRun(w http.ResponseWriter, r *http.Request, run storage
 }
 
 func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, api.DaemonInfo{
+	info := api.DaemonInfo{
 		PID: os.Getpid(), Version: d.opts.Version, Home: d.opts.Home, Socket: d.opts.Socket,
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
-	})
+	}
+	if r.URL.Query().Get("disk") != "" { // a walk of the worktrees: only when asked (every loopctl pings)
+		info.Worktrees = d.worktreeDisk(r.Context())
+	}
+	writeJSON(w, http.StatusOK, info)
 }
 
 func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
@@ -242,6 +249,7 @@ func (d *Daemon) handleGet(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	run = d.noticeGoneWorktree(r.Context(), run)
 	d.describeRun(w, r, run, http.StatusOK)
 }
 

@@ -1,0 +1,310 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/scheduler"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
+)
+
+// landTailBytes bounds the failing verification output a refusal carries.
+const landTailBytes = 4 << 10
+
+// landProgressEvery is how often a long verification reports that it is
+// still running, so that loopctl (and a user) can tell it from a hang.
+const landProgressEvery = 15 * time.Second
+
+// repoLocks serialises lands into one repository: two lands that both
+// test against the same base tip would otherwise race to move it.
+var repoLocks sync.Map // common git dir -> *sync.Mutex
+
+// handleLand lands a worktree run's branch. A land can run a long
+// verification, so it answers with an NDJSON stream: progress lines, then
+// one result, refusal or error. The land belongs to the request: if
+// loopctl goes away or the daemon shuts down, the verification is killed
+// and nothing lands.
+func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
+	var req api.LandRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	send := func(m api.LandMessage) {
+		_ = enc.Encode(m)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-d.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res, err := d.land(ctx, run, req, func(msg string) { send(api.LandMessage{Progress: msg}) })
+	var ref *git.Refusal
+	switch {
+	case err == nil:
+		send(api.LandMessage{Result: res})
+	case errors.As(err, &ref):
+		d.log.Info("land refused", zap.String("run_id", run.ID), zap.String("kind", string(ref.Kind)))
+		send(api.LandMessage{Refusal: refusalJSON(run, err, ref)})
+	default:
+		d.log.Error("land failed", zap.String("run_id", run.ID), zap.Error(err))
+		send(api.LandMessage{Error: api.Errorf(api.CodeInternal, "land %s: %v", run.ID, err)})
+	}
+}
+
+// verifyRefusal is a git.Refusal with the failing verification's output.
+type verifyRefusal struct {
+	git.Refusal
+	tail, log string
+}
+
+// Unwrap makes a verifyRefusal a *git.Refusal for errors.As.
+func (v *verifyRefusal) Unwrap() error { return &v.Refusal }
+
+func refusalJSON(run storage.Run, err error, ref *git.Refusal) *api.LandRefusal {
+	out := &api.LandRefusal{RunID: run.ID, Kind: string(ref.Kind), Message: ref.Message, Branch: run.Branch,
+		BaseBranch: run.BaseBranch, Files: ref.Files, Hand: ref.Hand}
+	if vr, ok := errors.AsType[*verifyRefusal](err); ok {
+		out.OutputTail, out.LogPath = vr.tail, vr.log
+	}
+	return out
+}
+
+// land lands run's branch (see docs/workspaces.md, "Landing a run"). Every
+// refusal is a *git.Refusal and leaves the user's checkout untouched.
+func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest, progress func(string)) (*api.LandResult, error) {
+	in := git.LandInput{Checkout: run.Workspace, Branch: run.Branch, BaseBranch: run.BaseBranch,
+		BaseCommit: run.BaseCommit, Squash: req.Squash, Message: req.Message}
+	switch {
+	case !run.Status.Terminal():
+		return nil, &git.Refusal{Kind: git.RefusedActive,
+			Message: fmt.Sprintf("run %s is %s: land it once it has ended (loopctl wait %s, or loopctl stop %s)",
+				run.ID, run.Status, shortID(run.ID), shortID(run.ID))}
+	case run.Isolation != "worktree" || run.Branch == "":
+		return nil, &git.Refusal{Kind: git.RefusedNotWorktree,
+			Message: fmt.Sprintf("run %s ran in place: its changes are already in %s (loopctl diff %s shows them)",
+				run.ID, run.Workspace, shortID(run.ID))}
+	case run.BaseBranch == "":
+		return nil, &git.Refusal{Kind: git.RefusedWrongBranch,
+			Message: fmt.Sprintf("run %s started from a detached HEAD: there is no base branch to land into", run.ID),
+			Hand:    []string{"cd " + run.Workspace, "git merge " + run.Branch}}
+	}
+	if in.Message == "" {
+		in.Message = defaultLandMessage(run, req.Squash)
+	}
+	common, err := git.Cmd{Dir: run.Workspace}.Output(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return nil, fmt.Errorf("find the repository of %s: %w", run.Workspace, err)
+	}
+	mu, _ := repoLocks.LoadOrStore(common, &sync.Mutex{})
+	if !mu.(*sync.Mutex).TryLock() {
+		return nil, &git.Refusal{Kind: git.RefusedBaseMoved,
+			Message: "another land into this repository is under way; run loopctl land again when it has finished"}
+	}
+	defer mu.(*sync.Mutex).Unlock()
+
+	plan, err := git.PlanLand(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	res := &api.LandResult{RunID: run.ID, Branch: run.Branch, BaseBranch: run.BaseBranch, Mode: string(plan.Mode),
+		Checkout: run.Workspace, BaseMoved: plan.Moved}
+	steps, err := d.store.StepsLight(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	lastIteration := 0
+	for _, st := range steps {
+		lastIteration = max(lastIteration, st.Iteration)
+	}
+	lv, err := scheduler.LandVerificationOf(run, run.Worktree, lastIteration)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case req.NoVerify:
+		res.Note = "not verified: --no-verify"
+	case len(lv.Commands) == 0:
+		res.Note = "not verified: the run has no verify_command"
+	case !plan.Moved:
+		// The base has not moved: what lands is the run's last commit,
+		// and the run's own last verification says whether it passed.
+		if passed, _ := scheduler.LastVerification(steps); !passed {
+			return nil, &git.Refusal{Kind: git.RefusedUntested,
+				Message: fmt.Sprintf("the last commit of %s did not pass verification in the run (its last verification failed or never ran); "+
+					"land it anyway with loopctl land %s --no-verify, or by hand", run.Branch, shortID(run.ID)),
+				Hand: []string{"cd " + run.Workspace, "git merge " + run.Branch + "   # then run your tests"}}
+		}
+		res.Verified, res.TestedCommit = true, plan.RunTip
+		progress(fmt.Sprintf("%s has not moved since the run started: the run's own last verification of %s stands",
+			run.BaseBranch, shortCommit(plan.RunTip)))
+	default:
+		progress(fmt.Sprintf("%s has moved since the run started (%s → %s): testing the merge of the two, %s, in %s",
+			run.BaseBranch, shortCommit(run.BaseCommit), shortCommit(plan.BaseTip), shortCommit(plan.Combined), run.Worktree))
+		if err := d.verifyCombination(ctx, run, plan, lv, progress); err != nil {
+			return nil, err
+		}
+		res.Verified, res.TestedCommit = true, plan.Combined
+		progress("verify_command passed on the combination")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("land abandoned before the checkout was touched: %w", err)
+	}
+	if err := git.ApplyLand(ctx, plan); err != nil {
+		return nil, err
+	}
+	res.Commit = plan.Target
+	// The checkout has moved: record it even if the request has gone.
+	err = d.store.Write(context.WithoutCancel(ctx), func(tx *storage.Tx) error {
+		return tx.RecordLanded(run.ID, plan.Target, map[string]any{
+			"run_id": run.ID, "branch": run.Branch, "base_branch": run.BaseBranch, "commit": plan.Target,
+			"mode": string(plan.Mode), "verified": res.Verified, "tested_commit": res.TestedCommit,
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s landed as %s but recording it failed: %w", run.Branch, plan.Target, err)
+	}
+	d.log.Info("run landed", zap.String("run_id", run.ID), zap.String("mode", string(plan.Mode)),
+		zap.String("commit", plan.Target), zap.Bool("verified", res.Verified))
+	return res, nil
+}
+
+// verifyCombination runs verify_command on plan.Combined, checked out
+// detached in the run's worktree (the run's branch does not move), and
+// puts the worktree back on the branch whatever happens.
+func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *git.LandPlan, lv scheduler.LandVerification, progress func(string)) error {
+	hand := []string{"cd " + run.Workspace, "git merge " + run.Branch + "   # resolve, run your tests, git commit",
+		"# or land without testing the combination: loopctl land " + shortID(run.ID) + " --no-verify"}
+	if fi, err := os.Stat(run.Worktree); err != nil || !fi.IsDir() || run.WorktreeState == "gone" || run.WorktreeState == "removed" {
+		return &git.Refusal{Kind: git.RefusedWorktreeGone, Hand: hand,
+			Message: fmt.Sprintf("%s has moved and the combination must be tested in the run's worktree, but %s is gone", run.BaseBranch, run.Worktree)}
+	}
+	if files, err := git.TrackedChanges(ctx, run.Worktree); err != nil {
+		return err
+	} else if len(files) > 0 {
+		return &git.Refusal{Kind: git.RefusedDirty, Files: files, Hand: hand,
+			Message: fmt.Sprintf("the run's worktree %s has uncommitted changes in %s: commit or discard them there first",
+				run.Worktree, strings.Join(files, ", "))}
+	}
+	if err := git.CheckoutDetached(ctx, run.Worktree, plan.Combined); err != nil {
+		return fmt.Errorf("check out the combination in %s: %w", run.Worktree, err)
+	}
+	defer func() {
+		if err := git.RestoreBranch(ctx, run.Worktree, run.Branch); err != nil {
+			d.log.Error("could not put the worktree back on its branch", zap.String("worktree", run.Worktree), zap.Error(err))
+		}
+	}()
+	dir := filepath.Join(d.opts.Home, "runs", run.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	stamp := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	logPath := filepath.Join(dir, "land-"+stamp+".log")
+	proc, err := supervise.Start(supervise.Spec{
+		Dir: run.Worktree, Commands: lv.Commands, Env: lv.Env, LogPath: logPath,
+		StatusPath: filepath.Join(dir, "land-exits"), Tag: "loopd-land-" + run.ID + "-" + stamp,
+	})
+	if err != nil {
+		return fmt.Errorf("start verify_command: %w", err)
+	}
+	progress("running verify_command (output: " + logPath + ")")
+	started := time.Now()
+	tick := time.NewTicker(landProgressEvery)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-proc.Done():
+			waiting = false
+		case <-tick.C:
+			progress(fmt.Sprintf("verify_command still running (%s)", time.Since(started).Round(time.Second)))
+		case <-ctx.Done():
+			proc.Terminate(d.opts.Grace)
+			<-proc.Done()
+			return fmt.Errorf("land abandoned during verification, nothing landed: %w", ctx.Err())
+		}
+	}
+	if ex := proc.Exit(); ex.Recorded && ex.Signal == 0 && ex.Code == 0 {
+		return nil
+	} else {
+		return &verifyRefusal{log: logPath, tail: fileTail(logPath, landTailBytes), Refusal: git.Refusal{
+			Kind: git.RefusedVerifyFailed, Hand: hand,
+			Message: fmt.Sprintf("%s has moved since the run started, and the merge of %s into it fails verify_command (%s): nothing landed",
+				run.BaseBranch, run.Branch, ex)}}
+	}
+}
+
+func defaultLandMessage(run storage.Run, squash bool) string {
+	if !squash {
+		return fmt.Sprintf("Merge branch '%s' into %s\n\nloop run %s", run.Branch, run.BaseBranch, run.ID)
+	}
+	title := run.Name
+	if title == "" {
+		title, _, _ = strings.Cut(strings.TrimSpace(run.Goal), "\n")
+	}
+	if title == "" {
+		title = "loop run " + shortID(run.ID)
+	}
+	if len(title) > 72 {
+		title = strings.TrimSpace(title[:69]) + "..."
+	}
+	return fmt.Sprintf("%s\n\nSquashed from branch %s (loop run %s).", title, run.Branch, run.ID)
+}
+
+// fileTail is the last n bytes of a file, from a line start when it can.
+func fileTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-n, 0)
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return ""
+	}
+	s := string(b)
+	if off > 0 {
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+func shortID(id string) string { return id[:min(len(id), 8)] }
+
+func shortCommit(c string) string { return c[:min(len(c), 12)] }
