@@ -69,14 +69,15 @@ func (d *Daemon) handleDiff(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// diffRange finds the commits a diff compares. One iteration: the ledger
-// commit of its implementation step against the run's previous ledger
-// commit (its parent for a worktree run; the previous snapshot in place),
-// or the commit's first parent for the first. The whole run: its base
-// commit against the run's branch (worktree) or its last snapshot (in
-// place). Both come from commits and refs, never from the worktree, so a
-// diff works after the worktree is gone or cleaned. to is "" when nothing
-// changed.
+// diffRange finds the commits a diff compares, from the change ledger.
+// One iteration: its implementation step's ledger commit against the
+// previous ledger point (worktree runs: the previous iteration's commit,
+// else the base commit, so commits the agent made itself are included; in
+// place: the snapshot's parent). The whole run: the base commit against the
+// run's branch (worktree), or the baseline snapshot refs/loop/<id>/0
+// against the newest snapshot (in place). Both read commits and refs, never
+// the worktree, so a diff works after the worktree is gone or cleaned. to
+// is "" when nothing changed.
 func (d *Daemon) diffRange(ctx context.Context, run storage.Run, iteration *int) (from, to string, err error) {
 	steps, err := d.store.StepsLight(ctx, run.ID)
 	if err != nil {
@@ -98,13 +99,12 @@ func (d *Daemon) diffRange(ctx context.Context, run storage.Run, iteration *int)
 		}
 	}
 	dir := run.Workspace
-	exists := func(c string) error {
-		if !git.CommitExists(ctx, dir, c) {
-			return api.Errorf(api.CodeConflict, "commit %s of run %s is no longer in the repository at %s (was its branch deleted?)",
-				shortCommit(c), run.ID, dir)
-		}
-		return nil
+	has := func(c string) bool { return git.CommitExists(ctx, dir, c) }
+	missing := func(c string) error {
+		return api.Errorf(api.CodeConflict, "commit %s of run %s is no longer in the repository at %s (was its branch deleted?)",
+			shortCommit(c), run.ID, dir)
 	}
+	worktree := run.Isolation == "worktree"
 	if iteration != nil {
 		if !found {
 			return "", "", api.Errorf(api.CodeNotFound, "run %s has no iteration %d (its iterations: 1 to %d)", run.ID, *iteration, maxIter)
@@ -114,18 +114,21 @@ func (d *Daemon) diffRange(ctx context.Context, run storage.Run, iteration *int)
 				continue
 			}
 			to = st.ChangeCommit
-			if err := exists(to); err != nil {
-				return "", "", err
+			if !has(to) {
+				return "", "", missing(to)
 			}
-			if i > 0 && git.CommitExists(ctx, dir, changes[i-1].ChangeCommit) {
+			switch {
+			case worktree && i > 0 && has(changes[i-1].ChangeCommit):
 				return changes[i-1].ChangeCommit, to, nil
+			case worktree && i == 0 && has(run.BaseCommit):
+				return run.BaseCommit, to, nil
 			}
 			from, err = git.FirstParent(ctx, dir, to)
 			return from, to, err
 		}
 		return "", "", nil // the iteration changed nothing
 	}
-	if run.Branch != "" {
+	if worktree && run.Branch != "" {
 		if tip, err := git.Resolve(ctx, dir, "refs/heads/"+run.Branch); err == nil {
 			to = tip
 		}
@@ -136,11 +139,17 @@ func (d *Daemon) diffRange(ctx context.Context, run storage.Run, iteration *int)
 	if to == "" {
 		return "", "", nil // no branch and no ledger commit: nothing recorded as changed
 	}
-	if err := exists(to); err != nil {
-		return "", "", err
+	if !has(to) {
+		return "", "", missing(to)
+	}
+	baseline := ""
+	if !worktree {
+		baseline, _ = git.Resolve(ctx, dir, "refs/loop/"+run.ID+"/0")
 	}
 	switch {
-	case run.BaseCommit != "" && git.CommitExists(ctx, dir, run.BaseCommit):
+	case baseline != "":
+		from = baseline
+	case run.BaseCommit != "" && has(run.BaseCommit):
 		from = run.BaseCommit
 	case len(changes) > 0:
 		if from, err = git.FirstParent(ctx, dir, changes[0].ChangeCommit); err != nil {

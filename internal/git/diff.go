@@ -79,12 +79,12 @@ func Stat(ctx context.Context, dir, from, to string) (DiffStat, error) {
 	if err != nil {
 		return DiffStat{}, fmt.Errorf("diff --numstat %s..%s: %w", short(from), short(to), err)
 	}
-	return parseNumstat(string(out)), nil
+	return parseNumstatZ(string(out)), nil
 }
 
-// parseNumstat reads `--numstat -z` (without renames): "ins\tdel\tpath\0"
+// parseNumstatZ reads `--numstat -z` (without renames): "ins\tdel\tpath\0"
 // per file, "-\t-\t" for a binary file.
-func parseNumstat(out string) DiffStat {
+func parseNumstatZ(out string) DiffStat {
 	var st DiffStat
 	for rec := range strings.SplitSeq(out, "\x00") {
 		ins, rest, ok := strings.Cut(rec, "\t")

@@ -7,9 +7,9 @@ import (
 	"github.com/loopd/loopd/internal/events"
 )
 
-// GitObject is a row of git_objects: a worktree or branch loopd created for
+// WorktreeRecord is a row of git_objects (a worktree, or a branch) loopd created for
 // a run. loopd removes only what it recorded here.
-type GitObject struct {
+type WorktreeRecord struct {
 	ID        int64  `db:"id"`
 	RunID     string `db:"run_id"`
 	Kind      string `db:"kind"` // "worktree" or "branch"
@@ -21,15 +21,15 @@ type GitObject struct {
 }
 
 // Live reports whether loopd believes the object still exists.
-func (o GitObject) Live() bool { return o.RemovedAt == nil && o.GoneAt == nil }
+func (o WorktreeRecord) Live() bool { return o.RemovedAt == nil && o.GoneAt == nil }
 
-const gitObjectColumns = `id, run_id, kind, repo, name, created_at, removed_at, gone_at`
+const worktreeRecordColumns = `id, run_id, kind, repo, name, created_at, removed_at, gone_at`
 
 // LiveWorktrees lists the worktrees loopd recorded and believes exist,
 // oldest first; runID "" selects every run's.
-func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]GitObject, error) {
-	var objs []GitObject
-	err := s.sel(ctx, &objs, `SELECT `+gitObjectColumns+` FROM git_objects
+func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]WorktreeRecord, error) {
+	var objs []WorktreeRecord
+	err := s.sel(ctx, &objs, `SELECT `+worktreeRecordColumns+` FROM git_objects
 		WHERE kind = 'worktree' AND removed_at IS NULL AND gone_at IS NULL AND (? = '' OR run_id = ?)
 		ORDER BY id`, runID, runID)
 	if err != nil {
@@ -39,9 +39,9 @@ func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]GitObject, e
 }
 
 // RunWorktrees lists every worktree record of one run, whatever its state.
-func (s *Store) RunWorktrees(ctx context.Context, runID string) ([]GitObject, error) {
-	var objs []GitObject
-	err := s.sel(ctx, &objs, `SELECT `+gitObjectColumns+` FROM git_objects
+func (s *Store) RunWorktrees(ctx context.Context, runID string) ([]WorktreeRecord, error) {
+	var objs []WorktreeRecord
+	err := s.sel(ctx, &objs, `SELECT `+worktreeRecordColumns+` FROM git_objects
 		WHERE kind = 'worktree' AND run_id = ? ORDER BY id`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list worktrees of %s: %w", runID, err)
@@ -67,7 +67,7 @@ func (s *Store) EndedWorktreeRuns(ctx context.Context, endedBefore int64) ([]str
 // MarkWorktreeGone records that a worktree loopd made was removed by
 // someone else; the run's worktree_state becomes "gone" unless loopd has
 // already removed it.
-func (t *Tx) MarkWorktreeGone(o GitObject) error {
+func (t *Tx) MarkWorktreeGone(o WorktreeRecord) error {
 	if _, err := t.exec(`UPDATE git_objects SET gone_at = ? WHERE id = ? AND gone_at IS NULL AND removed_at IS NULL`,
 		t.now, o.ID); err != nil {
 		return fmt.Errorf("mark worktree gone: %w", err)
@@ -80,7 +80,7 @@ func (t *Tx) MarkWorktreeGone(o GitObject) error {
 }
 
 // MarkWorktreeRemoved records that loopd removed one of its worktrees.
-func (t *Tx) MarkWorktreeRemoved(o GitObject) error {
+func (t *Tx) MarkWorktreeRemoved(o WorktreeRecord) error {
 	if _, err := t.exec(`UPDATE git_objects SET removed_at = ? WHERE id = ? AND removed_at IS NULL`,
 		t.now, o.ID); err != nil {
 		return fmt.Errorf("mark worktree removed: %w", err)
