@@ -41,7 +41,7 @@ func classify(err error) (int, string) {
 		switch ae.Code {
 		case api.CodeNotFound:
 			return exitNotFound, ae.Error()
-		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge:
+		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge, api.CodeUntrusted:
 			return exitUsage, ae.Error()
 		case api.CodeForbidden, api.CodeShutdown, api.CodeUnavailable:
 			return exitUnavailable, ae.Error()

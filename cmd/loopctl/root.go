@@ -49,6 +49,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
+		newTrustCmd(g),
 		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
 	)
 	return root

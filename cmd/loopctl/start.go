@@ -69,7 +69,7 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	run, err := c.CreateRun(ctx, req)
 	if err != nil {
-		return err
+		return trustHint(err, o.globalOptions)
 	}
 	if !o.Wait {
 		if o.JSON {

@@ -99,6 +99,10 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
+	envTrust, err := s.checkTrust(ctx, ws, cfg, sets)
+	if err != nil {
+		return storage.Run{}, err
+	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return storage.Run{}, fmt.Errorf("encode config: %w", err)
@@ -110,7 +114,13 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
 		Conditions: string(condJSON), Status: api.RunPending}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
-		return tx.InsertRun(run, map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws})
+		if err := tx.InsertRun(run, map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws}); err != nil {
+			return err
+		}
+		if envTrust != "" {
+			return tx.RequireEnvTrust(run.ID, envTrust)
+		}
+		return nil
 	})
 	if err != nil {
 		return storage.Run{}, err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -47,6 +46,9 @@ type runner struct {
 	hist History
 	eval *stop.Evaluator
 	dir  string // LOOPD_HOME/runs/<id>
+	// envTrust is the env file the workspace picked, which every step
+	// loads only while its content is still trusted ("" when none).
+	envTrust string
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.
@@ -154,6 +156,9 @@ func (r *runner) load() error {
 		return fmt.Errorf("load steps: %w", err)
 	}
 	r.run, r.cfg, r.set = run, cfg, set
+	if r.envTrust, err = r.s.store.RunEnvTrust(bg(), r.id); err != nil {
+		return err
+	}
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -179,7 +184,7 @@ func (r *runner) load() error {
 			r.eval.Restore(prev)
 		}
 	}
-	return os.MkdirAll(r.dir, 0o700)
+	return prepareRunDir(r.dir)
 }
 
 // decodeFrozen decodes a run's frozen config and its complete condition set
@@ -338,8 +343,7 @@ func (r *runner) following() (*planned, []string, *decision, error) {
 	}
 	env, err := r.envWithFile()
 	if err != nil {
-		return nil, nil, &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
-			description: err.Error() + "; fix the file, then `loopctl resume` the run"}, nil
+		return nil, nil, r.envFileDecision(err), nil
 	}
 	p, err := r.plan(next)
 	return p, env, nil, err

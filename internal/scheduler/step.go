@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
@@ -465,7 +464,7 @@ func (r *runner) envWithFile() ([]string, error) {
 	if r.cfg.EnvFile == "" {
 		return env, nil
 	}
-	vars, err := config.LoadEnvFile(r.cfg.EnvFile)
+	vars, err := r.loadEnvFile()
 	if err != nil {
 		return nil, fmt.Errorf("env_file: %w", err)
 	}
