@@ -209,6 +209,13 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 		return &git.Refusal{Kind: git.RefusedWorktreeGone, Hand: hand,
 			Message: fmt.Sprintf("%s has moved and the combination must be tested in the run's worktree, but %s is gone", run.BaseBranch, run.Worktree)}
 	}
+	// A land killed mid-verification (the daemon died) left the worktree
+	// detached at the merge it tested: put it back on the branch first.
+	if _, err := (git.Cmd{Dir: run.Worktree}).Output(ctx, "symbolic-ref", "-q", "HEAD"); err != nil {
+		if err := git.RestoreBranch(ctx, run.Worktree, run.Branch); err != nil {
+			return fmt.Errorf("put the worktree %s back on %s: %w", run.Worktree, run.Branch, err)
+		}
+	}
 	if files, err := git.TrackedChanges(ctx, run.Worktree); err != nil {
 		return err
 	} else if len(files) > 0 {
