@@ -1,0 +1,69 @@
+package scheduler
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+func TestLastVerification(t *testing.T) {
+	impl := func(change string) storage.Step {
+		st := storage.Step{Phase: api.PhaseImplementation, Status: api.StepSucceeded}
+		st.ChangeCommit = change
+		return st
+	}
+	verify := func(seq int, s api.StepStatus) storage.Step {
+		return storage.Step{Seq: seq, Phase: api.PhaseVerification, Status: s}
+	}
+	tests := []struct {
+		name  string
+		steps []storage.Step
+		want  bool
+	}{
+		{"passed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded)}, true},
+		{"failed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b"), verify(4, api.StepFailed)}, false},
+		{"a change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b")}, false},
+		{"no change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("")}, true},
+		{"review after the pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), {Phase: api.PhaseReview, Status: api.StepFailed}}, true},
+		{"never verified", []storage.Step{impl("a")}, false},
+		{"nothing", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := LastVerification(tt.steps); got != tt.want {
+				t.Errorf("LastVerification = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLandVerificationUsesTheRunsEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	envFile := dir + "/.env"
+	if err := writeFile(envFile, "MARK=from-env-file\n"); err != nil {
+		t.Fatal(err)
+	}
+	run := storage.Run{ID: "abc123", Workspace: "/checkout", Config: `{"verify_command":["sh check.sh","true"],"env_file":"` + envFile + `"}`, Conditions: "{}"}
+	lv, err := LandVerificationOf(run, "/worktree", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lv.Commands, []string{"sh check.sh", "true"}) {
+		t.Errorf("commands = %q", lv.Commands)
+	}
+	for _, want := range []string{"MARK=from-env-file", "LOOP_RUN_ID=abc123", "LOOP_PHASE=verification", "LOOP_ITERATION=3", "LOOP_WORKSPACE=/worktree"} {
+		if !slices.Contains(lv.Env, want) {
+			t.Errorf("env lacks %s: %s", want, strings.Join(lv.Env, " "))
+		}
+	}
+	run.Config = `{"env_file":"` + dir + `/missing"}`
+	if _, err := LandVerificationOf(run, "/worktree", 1); err == nil || !strings.Contains(err.Error(), "env_file") {
+		t.Errorf("a missing env_file: %v", err)
+	}
+}
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
