@@ -54,4 +54,3 @@ func TestDiskUsageCountsBlocksAndHardLinksOnce(t *testing.T) {
 		t.Error("a walk past its deadline says it is complete")
 	}
 }
-
