@@ -260,14 +260,14 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 			return fmt.Errorf("land abandoned during verification, nothing landed: %w", ctx.Err())
 		}
 	}
-	if ex := proc.Exit(); ex.Recorded && ex.Signal == 0 && ex.Code == 0 {
+	ex := proc.Exit()
+	if ex.Recorded && ex.Signal == 0 && ex.Code == 0 {
 		return nil
-	} else {
-		return &verifyRefusal{log: logPath, tail: fileTail(logPath, landTailBytes), Refusal: git.Refusal{
-			Kind: git.RefusedVerifyFailed, Hand: hand,
-			Message: fmt.Sprintf("%s has moved since the run started, and the merge of %s into it fails verify_command (%s): nothing landed",
-				run.BaseBranch, run.Branch, ex)}}
 	}
+	return &verifyRefusal{log: logPath, tail: fileTail(logPath, landTailBytes), Refusal: git.Refusal{
+		Kind: git.RefusedVerifyFailed, Hand: hand,
+		Message: fmt.Sprintf("%s has moved since the run started, and the merge of %s into it fails verify_command (%s): nothing landed",
+			run.BaseBranch, run.Branch, ex)}}
 }
 
 func defaultLandMessage(run storage.Run, squash bool) string {
