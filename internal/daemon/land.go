@@ -147,7 +147,7 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	for _, st := range steps {
 		lastIteration = max(lastIteration, st.Iteration)
 	}
-	lv, err := scheduler.LandVerificationOf(run, run.Worktree, lastIteration)
+	lv, err := d.sched.LandVerification(ctx, run, run.Worktree, lastIteration)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/loopd/loopd/internal/api"
@@ -17,26 +18,33 @@ type LandVerification struct {
 	Env      []string
 }
 
-// LandVerificationOf builds run's LandVerification for the directory dir
-// (the run's worktree). iteration is the run's last iteration.
-func LandVerificationOf(run storage.Run, dir string, iteration int) (LandVerification, error) {
+// LandVerification builds run's LandVerification for the directory dir
+// (the run's worktree). iteration is the run's last iteration. The run's
+// env_file is loaded as a step loads it: only while its content is still
+// the one the user trusted.
+func (s *Scheduler) LandVerification(ctx context.Context, run storage.Run, dir string, iteration int) (LandVerification, error) {
 	cfg, _, err := decodeFrozen(run)
 	if err != nil {
 		return LandVerification{}, err
 	}
-	run.Workspace = dir // LOOP_WORKSPACE: where the commands run
-	r := &runner{id: run.ID, run: run, cfg: cfg}
+	r := &runner{s: s, id: run.ID, run: run, cfg: cfg}
+	if r.envTrust, err = s.store.RunEnvTrust(ctx, run.ID); err != nil {
+		return LandVerification{}, err
+	}
 	env, err := r.envWithFile()
 	if err != nil {
 		return LandVerification{}, fmt.Errorf("run %s: %w", run.ID, err)
 	}
 	st := &storage.Step{Phase: api.PhaseVerification, Iteration: iteration}
-	return LandVerification{Commands: cfg.VerifyCommands, Env: r.stepEnv(env, st, "")}, nil
+	// LOOP_WORKSPACE names where the commands run: the worktree (the
+	// last value of a variable is the one a process sees).
+	env = append(r.stepEnv(env, st, ""), "LOOP_WORKSPACE="+dir)
+	return LandVerification{Commands: cfg.VerifyCommands, Env: env}, nil
 }
 
 // LastVerification reports whether a run's last commit was verified: its
 // last verification step passed and no implementation step after it
-// changed anything. ran is false when the run never verified anything.
+// changed anything; seq is that verification step's (0 when there is none).
 func LastVerification(steps []storage.Step) (passed bool, seq int) {
 	for i := len(steps) - 1; i >= 0; i-- {
 		st := &steps[i]

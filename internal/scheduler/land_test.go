@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -48,7 +49,13 @@ func TestLandVerificationUsesTheRunsEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := storage.Run{ID: "abc123", Workspace: "/checkout", Config: `{"verify_command":["sh check.sh","true"],"env_file":"` + envFile + `"}`, Conditions: "{}"}
-	lv, err := LandVerificationOf(run, "/worktree", 3)
+	st, err := storage.Open(t.Context(), filepath.Join(dir, "loopd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(Options{Store: st, Home: dir})
+	lv, err := s.LandVerification(t.Context(), run, "/worktree", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,7 @@ func TestLandVerificationUsesTheRunsEnvironment(t *testing.T) {
 		}
 	}
 	run.Config = `{"env_file":"` + dir + `/missing"}`
-	if _, err := LandVerificationOf(run, "/worktree", 1); err == nil || !strings.Contains(err.Error(), "env_file") {
+	if _, err := s.LandVerification(t.Context(), run, "/worktree", 1); err == nil || !strings.Contains(err.Error(), "env_file") {
 		t.Errorf("a missing env_file: %v", err)
 	}
 }
