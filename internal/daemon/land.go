@@ -238,7 +238,7 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 	stamp := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	logPath := filepath.Join(dir, "land-"+stamp+".log")
 	proc, err := supervise.Start(supervise.Spec{
-		Dir: run.Worktree, Commands: lv.Commands, Env: lv.Env, LogPath: logPath,
+		Dir: lv.Dir, Commands: lv.Commands, Env: lv.Env, LogPath: logPath,
 		StatusPath: filepath.Join(dir, "land-exits"), Tag: "loopd-land-" + run.ID + "-" + stamp,
 	})
 	if err != nil {

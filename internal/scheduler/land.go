@@ -3,8 +3,10 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -16,10 +18,12 @@ import (
 type LandVerification struct {
 	Commands []string // verify_command, in order; none: the run has no verification
 	Env      []string
+	Dir      string // where the commands run: the worktree, or its subdirectory the workspace is
 }
 
-// LandVerification builds run's LandVerification for the directory dir
-// (the run's worktree). iteration is the run's last iteration. The run's
+// LandVerification builds run's LandVerification in worktree dir; a
+// workspace that is a subdirectory of its repository runs its commands in
+// the same subdirectory of the worktree, as the run's steps do. iteration is the run's last iteration. The run's
 // env_file is loaded as a step loads it: only while its content is still
 // the one the user trusted.
 func (s *Scheduler) LandVerification(ctx context.Context, run storage.Run, dir string, iteration int) (LandVerification, error) {
@@ -35,11 +39,14 @@ func (s *Scheduler) LandVerification(ctx context.Context, run storage.Run, dir s
 	if err != nil {
 		return LandVerification{}, fmt.Errorf("run %s: %w", run.ID, err)
 	}
+	if prefix, err := (git.Cmd{Dir: run.Workspace}).Output(ctx, "rev-parse", "--show-prefix"); err == nil && prefix != "" {
+		dir = filepath.Join(dir, filepath.FromSlash(prefix))
+	}
 	st := &storage.Step{Phase: api.PhaseVerification, Iteration: iteration}
 	// LOOP_WORKSPACE names where the commands run: the worktree (the
 	// last value of a variable is the one a process sees).
 	env = append(r.stepEnv(env, st, ""), "LOOP_WORKSPACE="+dir)
-	return LandVerification{Commands: cfg.VerifyCommands, Env: env}, nil
+	return LandVerification{Commands: cfg.VerifyCommands, Env: env, Dir: dir}, nil
 }
 
 // LastVerification reports whether a run's last commit was verified: its
