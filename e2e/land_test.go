@@ -17,10 +17,11 @@ import (
 // landAgent is a fake agent that edits files: iteration n appends "n" to
 // work.txt and writes iter-<n>.txt; from iteration DONE_AT on (default 1)
 // it ends with the completion promise. It waits for $HOLD in the checkout
-// to be removed, when set, so a test can catch the run active.
+// to be removed, when set (touching $HOLD.waiting first), so a test can
+// catch the run active.
 const landAgent = `#!/bin/sh
 n=${LOOP_ITERATION:-1}
-if [ -n "${HOLD:-}" ]; then while [ -f "$HOLD" ]; do sleep 0.05; done; fi
+if [ -n "${HOLD:-}" ]; then touch "$HOLD.waiting"; while [ -f "$HOLD" ]; do sleep 0.05; done; fi
 echo "$n" >> work.txt
 echo "iteration $n" > "iter-$n.txt"
 echo "edited work.txt and iter-$n.txt"
@@ -38,9 +39,9 @@ done
 echo "check passed"
 `
 
-// gitRepo turns the env's workspace into a git repository on main with
+// landRepo turns the env's workspace into a git repository on main with
 // the project committed, and returns the paths of the check log.
-func (e *env) gitRepo(extraConfig ...string) (checkLog string) {
+func (e *env) landRepo(extraConfig ...string) (checkLog string) {
 	e.t.Helper()
 	agent := filepath.Join(e.home, "agent.sh")
 	if err := os.WriteFile(agent, []byte(landAgent), 0o755); err != nil {
@@ -170,7 +171,7 @@ func (e *env) landJSON(args ...string) (api.LandResult, api.LandRefusal, int) {
 func TestDiffAndLandFastForward(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	checkLog := e.gitRepo()
+	checkLog := e.landRepo()
 	e.writeFile(".env", "MARK=from-env-file\nCHECK_LOG="+checkLog+"\nDONE_AT=2\n", 0o600)
 	base := e.git("rev-parse", "HEAD")
 	run := e.finishedRun()
@@ -241,7 +242,7 @@ func TestDiffAndLandFastForward(t *testing.T) {
 func TestLandSquash(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	checkLog := e.gitRepo()
+	checkLog := e.landRepo()
 	e.writeFile(".env", "CHECK_LOG="+checkLog+"\nDONE_AT=2\n", 0o600)
 	base := e.git("rev-parse", "HEAD")
 	run := e.finishedRun()
@@ -265,7 +266,7 @@ func TestLandSquash(t *testing.T) {
 func TestLandTestsTheCombinationWhenTheBaseMoved(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	checkLog := e.gitRepo()
+	checkLog := e.landRepo()
 	run := e.finishedRun()
 	userTip := e.commitOnMain(map[string]string{"user.txt": "the user's work\n"})
 	os.Remove(checkLog)
@@ -297,7 +298,7 @@ func TestLandTestsTheCombinationWhenTheBaseMoved(t *testing.T) {
 func TestLandRefusalsChangeNothing(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	checkLog := e.gitRepo()
+	checkLog := e.landRepo()
 	run := e.finishedRun()
 	worktreeTip := e.gitIn(run.Worktree, "rev-parse", "HEAD")
 
@@ -371,14 +372,17 @@ func TestLandRefusalsChangeNothing(t *testing.T) {
 func TestLandRefusesAnActiveRun(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	checkLog := e.gitRepo()
+	checkLog := e.landRepo()
 	hold := filepath.Join(e.home, "hold")
 	e.writeFile(".env", "CHECK_LOG="+checkLog+"\nHOLD="+hold+"\n", 0o600)
 	if err := os.WriteFile(hold, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	id := e.start("goal")
-	eventually(t, "the run to be RUNNING", 30*time.Second, func() bool { return e.status(id).Status == api.RunRunning })
+	eventually(t, "the agent to hold", 30*time.Second, func() bool {
+		_, err := os.Stat(hold + ".waiting")
+		return err == nil
+	})
 	before := e.checkoutState()
 	_, ref, code := e.landJSON(id)
 	if code != 64 || ref.Kind != "active" {
@@ -397,7 +401,7 @@ func TestLandRefusesAnActiveRun(t *testing.T) {
 func TestCleanRemovesOnlyWhatLoopdMade(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	e.gitRepo()
+	e.landRepo()
 	run := e.finishedRun()
 	hand := filepath.Join(t.TempDir(), "hand")
 	e.git("worktree", "add", "-q", "-b", "loop/hand", hand)
@@ -460,7 +464,7 @@ func TestCleanRemovesOnlyWhatLoopdMade(t *testing.T) {
 func TestWorktreeRemovedByHandWhileDaemonDown(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	e.gitRepo()
+	e.landRepo()
 	run := e.finishedRun()
 	hand := filepath.Join(t.TempDir(), "hand")
 	e.git("worktree", "add", "-q", "-b", "loop/hand", hand)
