@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -309,4 +310,39 @@ func TestDiffAndStat(t *testing.T) {
 	if !strings.Contains(b.String(), "a.txt | 3 +++") {
 		t.Fatalf("root diff --stat:\n%s", b.String())
 	}
+}
+
+// A huge diff goes from git to the writer without the daemon holding it:
+// the bytes allocated while streaming stay a small fraction of the diff.
+func TestStreamDiffDoesNotHoldTheDiff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 16 MiB file")
+	}
+	r := newTestRepo(t)
+	line := strings.Repeat("x", 99) + "\n"
+	r.write(r.worktree, "big.txt", strings.Repeat(line, 160_000)) // 16 MB
+	tip := r.commitAll(r.worktree, "loop t: iteration 1")
+	var n countingWriter
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := StreamDiff(t.Context(), r.checkout, r.base, tip, DiffOptions{}, &n); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if n < 16_000_000 {
+		t.Fatalf("streamed %d bytes, want the whole 16 MB diff", n)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("streamed %d bytes of diff, allocated %d bytes", n, alloc)
+	if alloc > uint64(n)/8 {
+		t.Errorf("streaming a %d-byte diff allocated %d bytes", n, alloc)
+	}
+}
+
+type countingWriter int64
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
 }
