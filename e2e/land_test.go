@@ -29,10 +29,15 @@ if [ "$n" -ge "${DONE_AT:-1}" ]; then printf 'done\n<promise>COMPLETE</promise>\
 `
 
 // check.sh is the project's own test, committed in the repository: it
-// records what environment it ran with, and fails when FAIL_IF names a
-// file that exists.
+// records what environment it ran with, waits while $HOLD_LAND exists
+// (touching $HOLD_LAND.waiting), and fails when FAIL_IF names a file that
+// exists.
 const landCheck = `#!/bin/sh
 echo "phase=$LOOP_PHASE mark=${MARK:-} dir=$(pwd)" >> "$CHECK_LOG"
+if [ -n "${HOLD_LAND:-}" ] && [ -f "$HOLD_LAND" ]; then
+  touch "$HOLD_LAND.waiting"
+  while [ -f "$HOLD_LAND" ]; do sleep 0.05; done
+fi
 for f in ${FAIL_IF:-}; do
   if [ -f "$f" ]; then echo "check failed: $f must not exist"; exit 1; fi
 done
@@ -500,5 +505,53 @@ func TestWorktreeRemovedByHandWhileDaemonDown(t *testing.T) {
 	}
 	if !strings.Contains(e.daemonLog(), "removed by someone else") {
 		t.Error("the daemon did not log the gone worktree")
+	}
+}
+
+// The daemon is killed while a land tests the combination: nothing lands,
+// the checkout is byte-for-byte as it was, and the next land (the worktree
+// left detached at the tested merge) goes through.
+func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	checkLog := e.landRepo()
+	holdLand := filepath.Join(e.home, "hold-land")
+	e.writeFile(".env", "CHECK_LOG="+checkLog+"\nHOLD_LAND="+holdLand+"\n", 0o600)
+	run := e.finishedRun()
+	e.commitOnMain(map[string]string{"user.txt": "user\n"})
+	if err := os.WriteFile(holdLand, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := e.checkoutState()
+	land := exec.Command(filepath.Join(binDir, "loopctl"), "land", run.ID)
+	land.Dir, land.Env = e.ws, e.environ()
+	var out bytes.Buffer
+	land.Stdout, land.Stderr = &out, &out
+	if err := land.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the land's verification to hold", 30*time.Second, func() bool {
+		_, err := os.Stat(holdLand + ".waiting")
+		return err == nil
+	})
+	e.killDaemon()
+	err := land.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 69 {
+		t.Errorf("loopctl land when the daemon died: %v\n%s", err, out.String())
+	}
+	if e.checkoutState() != before {
+		t.Fatal("the checkout changed when the daemon died mid-land")
+	}
+	if e.landEvent(run.ID) != nil {
+		t.Fatal("RUN_LANDED for a land that died")
+	}
+	os.Remove(holdLand)
+	e.startDaemon()
+	res, ref, code := e.landJSON(run.ID)
+	if code != 0 || res.Mode != "merge" || !res.Verified {
+		t.Fatalf("land after the restart: exit %d, %+v, refusal %+v", code, res, ref)
+	}
+	if br := e.gitIn(run.Worktree, "symbolic-ref", "--short", "HEAD"); br != run.Branch {
+		t.Errorf("the worktree is on %q, want %s", br, run.Branch)
 	}
 }
