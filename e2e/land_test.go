@@ -542,11 +542,11 @@ func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 	if e.checkoutState() != before {
 		t.Fatal("the checkout changed when the daemon died mid-land")
 	}
+	os.Remove(holdLand)
+	e.startDaemon()
 	if e.landEvent(run.ID) != nil {
 		t.Fatal("RUN_LANDED for a land that died")
 	}
-	os.Remove(holdLand)
-	e.startDaemon()
 	res, ref, code := e.landJSON(run.ID)
 	if code != 0 || res.Mode != "merge" || !res.Verified {
 		t.Fatalf("land after the restart: exit %d, %+v, refusal %+v", code, res, ref)
