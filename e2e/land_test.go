@@ -555,3 +555,51 @@ func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 		t.Errorf("the worktree is on %q, want %s", br, run.Branch)
 	}
 }
+
+// A worktree run still PENDING when the daemon restarts has a record of a
+// worktree not made yet: the startup reconcile must not take it for one
+// removed by hand.
+func TestPendingWorktreeRunIsNotGoneAfterARestart(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon("--max-concurrent-runs", "1")
+	checkLog := e.landRepo()
+	hold := filepath.Join(e.home, "hold")
+	e.writeFile(".env", "CHECK_LOG="+checkLog+"\nHOLD="+hold+"\n", 0o600)
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := e.start("first")
+	eventually(t, "the first agent to hold", 30*time.Second, func() bool {
+		_, err := os.Stat(hold + ".waiting")
+		return err == nil
+	})
+	second := e.start("second")
+	if st := e.status(second).Status; st != api.RunPending {
+		t.Fatalf("second run is %s, want PENDING behind the first", st)
+	}
+	e.stopDaemon()
+	e.startDaemon("--max-concurrent-runs", "1")
+	os.Remove(hold)
+	for _, id := range []string{first, second} {
+		if code := e.wait(id); code != 0 {
+			t.Fatalf("run %s: exit %d", id, code)
+		}
+		if r := e.status(id); r.WorktreeState != "present" {
+			t.Errorf("run %s worktree_state = %q, want present", id, r.WorktreeState)
+		}
+	}
+	var info api.DaemonInfo
+	if err := json.Unmarshal([]byte(e.must("daemon", "status", "--json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Worktrees == nil || info.Worktrees.Count != 2 {
+		t.Errorf("daemon status worktrees = %+v, want 2", info.Worktrees)
+	}
+	var res api.CleanResult
+	if err := json.Unmarshal([]byte(e.must("clean", "--ended", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Removed) != 2 || res.Removed[0].Gone || res.Removed[1].Gone {
+		t.Errorf("clean --ended = %+v", res)
+	}
+}

@@ -25,13 +25,18 @@ func (o WorktreeRecord) Live() bool { return o.RemovedAt == nil && o.GoneAt == n
 
 const worktreeRecordColumns = `id, run_id, kind, repo, name, created_at, removed_at, gone_at`
 
-// LiveWorktrees lists the worktrees loopd recorded and believes exist,
-// oldest first; runID "" selects every run's.
+// LiveWorktrees lists the worktrees loopd recorded and believes exist:
+// not removed, not found gone, and made (the run's worktree_state is
+// "present"; a worktree is recorded before git creates it, when the run
+// starts, and a record of one not made yet must not be taken for one
+// removed by hand). Oldest first; runID "" selects every run's.
 func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]WorktreeRecord, error) {
 	var objs []WorktreeRecord
-	err := s.sel(ctx, &objs, `SELECT `+worktreeRecordColumns+` FROM git_objects
-		WHERE kind = 'worktree' AND removed_at IS NULL AND gone_at IS NULL AND (? = '' OR run_id = ?)
-		ORDER BY id`, runID, runID)
+	err := s.sel(ctx, &objs, `SELECT g.id, g.run_id, g.kind, g.repo, g.name, g.created_at, g.removed_at, g.gone_at
+		FROM git_objects g JOIN runs r ON r.id = g.run_id
+		WHERE g.kind = 'worktree' AND g.removed_at IS NULL AND g.gone_at IS NULL AND (? = '' OR g.run_id = ?)
+		AND r.worktree_state = 'present' AND r.worktree = g.name
+		ORDER BY g.id`, runID, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list worktrees: %w", err)
 	}
@@ -73,7 +78,7 @@ func (t *Tx) MarkWorktreeGone(o WorktreeRecord) error {
 		return fmt.Errorf("mark worktree gone: %w", err)
 	}
 	if _, err := t.exec(`UPDATE runs SET worktree_state = 'gone', updated_at = ? WHERE id = ? AND worktree = ?
-		AND worktree_state IN ('', 'present')`, t.now, o.RunID, o.Name); err != nil {
+		AND worktree_state = 'present'`, t.now, o.RunID, o.Name); err != nil {
 		return fmt.Errorf("mark run's worktree gone: %w", err)
 	}
 	return nil

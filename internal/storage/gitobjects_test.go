@@ -34,6 +34,18 @@ func TestWorktreeRecordsGoneRemovedAndEnded(t *testing.T) {
 		}
 	}
 	end("r1")
+	// A worktree recorded but not made yet is not live: it cannot be gone.
+	if err := s.Write(ctx, func(tx *Tx) error {
+		r := Run{ID: "r0", Workspace: "/ws", Config: "{}", Conditions: "{}", Status: api.RunPending,
+			Isolation: "worktree", Worktree: "/home/worktrees/r0", Branch: "loop/r0"}
+		if err := tx.InsertRun(r, nil); err != nil {
+			return err
+		}
+		_, err := tx.exec(`INSERT INTO git_objects (run_id, kind, repo, name, created_at) VALUES ('r0', 'worktree', '/repo/.git', ?, 1)`, r.Worktree)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	live, err := s.LiveWorktrees(ctx, "")
 	if err != nil || len(live) != 2 || live[0].Kind != "worktree" {
 		t.Fatalf("live = %+v, %v", live, err)
