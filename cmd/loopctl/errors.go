@@ -35,6 +35,8 @@ func usageErrorf(format string, args ...any) error {
 func classify(err error) (int, string) {
 	var ae *api.Error
 	switch {
+	case errors.Is(err, api.ErrNoAnswer):
+		return exitUnavailable, err.Error() + "\n  check it with `ps` and its log (LOOPD_HOME/loopd.log); `kill -CONT` a stopped daemon"
 	case errors.Is(err, api.ErrUnavailable):
 		return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
 	case errors.As(err, &ae):

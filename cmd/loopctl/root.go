@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -101,8 +102,8 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	c := api.NewClient(sock)
 	if _, err := c.Ping(ctx); err == nil {
 		return c, nil
-	} else if !isUnavailable(err) {
-		return nil, err
+	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {
+		return nil, err // a daemon holds the socket: another one cannot help
 	}
 	if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
 		return nil, fmt.Errorf("%w: no daemon at %s (LOOPCTL_NO_AUTOSTART=1)", api.ErrUnavailable, sock)
