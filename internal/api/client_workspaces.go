@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Response headers of a diff: the commits compared, empty when nothing
@@ -70,7 +71,7 @@ func (c *Client) DiffStat(ctx context.Context, ref RunRef, iteration int) (DiffS
 		q.Set("iteration", strconv.Itoa(iteration))
 	}
 	var st DiffStat
-	err := c.do(ctx, http.MethodGet, ref.path("/diff"), q, nil, &st)
+	err := c.doWithin(ctx, c.slow(), http.MethodGet, ref.path("/diff"), q, nil, &st)
 	return st, err
 }
 
@@ -112,12 +113,49 @@ func (c *Client) Land(ctx context.Context, ref RunRef, req LandRequest, progress
 // Clean removes worktrees of ended runs.
 func (c *Client) Clean(ctx context.Context, req CleanRequest) (CleanResult, error) {
 	var res CleanResult
-	err := c.do(ctx, http.MethodPost, "/v1/worktrees/clean", nil, req, &res)
+	err := c.doWithin(ctx, c.slow(), http.MethodPost, "/v1/worktrees/clean", nil, req, &res)
 	return res, err
 }
 
+// slowTimeout bounds a request whose work grows with a repository (a
+// numstat of a huge diff, the removal of worktrees of millions of files).
+const slowTimeout = 10 * time.Minute
+
+func (c *Client) slow() time.Duration {
+	if c.timeout == 0 {
+		return 0
+	}
+	return slowTimeout
+}
+
+// landProgress is how often, at most, the daemon sends a line while a land
+// works (it says so while verify_command runs). A silence longer than this
+// plus the client's timeout is a daemon that is frozen, not busy.
+var landProgress = 15 * time.Second
+
 // ndjson sends a request and calls fn with each line of its NDJSON answer.
-func (c *Client) ndjson(ctx context.Context, method, path string, q url.Values, in any, fn func([]byte) error) error {
+// With a client timeout, a silence longer than landProgress plus that
+// timeout between lines is ErrNoAnswer.
+func (c *Client) ndjson(ctx context.Context, method, path string, q url.Values, in any, fn func([]byte) error) (err error) {
+	if c.timeout > 0 {
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		limit := landProgress + c.timeout
+		idle := time.AfterFunc(limit, cancel)
+		defer idle.Stop()
+		inner := fn
+		fn = func(line []byte) error {
+			idle.Reset(limit)
+			return inner(line)
+		}
+		defer func() {
+			if err != nil && parent.Err() == nil && ctx.Err() != nil {
+				err = fmt.Errorf("%w: the daemon at %s sent nothing for %s", ErrNoAnswer, c.socket, limit)
+			}
+		}()
+	}
 	b, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)

@@ -26,8 +26,13 @@ import (
 const landTailBytes = 4 << 10
 
 // landProgressEvery is how often a long verification reports that it is
-// still running, so that loopctl (and a user) can tell it from a hang.
-const landProgressEvery = 15 * time.Second
+// still running, so that a user can tell it from a hang; landKeepalive is
+// how often the stream carries a line at all (loopctl gives up on a daemon
+// silent for more than 15s plus its request timeout).
+const (
+	landProgressEvery = 15 * time.Second
+	landKeepalive     = 5 * time.Second
+)
 
 // repoLocks serialises lands into one repository: two lands that both
 // test against the same base tip would otherwise race to move it.
@@ -53,21 +58,41 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
+	var mu sync.Mutex
 	send := func(m api.LandMessage) {
+		mu.Lock()
+		defer mu.Unlock()
 		_ = enc.Encode(m)
 		if flusher != nil {
 			flusher.Flush()
 		}
 	}
 	ctx, cancel := context.WithCancel(r.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
-	go func() {
-		select {
-		case <-d.closing:
-			cancel()
-		case <-ctx.Done():
+	// The keepalive: loopctl takes a silence of more than the progress
+	// interval (plus its timeout) for a frozen daemon, and some git work
+	// (a checkout of a huge tree) says nothing for a while. An empty
+	// progress line is not shown.
+	wg.Go(func() {
+		tick := time.NewTicker(landKeepalive)
+		defer tick.Stop()
+		for {
+			select {
+			case <-d.closing:
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				send(api.LandMessage{Progress: ""})
+			}
 		}
-	}()
+	})
+	if run.Branch != "" && run.BaseBranch != "" {
+		send(api.LandMessage{Progress: fmt.Sprintf("landing %s into %s in %s", run.Branch, run.BaseBranch, run.Workspace)})
+	}
 	res, err := d.land(ctx, run, req, func(msg string) { send(api.LandMessage{Progress: msg}) })
 	var ref *git.Refusal
 	switch {
