@@ -346,3 +346,24 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	*c += countingWriter(len(p))
 	return len(p), nil
 }
+
+// An untracked file of the user's that the land would overwrite: git
+// refuses before it writes anything, and the refusal says so.
+func TestApplyLandKeepsAnUntrackedFileItWouldOverwrite(t *testing.T) {
+	r := newTestRepo(t)
+	r.write(r.worktree, "b.txt", "the run's\n")
+	r.commitAll(r.worktree, "loop t: iteration 1")
+	r.write(r.checkout, "b.txt", "the user's, never committed\n")
+	p, err := PlanLand(t.Context(), r.input())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.snapshot()
+	var ref *Refusal
+	if err := ApplyLand(t.Context(), p); !errors.As(err, &ref) || ref.Kind != RefusedCheckout || !strings.Contains(ref.Message, "b.txt") {
+		t.Fatalf("ApplyLand = %v, want git's refusal naming b.txt", err)
+	}
+	if r.snapshot() != before {
+		t.Fatal("a refused fast-forward changed the checkout")
+	}
+}
