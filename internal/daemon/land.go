@@ -286,13 +286,21 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 		}
 	}
 	ex := proc.Exit()
-	if ex.Recorded && ex.Signal == 0 && ex.Code == 0 {
+	code := ex.Code
+	if !ex.Recorded || ex.Signal != 0 {
+		code = -1
+	}
+	passed, why := lv.Judge(code, logPath, started)
+	if passed {
 		return nil
+	}
+	if code == -1 {
+		why = ex.String()
 	}
 	return &verifyRefusal{log: logPath, tail: fileTail(logPath, landTailBytes), Refusal: git.Refusal{
 		Kind: git.RefusedVerifyFailed, Hand: hand,
 		Message: fmt.Sprintf("%s has moved since the run started, and the merge of %s into it fails verify_command (%s): nothing landed",
-			run.BaseBranch, run.Branch, ex)}}
+			run.BaseBranch, run.Branch, why)}}
 }
 
 func defaultLandMessage(run storage.Run, squash bool) string {

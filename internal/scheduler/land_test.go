@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/storage"
@@ -74,3 +75,37 @@ func TestLandVerificationUsesTheRunsEnvironment(t *testing.T) {
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// The land's verification is judged as a verification step is: test
+// failures in its output fail it even when the commands exited 0.
+func TestLandVerificationJudge(t *testing.T) {
+	dir := t.TempDir()
+	st, err := storage.Open(t.Context(), filepath.Join(dir, "loopd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(Options{Store: st, Home: dir})
+	run := storage.Run{ID: "abc123", Workspace: dir, Config: `{"verify_command":["go test ./..."]}`, Conditions: "{}"}
+	lv, err := s.LandVerification(t.Context(), run, dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "land.log")
+	gotest := "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\nFAIL\nFAIL\texample.com/x\t0.002s\n"
+	if err := writeFile(log, gotest); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := lv.Judge(0, log, time.Now()); ok || !strings.Contains(why, "tests failed") {
+		t.Errorf("Judge of failing tests that exited 0 = %v, %q", ok, why)
+	}
+	if err := writeFile(log, "all good\n"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := lv.Judge(0, log, time.Now()); !ok {
+		t.Error("Judge of a clean exit 0 failed")
+	}
+	if ok, why := lv.Judge(2, log, time.Now()); ok || why != "exit code 2" {
+		t.Errorf("Judge of exit 2 = %v, %q", ok, why)
+	}
+}
