@@ -82,6 +82,11 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return trustHint(err, o.globalOptions)
 	}
+	// Warnings go to stderr even with --json: the run is created all the
+	// same, and a script reading stdout is not disturbed.
+	for _, w := range run.Warnings {
+		fmt.Fprintf(o.Err, "warning: %s\n", w)
+	}
 	if !o.Wait {
 		if o.JSON {
 			return printJSON(o.Out, run)

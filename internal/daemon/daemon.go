@@ -22,6 +22,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
 )
 
 // Options configure the daemon.
@@ -115,6 +116,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.bus = events.NewBus(seq)
 	d.store.SetNotify(d.bus.Publish)
+	// Orphans of steps become the daemon's children, which it reaps: no
+	// zombie piles up under a PID 1 that does not reap.
+	if err := supervise.BecomeSubreaper(ctx); err != nil {
+		d.log.Warn("orphans of steps go to init", zap.Error(err))
+	}
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,

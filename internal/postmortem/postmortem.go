@@ -227,7 +227,11 @@ func Markdown(s Summary) string {
 	}
 	fmt.Fprintf(&b, "| tokens | %d input, %d output, %d cache read, %d cache write |\n",
 		u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens)
-	fmt.Fprintf(&b, "| cost | %s (agent-reported $%.4f) |\n", cost, u.ReportedCostUSD)
+	reported := "no cost reported by the agent"
+	if v, ok := u.ReportedCost(); ok {
+		reported = fmt.Sprintf("agent-reported $%.4f", v)
+	}
+	fmt.Fprintf(&b, "| cost | %s (%s) |\n", cost, reported)
 	if len(s.Condition) > 0 {
 		fmt.Fprintf(&b, "| condition | `%s` |\n", s.Condition)
 	}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -111,8 +112,12 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
 		Conditions: string(condJSON), Status: api.RunPending}
+	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws}
+	if w := unpricedBudget(cfg, full); w != "" {
+		payload["warnings"] = []string{w}
+	}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
-		if err := tx.InsertRun(run, map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws}); err != nil {
+		if err := tx.InsertRun(run, payload); err != nil {
 			return err
 		}
 		if envTrust != "" {
@@ -319,4 +324,24 @@ func (s *Scheduler) Signal(ctx context.Context, runID string) error {
 		s.Wake()
 	}
 	return err
+}
+
+// unpricedBudget warns when a max_cost budget depends on the run's model
+// and that model is not in the pricing table: such a budget counts only
+// what the agent itself reports (Claude Code does; Codex and Gemini do not),
+// so it may never be reached. "" when there is nothing to say.
+func unpricedBudget(cfg config.Config, set stop.Set) string {
+	if !set.CostLimitWithoutModel() {
+		return ""
+	}
+	if _, ok := pricesOf(cfg).Lookup(cfg.Model); ok {
+		return ""
+	}
+	model := cfg.Model
+	if model == "" {
+		model = "(none set)"
+	}
+	return fmt.Sprintf("max_cost is set but the model %s cannot be priced: the budget counts only the cost the agent "+
+		"reports itself (Claude Code does; Codex and Gemini do not) unless the agent names a model loopd knows; "+
+		"add price.%s=input,output,cache_read,cache_write to .loop/config", model, cmp.Or(cfg.Model, "<model>"))
 }

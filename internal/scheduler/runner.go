@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -318,7 +319,8 @@ func pipelineOf(cfg config.Config) Pipeline {
 func pricesOf(cfg config.Config) stop.Prices {
 	prices := stop.DefaultPrices()
 	for model, p := range cfg.Prices {
-		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite})
+		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite,
+			CacheWrite1h: p.CacheWrite1h})
 	}
 	return prices
 }
@@ -427,6 +429,11 @@ func (r *runner) following() (*planned, []string, *decision, error) {
 	if err != nil {
 		return nil, nil, r.envFileDecision(err), nil
 	}
+	if next.Phase == api.PhaseImplementation {
+		if d := r.checkRoot(env); d != nil {
+			return nil, nil, d, nil
+		}
+	}
 	p, err := r.plan(next)
 	return p, env, nil, err
 }
@@ -488,6 +495,32 @@ func (r *runner) checkAgent() *decision {
 	}
 	return &decision{status: api.RunAborted, reason: "fatal:agent_not_found", event: events.RunAborted,
 		description: agentNotFound(bin)}
+}
+
+// checkRoot ends the run when Claude Code would refuse to start: as root it
+// refuses --dangerously-skip-permissions (which the claude preset passes)
+// unless IS_SANDBOX=1 says it runs in a sandbox. Every step would fail the
+// same way in a second, so the run stops at once, saying what to do.
+func (r *runner) checkRoot(env []string) *decision {
+	if os.Geteuid() != 0 || !r.cfg.SkipsPermissions() || lookupEnv(env, "IS_SANDBOX") == "1" {
+		return nil
+	}
+	return &decision{status: api.RunAborted, reason: "fatal:agent_refused_root", event: events.RunAborted,
+		description: "Claude Code refuses --dangerously-skip-permissions (which the claude preset passes) when run as root, " +
+			"and loopd runs as root: if this is a container or sandbox, set IS_SANDBOX=1 in the run's env_file " +
+			"(.env in the workspace) or in the daemon's environment; otherwise run loopd as a normal user. " +
+			"Then `loopctl resume` the run"}
+}
+
+// lookupEnv returns the last value of key in env (later entries win, as
+// for the step's process).
+func lookupEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func agentNotFound(bin string) string {
@@ -915,11 +948,12 @@ func stopUsage(u api.Usage, cfg config.Config) stop.Usage {
 	if model == "" {
 		model = cfg.Model
 	}
+	reported, known := u.ReportedCost()
 	return stop.Usage{
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
 		Model: model, PricedCostUSD: u.CostUSD, PricedKnown: !u.CostUnknown,
-		ReportedCostUSD: u.ReportedCostUSD, ReportedKnown: u.ReportedCostUSD > 0,
+		ReportedCostUSD: reported, ReportedKnown: known,
 	}
 }
 

@@ -367,8 +367,11 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		st.Model = r.cfg.Model
 	}
 	if price, ok := r.prices.Lookup(st.Model); ok && res.UsageFound {
+		// 1-hour cache writes are priced at their own rate; the split is
+		// read from the log again whenever the step is priced.
 		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, price)
+			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+			CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
 		st.PricedCostUSD = &cost
 	}
 	st.FinalMessage = tailString(res.FinalMessage, finalMessageCap)
@@ -571,6 +574,9 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		}
 		return r.conclude(done, events.StepFinished)
 	}
+	// Its leader is gone: whatever it left running while no daemon
+	// watched (a background job in a session of its own) goes now.
+	supervise.Sweep(f.tag)
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's
