@@ -611,3 +611,35 @@ func TestPendingWorktreeRunIsNotGoneAfterARestart(t *testing.T) {
 		t.Errorf("clean --ended = %+v", res)
 	}
 }
+
+// diff of an in-place run reads its snapshots: one iteration against the
+// snapshot before it, the whole run against the baseline snapshot — and a
+// land is refused: the changes are already in the checkout.
+func TestDiffOfAnInPlaceRun(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	checkLog := e.landRepo("isolation=in_place")
+	e.writeFile(".env", "CHECK_LOG="+checkLog+"\nDONE_AT=2\n", 0o600)
+	id := e.start("goal")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("run ended with exit %d: %+v", code, e.status(id))
+	}
+	it2 := e.must("diff", id, "--iteration", "2")
+	if !strings.Contains(it2, "+++ b/iter-2.txt") || strings.Contains(it2, "iter-1.txt") {
+		t.Errorf("diff --iteration 2:\n%s", it2)
+	}
+	whole := e.must("diff", id)
+	if !strings.Contains(whole, "+++ b/iter-1.txt") || !strings.Contains(whole, "+++ b/iter-2.txt") {
+		t.Errorf("whole diff:\n%s", whole)
+	}
+	var stat api.DiffStat
+	if err := json.Unmarshal([]byte(e.must("diff", id, "--json")), &stat); err != nil {
+		t.Fatal(err)
+	}
+	if stat.FilesChanged != 3 {
+		t.Errorf("diff --json = %+v, want work.txt, iter-1.txt and iter-2.txt", stat)
+	}
+	if _, ref, code := e.landJSON(id); code != 64 || ref.Kind != "not_worktree" {
+		t.Errorf("land of an in-place run: exit %d, %+v", code, ref)
+	}
+}
