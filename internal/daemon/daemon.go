@@ -68,6 +68,10 @@ type Daemon struct {
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
 
 	diskCache diskCache // the last measure of the run worktrees' disk (daemon status)
+	// landLocks serialises lands into one repository (common git dir ->
+	// *sync.Mutex): two lands tested against the same base tip would
+	// otherwise race to move it.
+	landLocks sync.Map
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.

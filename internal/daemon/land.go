@@ -34,10 +34,6 @@ const (
 	landKeepalive     = 5 * time.Second
 )
 
-// repoLocks serialises lands into one repository: two lands that both
-// test against the same base tip would otherwise race to move it.
-var repoLocks sync.Map // common git dir -> *sync.Mutex
-
 // handleLand lands a worktree run's branch. A land can run a long
 // verification, so it answers with an NDJSON stream: progress lines, then
 // one result, refusal or error. The land belongs to the request: if
@@ -151,9 +147,9 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	if err != nil {
 		return nil, fmt.Errorf("find the repository of %s: %w", run.Workspace, err)
 	}
-	mu, _ := repoLocks.LoadOrStore(common, &sync.Mutex{})
+	mu, _ := d.landLocks.LoadOrStore(common, &sync.Mutex{})
 	if !mu.(*sync.Mutex).TryLock() {
-		return nil, &git.Refusal{Kind: git.RefusedBaseMoved,
+		return nil, &git.Refusal{Kind: git.RefusedBusy,
 			Message: "another land into this repository is under way; run loopctl land again when it has finished"}
 	}
 	defer mu.(*sync.Mutex).Unlock()

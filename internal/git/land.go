@@ -33,6 +33,7 @@ const (
 	RefusedBaseMoved     RefusalKind = "base_moved" // the base branch moved while land was working
 	RefusedWorktreeGone  RefusalKind = "worktree_gone"
 	RefusedCheckout      RefusalKind = "checkout_failed" // git itself refused to update the checkout
+	RefusedBusy          RefusalKind = "busy"            // another land into the same repository is under way
 )
 
 // Refusal is a land that changed nothing in the user's checkout: why, and
