@@ -430,6 +430,16 @@ func TestCleanRemovesOnlyWhatLoopdMade(t *testing.T) {
 		t.Errorf("daemon status:\n%s", out)
 	}
 
+	// Bad input is a clear usage error and removes nothing.
+	for _, args := range [][]string{{"clean"}, {"clean", "--ended", "--older-than", "banana"},
+		{"clean", "--older-than", "7d"}, {"clean", run.ID, "--ended"}, {"diff", run.ID, "--iteration", "-1"}} {
+		if r := e.loopctl(args...); r.code != 64 || r.stderr == "" {
+			t.Errorf("loopctl %v: exit %d, stderr %q; want 64 with a message", args, r.code, r.stderr)
+		}
+	}
+	if r := e.loopctl("land", "ffffffffffff"); r.code != 66 {
+		t.Errorf("land of an unknown run: exit %d %s", r.code, r.stderr)
+	}
 	// Too recent for --older-than 7d.
 	var res api.CleanResult
 	if err := json.Unmarshal([]byte(e.must("clean", "--ended", "--older-than", "7d", "--json")), &res); err != nil {
