@@ -653,3 +653,31 @@ func TestDiffOfAnInPlaceRun(t *testing.T) {
 		t.Errorf("land of an in-place run: exit %d, %+v", code, ref)
 	}
 }
+
+// The user deletes the whole repository: the run's worktree is gone with
+// it for git, and clean still frees its directory under LOOPD_HOME.
+func TestCleanAfterTheRepositoryWasDeleted(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	if err := os.RemoveAll(e.ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.ws, 0o755); err != nil { // loopctl runs from here
+		t.Fatal(err)
+	}
+	if r := e.status(run.ID); r.WorktreeState != "gone" {
+		t.Errorf("worktree_state = %q, want gone", r.WorktreeState)
+	}
+	var res api.CleanResult
+	if err := json.Unmarshal([]byte(e.must("clean", "--ended", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Removed) != 1 {
+		t.Fatalf("clean --ended = %+v", res)
+	}
+	if _, err := os.Stat(run.Worktree); !os.IsNotExist(err) {
+		t.Errorf("the worktree's directory is still on disk: %v", err)
+	}
+}

@@ -134,7 +134,15 @@ func (d *Daemon) cleanRun(ctx context.Context, runID string, res *api.CleanResul
 				continue
 			}
 		}
-		if err := git.RemoveWorktree(ctx, o.Repo, o.Name); err != nil && !git.RepoGone(o.Repo) {
+		if git.RepoGone(o.Repo) {
+			// The whole repository was deleted: git cannot remove the
+			// worktree, and its directory (loopd's own, under root) would
+			// otherwise stay on disk forever.
+			if err := os.RemoveAll(o.Name); err != nil {
+				skip("the repository %s is gone, and removing %s failed: %v", o.Repo, o.Name, err)
+				continue
+			}
+		} else if err := git.RemoveWorktree(ctx, o.Repo, o.Name); err != nil {
 			skip("%v", err)
 			continue
 		}
