@@ -189,14 +189,12 @@ func (d *Daemon) reconcileWorktrees(ctx context.Context, runID string) {
 	}
 }
 
-// noticeGoneWorktree reconciles a worktree run whose directory has
-// disappeared since loopd last looked (a stat: cheap enough for every
-// status), so that status says "gone" at once.
+// noticeGoneWorktree reconciles a worktree run whose directory, or whose
+// repository's entry for it, has disappeared since loopd last looked (a
+// read and a stat: cheap enough for every status), so that status says
+// "gone" at once.
 func (d *Daemon) noticeGoneWorktree(ctx context.Context, run storage.Run) storage.Run {
-	if run.Worktree == "" || run.WorktreeState != "present" {
-		return run
-	}
-	if _, err := os.Stat(run.Worktree); !errors.Is(err, fs.ErrNotExist) {
+	if run.Worktree == "" || run.WorktreeState != "present" || !worktreeBroken(run.Worktree) {
 		return run
 	}
 	d.reconcileWorktrees(ctx, run.ID)
@@ -204,6 +202,25 @@ func (d *Daemon) noticeGoneWorktree(ctx context.Context, run storage.Run) storag
 		return fresh
 	}
 	return run
+}
+
+// worktreeBroken reports whether a worktree's directory is gone, or the
+// git directory its .git file points to is (the repository was deleted or
+// its entry pruned).
+func worktreeBroken(worktree string) bool {
+	b, err := os.ReadFile(filepath.Join(worktree, ".git"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if err != nil || !ok {
+		return false // not ours to judge: the full reconcile decides
+	}
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(worktree, gitdir)
+	}
+	_, err = os.Stat(gitdir)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 func entryAt(list []git.WorktreeEntry, path string) (git.WorktreeEntry, bool) {
