@@ -344,6 +344,16 @@ func TestLandRefusalsChangeNothing(t *testing.T) {
 	refuse("wrong branch", "wrong_branch")
 	e.git("switch", "-q", "main")
 
+	// The run's env_file changed since it was trusted: its verification
+	// would run with untrusted values.
+	trusted, err := os.ReadFile(filepath.Join(e.ws, ".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.writeFile(".env", string(trusted)+"LD_PRELOAD=/tmp/evil.so\n", 0o600)
+	refuse("untrusted env", "untrusted_env")
+	e.writeFile(".env", string(trusted), 0o600)
+
 	// The base moved and the combination fails the run's own tests.
 	e.commitOnMain(map[string]string{"user.txt": "user\n", "check.sh": strings.Replace(landCheck, "${FAIL_IF:-}", "iter-1.txt", 1)})
 	ref := refuse("combination fails", "verify_failed")

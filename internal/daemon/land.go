@@ -168,9 +168,15 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	for _, st := range steps {
 		lastIteration = max(lastIteration, st.Iteration)
 	}
-	lv, err := d.sched.LandVerification(ctx, run, run.Worktree, lastIteration)
-	if err != nil {
-		return nil, err
+	var lv scheduler.LandVerification
+	if !req.NoVerify {
+		if lv, err = d.sched.LandVerification(ctx, run, run.Worktree, lastIteration); err != nil {
+			if scheduler.IsUntrustedEnv(err) {
+				return nil, &git.Refusal{Kind: git.RefusedUntrustedEnv,
+					Message: fmt.Sprintf("the verification would run with %v; review it and run loopctl trust -C %s, or land with --no-verify", err, run.Workspace)}
+			}
+			return nil, err
+		}
 	}
 	switch {
 	case req.NoVerify:

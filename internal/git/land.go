@@ -34,6 +34,7 @@ const (
 	RefusedWorktreeGone  RefusalKind = "worktree_gone"
 	RefusedCheckout      RefusalKind = "checkout_failed" // git itself refused to update the checkout
 	RefusedBusy          RefusalKind = "busy"            // another land into the same repository is under way
+	RefusedUntrustedEnv  RefusalKind = "untrusted_env"   // the run's env_file changed since it was trusted
 )
 
 // Refusal is a land that changed nothing in the user's checkout: why, and

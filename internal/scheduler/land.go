@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -97,4 +98,11 @@ func LastVerification(steps []storage.Step) (passed bool, seq int) {
 		}
 	}
 	return false, 0
+}
+
+// IsUntrustedEnv reports whether err is a run's env_file that changed since
+// the user trusted it (or was never trusted).
+func IsUntrustedEnv(err error) bool {
+	var ue *untrustedEnvError
+	return errors.As(err, &ue)
 }
