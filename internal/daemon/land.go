@@ -173,7 +173,9 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 		if lv, err = d.sched.LandVerification(ctx, run, run.Worktree, lastIteration); err != nil {
 			if scheduler.IsUntrustedEnv(err) {
 				return nil, &git.Refusal{Kind: git.RefusedUntrustedEnv,
-					Message: fmt.Sprintf("the verification would run with %v; review it and run loopctl trust -C %s, or land with --no-verify", err, run.Workspace)}
+					Message: fmt.Sprintf("verify_command cannot run: %v", err),
+					Hand: []string{"loopctl trust -C " + run.Workspace + "   # after reviewing it; then loopctl land " + shortID(run.ID) + " again",
+						"# or land by hand: cd " + run.Workspace + " && git merge " + run.Branch}}
 			}
 			return nil, err
 		}
