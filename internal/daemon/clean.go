@@ -110,6 +110,16 @@ func (d *Daemon) cleanRun(ctx context.Context, runID string, res *api.CleanResul
 			item.Reason = fmt.Sprintf(format, args...)
 			res.Skipped = append(res.Skipped, item)
 		}
+		// Read again now: a run resumed since it was listed works in
+		// this worktree again.
+		if !run.Status.Terminal() {
+			skip("run is %s: its worktree is in use", run.Status)
+			continue
+		}
+		if _, busy := d.landing.Load(runID); busy {
+			skip("a land of this run is under way: clean again when it has finished")
+			continue
+		}
 		if !within(root, o.Name) {
 			// A record is trusted only for worktrees where loopd makes
 			// them: a damaged or foreign row must not delete elsewhere.

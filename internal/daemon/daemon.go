@@ -78,6 +78,7 @@ type Daemon struct {
 	// *sync.Mutex): two lands tested against the same base tip would
 	// otherwise race to move it.
 	landLocks sync.Map
+	landing   sync.Map // ids of runs being landed: clean leaves their worktrees alone
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.

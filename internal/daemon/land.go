@@ -147,6 +147,11 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	if err != nil {
 		return nil, fmt.Errorf("find the repository of %s: %w", run.Workspace, err)
 	}
+	// A clean of this run must not remove the worktree a land tests in.
+	if _, busy := d.landing.LoadOrStore(run.ID, struct{}{}); busy {
+		return nil, &git.Refusal{Kind: git.RefusedBusy, Message: "a land of this run is already under way"}
+	}
+	defer d.landing.Delete(run.ID)
 	mu, _ := d.landLocks.LoadOrStore(common, &sync.Mutex{})
 	if !mu.(*sync.Mutex).TryLock() {
 		return nil, &git.Refusal{Kind: git.RefusedBusy,
