@@ -367,3 +367,30 @@ func TestApplyLandKeepsAnUntrackedFileItWouldOverwrite(t *testing.T) {
 		t.Fatal("a refused fast-forward changed the checkout")
 	}
 }
+
+// testdata/worktree-list-porcelain.txt is git 2.39's own output for a
+// checkout with a detached, a removed (prunable) and a locked worktree.
+func TestParseWorktreeList(t *testing.T) {
+	b, err := os.ReadFile("testdata/worktree-list-porcelain.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := parseWorktreeList(string(b))
+	want := []WorktreeEntry{
+		{Path: "/tmp/tmp.MKsXEFgibw/r", Head: "bfcffc32999a0075e9be817cbfcf926f84c10cde", Branch: "main"},
+		{Path: "/tmp/tmp.MKsXEFgibw/detached", Head: "bfcffc32999a0075e9be817cbfcf926f84c10cde", Detached: true},
+		{Path: "/tmp/tmp.MKsXEFgibw/gone", Head: "bfcffc32999a0075e9be817cbfcf926f84c10cde", Branch: "loop/gone", Prunable: true},
+		{Path: "/tmp/tmp.MKsXEFgibw/locked", Head: "bfcffc32999a0075e9be817cbfcf926f84c10cde", Branch: "loop/locked", Locked: true},
+	}
+	if len(list) != len(want) {
+		t.Fatalf("parsed %d entries: %+v", len(list), list)
+	}
+	for i := range want {
+		if list[i] != want[i] {
+			t.Errorf("entry %d = %+v, want %+v", i, list[i], want[i])
+		}
+	}
+	if WorktreePresent(list, "/tmp/tmp.MKsXEFgibw/gone") {
+		t.Error("a prunable worktree is present")
+	}
+}
