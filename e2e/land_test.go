@@ -691,3 +691,20 @@ func TestCleanAfterTheRepositoryWasDeleted(t *testing.T) {
 		t.Errorf("the worktree's directory is still on disk: %v", err)
 	}
 }
+
+// A run without verify_command lands, and says it was not verified.
+func TestLandWithoutVerifyCommandSaysSo(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	e.config("agent=command", "agent_command="+filepath.Join(e.home, "agent.sh"), "isolation=worktree", "max_iterations=5")
+	e.git("commit", "-q", "-am", "no verification")
+	run := e.finishedRun()
+	r := e.loopctl("land", run.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, "NOT verified (the run has no verify_command)") {
+		t.Fatalf("land: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if p := e.landEvent(run.ID); p["verified"] != false || p["mode"] != "fast-forward" {
+		t.Errorf("RUN_LANDED = %v", p)
+	}
+}
