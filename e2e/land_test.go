@@ -708,3 +708,16 @@ func TestLandWithoutVerifyCommandSaysSo(t *testing.T) {
 		t.Errorf("RUN_LANDED = %v", p)
 	}
 }
+
+// A run in a workspace outside git has no ledger: diff says so.
+func TestDiffOutsideGitSaysThereIsNoLedger(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", "agent_command=true", "max_iterations=1")
+	id := e.start("goal")
+	e.wait(id)
+	r := e.loopctl("diff", id)
+	if r.code != 64 || !strings.Contains(r.stderr, "not in a git repository") {
+		t.Errorf("diff outside git: exit %d, %q", r.code, r.stderr)
+	}
+}

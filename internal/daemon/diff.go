@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -99,6 +100,11 @@ func (d *Daemon) diffRange(ctx context.Context, run storage.Run, iteration *int)
 		}
 	}
 	dir := run.Workspace
+	if len(changes) == 0 && run.Branch == "" {
+		if _, err := git.TopLevel(ctx, dir); errors.Is(err, git.ErrNotRepository) {
+			return "", "", api.Errorf(api.CodeConflict, "run %s has no change ledger: its workspace %s is not in a git repository", run.ID, dir)
+		}
+	}
 	has := func(c string) bool { return git.CommitExists(ctx, dir, c) }
 	missing := func(c string) error {
 		return api.Errorf(api.CodeConflict, "commit %s of run %s is no longer in the repository at %s (was its branch deleted?)",
