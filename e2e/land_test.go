@@ -721,3 +721,45 @@ func TestDiffOutsideGitSaysThereIsNoLedger(t *testing.T) {
 		t.Errorf("diff outside git: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// A workspace that is a subdirectory of its repository: the land's
+// verification runs in the same subdirectory of the worktree, as the
+// run's own steps do.
+func TestLandOfASubdirectoryWorkspace(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo() // skips in a build without worktree runs
+	app := filepath.Join(e.ws, "app")
+	for _, name := range []string{".loop/config", "check.sh"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(app, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(e.ws, name), filepath.Join(app, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkLog := filepath.Join(e.home, "check.log")
+	if err := os.WriteFile(filepath.Join(app, ".env"), []byte("CHECK_LOG="+checkLog+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.writeFile(".gitignore", ".env\napp/.env\n", 0o644)
+	e.git("add", "-A")
+	e.git("commit", "-q", "-m", "the project moves to app/")
+	id := e.start("goal", "-C", app)
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("run: exit %d", code)
+	}
+	run := e.status(id)
+	e.commitOnMain(map[string]string{"user.txt": "user\n"})
+	os.Remove(checkLog)
+	if r := e.loopctl("land", id); r.code != 0 {
+		t.Fatalf("land: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	log, _ := os.ReadFile(checkLog)
+	if !strings.Contains(string(log), "dir="+filepath.Join(run.Worktree, "app")+"\n") {
+		t.Errorf("the land's verification did not run in the worktree's app/:\n%s", log)
+	}
+	if b, err := os.ReadFile(filepath.Join(app, "iter-1.txt")); err != nil || string(b) != "iteration 1\n" {
+		t.Errorf("the landed app/iter-1.txt = %q, %v", b, err)
+	}
+}
