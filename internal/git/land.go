@@ -124,6 +124,9 @@ func PlanLand(ctx context.Context, in LandInput) (*LandPlan, error) {
 						len(files), strings.Join(capList(files), ", ")),
 					Hand: handMerge(in)}
 			}
+			if errors.As(err, &ge) && ge.Code == 129 { // usage: a git older than 2.38
+				return nil, fmt.Errorf("combine %s with %s: git merge-tree --write-tree needs git 2.38 or newer: %w", in.Branch, in.BaseBranch, err)
+			}
 			return nil, fmt.Errorf("combine %s with %s: %w", in.Branch, in.BaseBranch, err)
 		}
 		tree = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
