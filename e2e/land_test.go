@@ -250,6 +250,16 @@ func TestDiffAndLandFastForward(t *testing.T) {
 	if _, ref, code := e.landJSON(run.ID); code != 64 || ref.Kind != "nothing_to_land" {
 		t.Errorf("second land: exit %d, refusal %+v", code, ref)
 	}
+	// Landed, its worktree can go; one run's clean removes it.
+	if out := e.must("clean", run.ID); !strings.Contains(out, run.Worktree+" removed; branch "+run.Branch+" stays") {
+		t.Errorf("clean RUN:\n%s", out)
+	}
+	if _, err := os.Stat(run.Worktree); !os.IsNotExist(err) {
+		t.Errorf("the worktree is still there: %v", err)
+	}
+	if d := e.must("diff", run.ID, "--iteration", "1"); d != it1 {
+		t.Errorf("diff --iteration 1 changed after clean:\n%s", d)
+	}
 }
 
 func TestLandSquash(t *testing.T) {
