@@ -773,3 +773,42 @@ func TestLandOfASubdirectoryWorkspace(t *testing.T) {
 		t.Errorf("the landed app/iter-1.txt = %q, %v", b, err)
 	}
 }
+
+// While a land tests the combination in the run's worktree, the run cannot
+// be resumed into it; the land then goes through.
+func TestResumeIsRefusedDuringALand(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	checkLog := e.landRepo()
+	holdLand := filepath.Join(e.home, "hold-land")
+	e.writeFile(".env", "CHECK_LOG="+checkLog+"\nHOLD_LAND="+holdLand+"\n", 0o600)
+	run := e.finishedRun()
+	e.commitOnMain(map[string]string{"user.txt": "user\n"})
+	if err := os.WriteFile(holdLand, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	land := exec.Command(filepath.Join(binDir, "loopctl"), "land", run.ID)
+	land.Dir, land.Env = e.ws, e.environ()
+	var out bytes.Buffer
+	land.Stdout, land.Stderr = &out, &out
+	if err := land.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the land's verification to hold", 30*time.Second, func() bool {
+		_, err := os.Stat(holdLand + ".waiting")
+		return err == nil
+	})
+	if r := e.loopctl("resume", run.ID); r.code != 64 || !strings.Contains(r.stderr, "being landed") {
+		t.Errorf("resume during a land: exit %d %s", r.code, r.stderr)
+	}
+	if r := e.loopctl("land", run.ID); r.code != 64 || !strings.Contains(r.stderr, "busy") {
+		t.Errorf("a second land during a land: exit %d %s", r.code, r.stderr)
+	}
+	os.Remove(holdLand)
+	if err := land.Wait(); err != nil {
+		t.Fatalf("land: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "landed "+run.Branch+" into main (merge)") {
+		t.Errorf("land output:\n%s", out.String())
+	}
+}

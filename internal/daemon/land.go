@@ -152,6 +152,13 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 		return nil, &git.Refusal{Kind: git.RefusedBusy, Message: "a land of this run is already under way"}
 	}
 	defer d.landing.Delete(run.ID)
+	// Resume refuses a run being landed from now on; one resumed just
+	// before is caught here.
+	if cur, err := d.store.RunFlags(ctx, run.ID); err != nil {
+		return nil, err
+	} else if !cur.Status.Terminal() {
+		return nil, &git.Refusal{Kind: git.RefusedActive, Message: fmt.Sprintf("run %s is %s again: land it once it has ended", run.ID, cur.Status)}
+	}
 	mu, _ := d.landLocks.LoadOrStore(common, &sync.Mutex{})
 	if !mu.(*sync.Mutex).TryLock() {
 		return nil, &git.Refusal{Kind: git.RefusedBusy,

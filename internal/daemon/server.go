@@ -300,7 +300,12 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
-	d.command(w, r, &req, func(id string) error { return d.sched.Resume(r.Context(), id, req.Set) })
+	d.command(w, r, &req, func(id string) error {
+		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
+			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
+		}
+		return d.sched.Resume(r.Context(), id, req.Set)
+	})
 }
 
 func (d *Daemon) handleSignal(w http.ResponseWriter, r *http.Request) {
