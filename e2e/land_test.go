@@ -246,6 +246,9 @@ func TestDiffAndLandFastForward(t *testing.T) {
 	if r := e.status(run.ID); r.LandedCommit != tip {
 		t.Errorf("landed_commit = %q, want %s", r.LandedCommit, tip)
 	}
+	if out := e.must("status", run.ID); !strings.Contains(out, "main is now "+tip[:12]) {
+		t.Errorf("status does not show the land:\n%s", out)
+	}
 	// A second land has nothing left to land, and says so.
 	if _, ref, code := e.landJSON(run.ID); code != 64 || ref.Kind != "nothing_to_land" {
 		t.Errorf("second land: exit %d, refusal %+v", code, ref)
