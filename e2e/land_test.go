@@ -550,8 +550,9 @@ func TestWorktreeRemovedByHandWhileDaemonDown(t *testing.T) {
 }
 
 // The daemon is killed while a land tests the combination: nothing lands,
-// the checkout is byte-for-byte as it was, and the next land (the worktree
-// left detached at the tested merge) goes through.
+// the checkout is byte-for-byte as it was, the next daemon stops the
+// orphaned verification and puts the worktree back on its branch, and the
+// next land goes through.
 func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
@@ -583,11 +584,25 @@ func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 	if e.checkoutState() != before {
 		t.Fatal("the checkout changed when the daemon died mid-land")
 	}
-	os.Remove(holdLand)
+	if pids := processesMentioning("loopd-land-" + run.ID); len(pids) == 0 {
+		t.Fatal("the verification did not outlive the daemon: the test proves nothing")
+	}
+	// The next daemon stops the orphaned verification and puts the
+	// worktree back on its branch before anything can resume the run.
 	e.startDaemon()
+	if pids := processesMentioning("loopd-land-" + run.ID); len(pids) != 0 {
+		t.Errorf("the cut-short land's verification still runs: %v", pids)
+	}
+	if br := e.gitIn(run.Worktree, "symbolic-ref", "--short", "HEAD"); br != run.Branch {
+		t.Errorf("after the restart the worktree is on %q, want %s", br, run.Branch)
+	}
+	if !strings.Contains(e.daemonLog(), "a land cut short by the previous daemon was undone") {
+		t.Error("the daemon did not log the undone land")
+	}
 	if e.landEvent(run.ID) != nil {
 		t.Fatal("RUN_LANDED for a land that died")
 	}
+	os.Remove(holdLand)
 	res, ref, code := e.landJSON(run.ID)
 	if code != 0 || res.Mode != "merge" || !res.Verified {
 		t.Fatalf("land after the restart: exit %d, %+v, refusal %+v", code, res, ref)

@@ -264,23 +264,34 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 			Message: fmt.Sprintf("the run's worktree %s has uncommitted changes in %s: commit or discard them there first",
 				run.Worktree, strings.Join(files, ", "))}
 	}
-	if err := git.CheckoutDetached(ctx, run.Worktree, plan.Combined); err != nil {
-		return fmt.Errorf("check out the combination in %s: %w", run.Worktree, err)
-	}
-	defer func() {
-		if err := git.RestoreBranch(ctx, run.Worktree, run.Branch); err != nil {
-			d.log.Error("could not put the worktree back on its branch", zap.String("worktree", run.Worktree), zap.Error(err))
-		}
-	}()
 	dir := filepath.Join(d.opts.Home, "runs", run.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	stamp := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	logPath := filepath.Join(dir, "land-"+stamp+".log")
+	// The marker lets the next daemon, if this one dies, stop the
+	// verification and put the worktree back on its branch before the
+	// run can be resumed into it (see recoverLands).
+	mark := landMarker{Tag: "loopd-land-" + run.ID + "-" + stamp, Worktree: run.Worktree, Branch: run.Branch,
+		StatusPath: filepath.Join(dir, "land-exits")}
+	if err := writeLandMarker(dir, mark); err != nil {
+		return err
+	}
+	if err := git.CheckoutDetached(ctx, run.Worktree, plan.Combined); err != nil {
+		_ = os.Remove(filepath.Join(dir, landMarkerFile))
+		return fmt.Errorf("check out the combination in %s: %w", run.Worktree, err)
+	}
+	defer func() {
+		if err := git.RestoreBranch(ctx, run.Worktree, run.Branch); err != nil {
+			d.log.Error("could not put the worktree back on its branch", zap.String("worktree", run.Worktree), zap.Error(err))
+			return // the marker stays: the next daemon tries again
+		}
+		_ = os.Remove(filepath.Join(dir, landMarkerFile))
+	}()
 	proc, err := supervise.Start(supervise.Spec{
 		Dir: lv.Dir, Commands: lv.Commands, Env: lv.Env, LogPath: logPath,
-		StatusPath: filepath.Join(dir, "land-exits"), Tag: "loopd-land-" + run.ID + "-" + stamp,
+		StatusPath: mark.StatusPath, Tag: mark.Tag,
 	})
 	if err != nil {
 		return fmt.Errorf("start verify_command: %w", err)
@@ -364,3 +375,66 @@ func fileTail(path string, n int64) string {
 func shortID(id string) string { return id[:min(len(id), 8)] }
 
 func shortCommit(c string) string { return c[:min(len(c), 12)] }
+
+// landMarkerFile, in a run's directory, says a land is testing in the
+// run's worktree (detached at the merge under test).
+const landMarkerFile = "landing.json"
+
+type landMarker struct {
+	Tag        string `json:"tag"` // the verification's supervise tag
+	Worktree   string `json:"worktree"`
+	Branch     string `json:"branch"`
+	StatusPath string `json:"status_path"`
+}
+
+func writeLandMarker(dir string, m landMarker) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, landMarkerFile), b, 0o600); err != nil {
+		return fmt.Errorf("write land marker: %w", err)
+	}
+	return nil
+}
+
+// recoverLands finishes what lands cut short by a daemon that died: the
+// verification still running in a worktree is stopped (nothing will land
+// it), and the worktree is put back on its run's branch, so that a resumed
+// run never works on a detached merge. The user's checkout was never
+// touched by them. Called at startup, before any run is recovered.
+func (d *Daemon) recoverLands(ctx context.Context) {
+	marks, _ := filepath.Glob(filepath.Join(d.opts.Home, "runs", "*", landMarkerFile))
+	for _, path := range marks {
+		b, err := os.ReadFile(path)
+		var m landMarker
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil || m.Tag == "" || m.Worktree == "" || m.Branch == "" {
+			d.log.Warn("unreadable land marker removed", zap.String("path", path), zap.Error(err))
+			_ = os.Remove(path)
+			continue
+		}
+		if id, ok := supervise.Find(m.Tag); ok {
+			if proc, err := supervise.Adopt(id, m.Tag, m.StatusPath); err == nil {
+				proc.Terminate(d.opts.Grace)
+				select {
+				case <-proc.Done():
+				case <-time.After(d.opts.Grace + 5*time.Second):
+					d.log.Warn("a cut-short land's verification did not stop", zap.String("tag", m.Tag))
+				}
+			}
+		}
+		if _, err := os.Stat(m.Worktree); err == nil {
+			if err := git.RestoreBranch(ctx, m.Worktree, m.Branch); err != nil {
+				d.log.Error("could not put a worktree back on its branch after a cut-short land",
+					zap.String("worktree", m.Worktree), zap.Error(err))
+				continue
+			}
+		}
+		_ = os.Remove(path)
+		d.log.Info("a land cut short by the previous daemon was undone; nothing had landed",
+			zap.String("worktree", m.Worktree), zap.String("branch", m.Branch))
+	}
+}
