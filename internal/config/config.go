@@ -14,6 +14,21 @@ import (
 // Agent names the agent preset that runs the implementation phase.
 type Agent string
 
+// Isolation is how a run uses its workspace (key isolation).
+type Isolation string
+
+const (
+	// IsolationInPlace runs the steps in the workspace itself; at most one
+	// run per workspace is active at a time.
+	IsolationInPlace Isolation = "in_place"
+	// IsolationWorktree gives the run its own git worktree and branch
+	// (LOOPD_HOME/worktrees/<run-id>, loop/<short-id>), so runs on one
+	// repository run side by side and the user's checkout is never touched.
+	IsolationWorktree Isolation = "worktree"
+)
+
+var isolations = []Isolation{IsolationInPlace, IsolationWorktree}
+
 const (
 	// AgentClaude runs Claude Code in print mode with stream-json output; see
 	// [Config.AgentCommandLine] for the exact command and its permissions.
@@ -21,13 +36,16 @@ const (
 	// AgentCodex runs the Codex CLI's non-interactive "exec" mode with JSON
 	// output; see [Config.AgentCommandLine].
 	AgentCodex Agent = "codex"
+	// AgentGemini runs Gemini CLI headless with stream-json output; see
+	// [Config.AgentCommandLine].
+	AgentGemini Agent = "gemini"
 	// AgentCommand runs agent_command as it is: any program that reads the
 	// prompt on stdin (or from $LOOP_PROMPT_FILE).
 	AgentCommand Agent = "command"
 )
 
 // agents lists the valid agents in the order error messages name them.
-var agents = []Agent{AgentClaude, AgentCodex, AgentCommand}
+var agents = []Agent{AgentClaude, AgentCodex, AgentGemini, AgentCommand}
 
 // Gate names one condition of the completion gate (SPEC section 2). A run
 // completes only when every configured gate holds after the same iteration.
@@ -228,6 +246,33 @@ type Config struct {
 	// NotifyOn (key notify_on, default ended,waiting) lists the run changes
 	// that notify: ended, waiting, completed, failed, aborted, paused.
 	NotifyOn []string `json:"notify_on"`
+	// MaxAPIWait (key max_api_wait, default 6h, at least 1s) is how long the
+	// model API may stay unavailable (overloaded, 5xx, 429 without a
+	// usage-limit reset, cut streams, no network) before the run ends
+	// ABORTED fatal:api_unavailable. Until then the run WAITs with a capped
+	// exponential back-off, counting no iteration and no failure.
+	MaxAPIWait Duration `json:"max_api_wait"`
+	// RedactSecrets (key redact_secrets, default true) replaces the values
+	// of the step environment's secrets (every env file value, and daemon
+	// variables named like *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, at least
+	// 8 characters long) with [REDACTED:NAME] in what loopd stores and
+	// feeds back: the next prompt's feedback, a step's final message and
+	// error, the run's description, the postmortem. Step logs are the
+	// agent's own output and are not rewritten.
+	RedactSecrets bool `json:"redact_secrets"`
+
+	// Isolation (key isolation, default "in_place") is how a run uses its
+	// workspace: in place (at most one active run per workspace), or in a
+	// git worktree and branch of its own ("worktree", which needs a git
+	// repository with a commit).
+	Isolation Isolation `json:"isolation"`
+	// SetupCommand (key setup_command, default none) runs once in a new
+	// worktree before the first iteration, as a step of phase setup, with
+	// LOOP_CHECKOUT set to the user's checkout (so that
+	// `cp "$LOOP_CHECKOUT/.env" .` brings files git ignores along). It
+	// applies to isolation=worktree only; its failure fails the run
+	// (reason setup_failed).
+	SetupCommand string `json:"setup_command"`
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
@@ -255,6 +300,9 @@ func Default() Config {
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
 		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},
+		MaxAPIWait:                           Duration(6 * time.Hour),
+		RedactSecrets:                        true,
+		Isolation:                            IsolationInPlace,
 	}
 }
 
@@ -278,8 +326,17 @@ func (c Config) HasGate(g Gate) bool { return slices.Contains(c.Completion, g) }
 // $LOOP_PROMPT_FILE). agent_command, when set, is returned as it is, whatever
 // the agent; otherwise the preset's command line, with the model shell-quoted:
 //
-//	claude:  claude -p --output-format stream-json --verbose --model <model> --dangerously-skip-permissions
+//	claude:  claude -p --output-format stream-json --verbose --include-partial-messages --model <model> --dangerously-skip-permissions
 //	codex:   codex exec --json --model <model> --sandbox workspace-write -
+//	gemini:  gemini -p "" --skip-trust --yolo --output-format stream-json -m <model>
+//
+// --include-partial-messages makes Claude Code print each API response's
+// final usage (message_delta) as it arrives: a step killed before Claude's
+// result line still counts every token it was billed. Gemini CLI reads a
+// non-TTY stdin as the prompt (-p "" adds nothing to it); --skip-trust
+// because a loop cannot answer its trust question (it exits 55 untrusted),
+// --yolo approves its tool calls, -m avoids the extra routing request it
+// makes to pick a model.
 //
 // Security: an autonomous loop cannot answer permission prompts, so the
 // presets run without them. The claude preset passes
@@ -303,15 +360,17 @@ func (c Config) AgentCommandLine() string {
 	}
 	switch c.Agent {
 	case AgentClaude:
-		return "claude -p --output-format stream-json --verbose --model " + shellQuote(c.Model) +
+		return "claude -p --output-format stream-json --verbose --include-partial-messages --model " + shellQuote(c.Model) +
 			" --dangerously-skip-permissions"
 	case AgentCodex:
 		return "codex exec --json --model " + shellQuote(c.Model) + " --sandbox workspace-write -"
+	case AgentGemini:
+		return `gemini -p "" --skip-trust --yolo --output-format stream-json -m ` + shellQuote(c.Model)
 	}
 	return ""
 }
 
-// AgentBinary returns the program a preset runs ("claude" or "codex"), so the
+// AgentBinary returns the program a preset runs ("claude", "codex" or "gemini"), so the
 // caller can check that it is installed before a run starts. It is "" when
 // the command line is the user's own (agent "command", or agent_command set):
 // a missing program then shows as the shell's exit status 127.
@@ -320,7 +379,7 @@ func (c Config) AgentBinary() string {
 		return ""
 	}
 	switch c.Agent {
-	case AgentClaude, AgentCodex:
+	case AgentClaude, AgentCodex, AgentGemini:
 		return string(c.Agent)
 	}
 	return ""

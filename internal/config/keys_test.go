@@ -53,8 +53,8 @@ func TestKeys(t *testing.T) {
 		{name: "agent claude", config: "agent=claude", get: agent, want: AgentClaude},
 		{name: "agent codex", config: "agent=codex\nmodel=gpt-5", get: agent, want: AgentCodex},
 		{name: "agent command", config: "agent=command\nagent_command=./agent.sh", get: agent, want: AgentCommand},
-		{name: "agent misspelt", config: "agent=cladue", wantErr: `{cfg}:1: agent: must be one of claude, codex, command, got "cladue" (did you mean "claude"?)`},
-		{name: "agent unknown", config: "agent=gpt", wantErr: `{cfg}:1: agent: must be one of claude, codex, command, got "gpt"`},
+		{name: "agent misspelt", config: "agent=cladue", wantErr: `{cfg}:1: agent: must be one of claude, codex, gemini, command, got "cladue" (did you mean "claude"?)`},
+		{name: "agent unknown", config: "agent=gpt", wantErr: `{cfg}:1: agent: must be one of claude, codex, gemini, command, got "gpt"`},
 		{name: "agent command needs agent_command", config: "# mine\nagent=command", wantErr: `{cfg}:2: agent: agent "command" needs agent_command, the shell command to run`},
 		{name: "agent codex with the default Claude model", config: "agent=codex", wantErr: `{cfg}:1: model: "claude-sonnet-4-5" is a Claude model, which agent "codex" cannot run; set model to a model Codex runs`},
 		{name: "agent codex with a Claude model set", config: "model=claude-opus-4-5\nagent=codex", wantErr: `{cfg}:1: model: "claude-opus-4-5" is a Claude model, which agent "codex" cannot run; set model to a model Codex runs`},
@@ -114,6 +114,12 @@ func TestKeys(t *testing.T) {
 		{name: "max_duration negative", config: "max_duration=-1h", wantErr: `{cfg}:1: max_duration: must be ≥ 0 (0 is off), got "-1h"`},
 		{name: "postmortem", config: "postmortem_command=./analyse.sh\npostmortem_timeout=2m", get: postmortem, want: [2]any{"./analyse.sh", Duration(2 * time.Minute)}},
 		{name: "postmortem_timeout zero", config: "postmortem_timeout=0s", wantErr: `{cfg}:1: postmortem_timeout: must be at least 1s, got "0s"`},
+
+		// workspaces
+		{name: "isolation default", config: "", get: func(c Config) any { return c.Isolation }, want: IsolationInPlace},
+		{name: "isolation worktree", config: "isolation=worktree", get: func(c Config) any { return c.Isolation }, want: IsolationWorktree},
+		{name: "isolation misspelt", config: "isolation=worktre", wantErr: `{cfg}:1: isolation: must be in_place or worktree, got "worktre" (did you mean "worktree"?)`},
+		{name: "setup_command", config: `setup_command=cp "$LOOP_CHECKOUT/.env" .`, get: func(c Config) any { return c.SetupCommand }, want: `cp "$LOOP_CHECKOUT/.env" .`},
 
 		// counts
 		{name: "max_iterations", config: "max_iterations=10", get: maxIter, want: 10},

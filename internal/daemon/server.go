@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -212,12 +213,20 @@ func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	run, err := d.sched.CreateRun(r.Context(), req)
+	run, warnings, err := d.sched.CreateRun(r.Context(), req)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.describe(w, r, run.ID, http.StatusCreated)
+	view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	// What start warns of (no verification, no cost cap, a dirty
+	// checkout) comes first.
+	view.Warnings = append(warnings, view.Warnings...)
+	writeJSON(w, http.StatusCreated, view)
 }
 
 func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
@@ -243,15 +252,13 @@ func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	out := make([]api.Run, 0, len(runs))
-	for _, run := range runs {
-		view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{})
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		view.Config = nil
-		out = append(out, view)
+	out, err := d.sched.DescribeList(r.Context(), runs)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	for i := range out {
+		out[i].Config = nil
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -346,19 +353,24 @@ func (d *Daemon) handleWait(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := contextWithTimeout(r.Context(), timeout)
 	defer cancel()
-	seen := d.bus.Seq()
+	d.log.Debug("a client waits for the run to end", zap.String("run", run.ID), zap.Duration("timeout", timeout))
 	for {
-		// Every commit of any run wakes the waiter: it reads only the
-		// run's status, not the whole row, to check.
+		// Only a commit of this run wakes the waiter (registered before
+		// the read, so none is missed); it reads only the run's status.
+		wake, release := d.bus.Watch(run.ID)
 		cur, err := d.store.RunFlags(r.Context(), run.ID)
 		if err != nil {
+			release()
 			d.fail(w, r, err)
 			return
 		}
 		if cur.Status.Terminal() {
+			release()
 			break
 		}
-		if seen, err = d.bus.Wait(ctx, seen); err != nil {
+		woken := waitWake(ctx, wake)
+		release()
+		if !woken || d.bus.Closed() {
 			break // timeout, client gone or shutdown: answer with the current state
 		}
 	}
@@ -378,13 +390,16 @@ func (d *Daemon) handlePostmortem(w http.ResponseWriter, r *http.Request) {
 	dir := filepath.Join(d.opts.Home, "runs", run.ID)
 	ctx, cancel := contextWithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	seen := d.bus.Seq()
 	for {
+		wake, release := d.bus.Watch(run.ID)
 		cur, err := d.store.Run(ctx, run.ID)
 		if err == nil && cur.PostmortemAt != nil {
+			release()
 			break
 		}
-		if seen, err = d.bus.Wait(ctx, seen); err != nil {
+		woken := waitWake(ctx, wake)
+		release()
+		if !woken || d.bus.Closed() {
 			d.fail(w, r, api.Errorf(api.CodeConflict, "the postmortem of run %s is not written yet; try again", run.ID))
 			return
 		}
@@ -396,4 +411,15 @@ func (d *Daemon) handlePostmortem(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.Postmortem{RunID: run.ID, Markdown: string(md), Summary: json.RawMessage(summary)})
+}
+
+// waitWake waits for a run's wake-up (events.Bus.Watch); false when ctx
+// ended first.
+func waitWake(ctx context.Context, wake <-chan struct{}) bool {
+	select {
+	case <-wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -12,6 +12,7 @@ import (
 type Pipeline struct {
 	Review       bool // a review_command is configured
 	Verification bool // at least one verify_command is configured
+	Setup        bool // a worktree run with a setup_command: it runs once, before iteration 1
 }
 
 // Next is the step a run should execute next.
@@ -120,8 +121,8 @@ func (t *tally) add(steps []storage.Step, i int) {
 		t.running = append(t.running, s.StartedAt)
 	}
 	t.addUsage(s)
-	if !counts(s) {
-		return
+	if !counts(s) || s.Phase == api.PhaseSetup {
+		return // the setup step is in no iteration and no failure streak
 	}
 	failed := s.Status == api.StepFailed
 	if failed {
@@ -188,6 +189,7 @@ func (t *tally) addUsage(s *storage.Step) {
 	u.OutputTokens += s.OutputTokens
 	u.CacheReadTokens += s.CacheReadTokens
 	u.CacheWriteTokens += s.CacheWriteTokens
+	u.ReasoningTokens += s.ReasoningTokens
 	if s.ReportedCostUSD != nil {
 		// A new value each time, never updated in place: tallies are
 		// copied (prefix to scratch) and must not share it.
@@ -211,13 +213,40 @@ func (t *tally) addUsage(s *storage.Step) {
 // counts reports whether a step counts toward iterations and failure
 // streaks: it ran to a real outcome. INTERRUPTED steps (outcome lost),
 // CANCELED steps (killed by a stop) and steps that hit the agent's usage
-// limit count for nothing; their phase runs again.
+// limit or found the model API unavailable count for nothing; their phase
+// runs again.
 func counts(s *storage.Step) bool {
-	return (s.Status == api.StepSucceeded || s.Status == api.StepFailed) && s.RateLimitedUntil == nil
+	return (s.Status == api.StepSucceeded || s.Status == api.StepFailed) && s.RateLimitedUntil == nil && !s.APIUnavailable
+}
+
+// APIOutage reports the unbroken series of attempts, at the end of the
+// history, that found the model API unavailable and made the run wait:
+// how many, and when the first of them started (Unix ms). The step with id
+// current (the one being classified) is left out. It is derived from the
+// persisted steps only, so the back-off and max_api_wait survive daemon
+// restarts; a step that ended the wait (ABORTED fatal:api_unavailable, so
+// with no wait recorded) breaks the series, which a resumed run starts
+// afresh.
+func (h *History) APIOutage(current int64) (n int, since int64) {
+	for i := len(h.Steps) - 1; i >= 0; i-- {
+		s := &h.Steps[i]
+		if s.ID == current && current != 0 {
+			continue
+		}
+		if !s.APIUnavailable || s.RateLimitedUntil == nil {
+			break
+		}
+		n, since = n+1, s.StartedAt
+	}
+	return n, since
 }
 
 // Next decides the next step from the last step that counted.
 func (h *History) Next() Next {
+	if h.Pipeline.Setup && !h.setupDone() {
+		// Until it has succeeded: a failed setup is run again on resume.
+		return Next{Phase: api.PhaseSetup, Iteration: 0, Retry: len(h.Steps) > 0}
+	}
 	if len(h.Steps) == 0 {
 		return Next{Phase: api.PhaseImplementation, Iteration: 1}
 	}
@@ -229,6 +258,21 @@ func (h *History) Next() Next {
 		return Next{Phase: phase, Iteration: last.Iteration}
 	}
 	return Next{Phase: api.PhaseImplementation, Iteration: last.Iteration + 1}
+}
+
+// setupDone reports whether a setup step succeeded (setup steps come
+// before every other step).
+func (h *History) setupDone() bool {
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.Phase != api.PhaseSetup {
+			return true // a run whose setup_command was added by resume --set does not go back
+		}
+		if s.Status == api.StepSucceeded {
+			return true
+		}
+	}
+	return false
 }
 
 // following returns the phase after a counted step within its iteration,
