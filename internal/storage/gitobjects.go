@@ -7,22 +7,6 @@ import (
 	"github.com/loopd/loopd/internal/events"
 )
 
-// WorktreeRecord is a row of git_objects (a worktree, or a branch) loopd created for
-// a run. loopd removes only what it recorded here.
-type WorktreeRecord struct {
-	ID        int64  `db:"id"`
-	RunID     string `db:"run_id"`
-	Kind      string `db:"kind"` // "worktree" or "branch"
-	Repo      string `db:"repo"` // the repository's common git directory
-	Name      string `db:"name"` // the worktree's path, or the branch's short name
-	CreatedAt int64  `db:"created_at"`
-	RemovedAt *int64 `db:"removed_at"`
-	GoneAt    *int64 `db:"gone_at"`
-}
-
-// Live reports whether loopd believes the object still exists.
-func (o WorktreeRecord) Live() bool { return o.RemovedAt == nil && o.GoneAt == nil }
-
 const worktreeRecordColumns = `id, run_id, kind, repo, name, created_at, removed_at, gone_at`
 
 // LiveWorktrees lists the worktrees loopd recorded and believes exist:
@@ -30,8 +14,8 @@ const worktreeRecordColumns = `id, run_id, kind, repo, name, created_at, removed
 // "present"; a worktree is recorded before git creates it, when the run
 // starts, and a record of one not made yet must not be taken for one
 // removed by hand). Oldest first; runID "" selects every run's.
-func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]WorktreeRecord, error) {
-	var objs []WorktreeRecord
+func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]GitObject, error) {
+	var objs []GitObject
 	err := s.sel(ctx, &objs, `SELECT g.id, g.run_id, g.kind, g.repo, g.name, g.created_at, g.removed_at, g.gone_at
 		FROM git_objects g JOIN runs r ON r.id = g.run_id
 		WHERE g.kind = 'worktree' AND g.removed_at IS NULL AND g.gone_at IS NULL AND (? = '' OR g.run_id = ?)
@@ -44,8 +28,8 @@ func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]WorktreeReco
 }
 
 // RunWorktrees lists every worktree record of one run, whatever its state.
-func (s *Store) RunWorktrees(ctx context.Context, runID string) ([]WorktreeRecord, error) {
-	var objs []WorktreeRecord
+func (s *Store) RunWorktrees(ctx context.Context, runID string) ([]GitObject, error) {
+	var objs []GitObject
 	err := s.sel(ctx, &objs, `SELECT `+worktreeRecordColumns+` FROM git_objects
 		WHERE kind = 'worktree' AND run_id = ? ORDER BY id`, runID)
 	if err != nil {
@@ -72,7 +56,7 @@ func (s *Store) EndedWorktreeRuns(ctx context.Context, endedBefore int64) ([]str
 // MarkWorktreeGone records that a worktree loopd made was removed by
 // someone else; the run's worktree_state becomes "gone" unless loopd has
 // already removed it.
-func (t *Tx) MarkWorktreeGone(o WorktreeRecord) error {
+func (t *Tx) MarkWorktreeGone(o GitObject) error {
 	if _, err := t.exec(`UPDATE git_objects SET gone_at = ? WHERE id = ? AND gone_at IS NULL AND removed_at IS NULL`,
 		t.now, o.ID); err != nil {
 		return fmt.Errorf("mark worktree gone: %w", err)
@@ -85,7 +69,7 @@ func (t *Tx) MarkWorktreeGone(o WorktreeRecord) error {
 }
 
 // MarkWorktreeRemoved records that loopd removed one of its worktrees.
-func (t *Tx) MarkWorktreeRemoved(o WorktreeRecord) error {
+func (t *Tx) MarkWorktreeRemoved(o GitObject) error {
 	if _, err := t.exec(`UPDATE git_objects SET removed_at = ? WHERE id = ? AND removed_at IS NULL`,
 		t.now, o.ID); err != nil {
 		return fmt.Errorf("mark worktree removed: %w", err)

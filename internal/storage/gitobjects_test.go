@@ -8,7 +8,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 )
 
-func TestWorktreeRecordsGoneRemovedAndEnded(t *testing.T) {
+func TestGitObjectsGoneRemovedAndEnded(t *testing.T) {
 	s, _ := openTest(t)
 	ctx := t.Context()
 	for _, id := range []string{"r1", "r2"} {
