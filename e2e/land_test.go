@@ -7,13 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/config"
 )
 
 // landAgent is a fake agent that edits files: iteration n appends "n" to
@@ -50,12 +48,6 @@ echo "check passed"
 // the project committed, and returns the paths of the check log.
 func (e *env) landRepo(extraConfig ...string) (checkLog string) {
 	e.t.Helper()
-	// Transitional: these tests need worktree runs (isolation=worktree),
-	// built beside land in a separate change; in a build without them they
-	// say so instead of failing on an unknown config key.
-	if _, ok := reflect.TypeFor[config.Config]().FieldByName("Isolation"); !ok {
-		e.t.Skip("this build has no isolation=worktree runs yet")
-	}
 	agent := filepath.Join(e.home, "agent.sh")
 	if err := os.WriteFile(agent, []byte(landAgent), 0o755); err != nil {
 		e.t.Fatal(err)
@@ -756,7 +748,7 @@ func TestDiffOutsideGitSaysThereIsNoLedger(t *testing.T) {
 func TestLandOfASubdirectoryWorkspace(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
-	e.landRepo() // skips in a build without worktree runs
+	e.landRepo()
 	app := filepath.Join(e.ws, "app")
 	for _, name := range []string{".loop/config", "check.sh"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(app, name)), 0o755); err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 )
 
-const worktreeRecordColumns = `id, run_id, kind, repo, name, created_at, removed_at, gone_at`
+const gitObjectColumns = `id, run_id, kind, repo, name, created_at, removed_at, gone_at`
 
 // LiveWorktrees lists the worktrees loopd recorded and believes exist:
 // not removed, not found gone, and made (the run's worktree_state is
@@ -30,7 +30,7 @@ func (s *Store) LiveWorktrees(ctx context.Context, runID string) ([]GitObject, e
 // RunWorktrees lists every worktree record of one run, whatever its state.
 func (s *Store) RunWorktrees(ctx context.Context, runID string) ([]GitObject, error) {
 	var objs []GitObject
-	err := s.sel(ctx, &objs, `SELECT `+worktreeRecordColumns+` FROM git_objects
+	err := s.sel(ctx, &objs, `SELECT `+gitObjectColumns+` FROM git_objects
 		WHERE kind = 'worktree' AND run_id = ? ORDER BY id`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list worktrees of %s: %w", runID, err)
