@@ -59,6 +59,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
 		newTrustCmd(g),
 		newManCmd(g),
+		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
 	)
 	addCompletions(root, g)
 	return root

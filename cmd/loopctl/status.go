@@ -102,6 +102,9 @@ func printStatus(w io.Writer, r api.Run) {
 		r.Counters.Implementation, r.Counters.Review, r.Counters.Verification)
 	fmt.Fprintf(tw, "  usage\t%s\n", usageLine(r.Usage))
 	fmt.Fprintf(tw, "  created\t%s\n", ago(r.CreatedAt))
+	if r.LandedCommit != "" {
+		fmt.Fprintf(tw, "  landed\t%s is now %s (loopctl land)\n", r.BaseBranch, shortCommit(r.LandedCommit))
+	}
 	tw.Flush()
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)

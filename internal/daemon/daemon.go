@@ -75,6 +75,13 @@ type Daemon struct {
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
 	killSteps bool
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
+
+	diskCache diskCache // the last measure of the run worktrees' disk (daemon status)
+	// landLocks serialises lands into one repository (common git dir ->
+	// *sync.Mutex): two lands tested against the same base tip would
+	// otherwise race to move it.
+	landLocks sync.Map
+	landing   sync.Map // ids of runs being landed: clean leaves their worktrees alone
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -167,6 +174,10 @@ func Run(ctx context.Context, opts Options) error {
 		ln.Close()
 		return err
 	}
+	// Records of worktrees removed by hand while the daemon was down are
+	// marked gone before any run is recovered or anything is removed.
+	d.reconcileWorktrees(ctx, "")
+	d.recoverLands(ctx)
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 

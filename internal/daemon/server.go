@@ -44,6 +44,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
 	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log))
+	mux.HandleFunc("GET /v1/runs/{ref}/diff", d.handleDiff)
+	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
+	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -181,10 +184,14 @@ func (d *Daemon) describeRun(w http.ResponseWriter, r *http.Request, run storage
 }
 
 func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, api.DaemonInfo{
+	info := api.DaemonInfo{
 		PID: os.Getpid(), Version: d.opts.Version, Home: d.opts.Home, Socket: d.opts.Socket,
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
-	})
+	}
+	if r.URL.Query().Get("disk") != "" { // a walk of the worktrees: only when asked (every loopctl pings)
+		info.Worktrees = d.worktreeDisk(r.Context())
+	}
+	writeJSON(w, http.StatusOK, info)
 }
 
 func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
@@ -262,6 +269,7 @@ func (d *Daemon) handleGet(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	run = d.noticeGoneWorktree(r.Context(), run)
 	d.describeRun(w, r, run, http.StatusOK)
 }
 
@@ -299,7 +307,12 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
-	d.command(w, r, &req, func(id string) error { return d.sched.Resume(r.Context(), id, req.Set) })
+	d.command(w, r, &req, func(id string) error {
+		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
+			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
+		}
+		return d.sched.Resume(r.Context(), id, req.Set)
+	})
 }
 
 func (d *Daemon) handleSignal(w http.ResponseWriter, r *http.Request) {
