@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/loopd/loopd/cmd/loopctl/dashboardcmd"
 	"github.com/loopd/loopd/internal/api"
 )
 
@@ -49,6 +50,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
+		dashboardcmd.New(dashboardcmd.Factory{JSON: &g.JSON, Out: out, Err: errOut, Client: g.client, Ref: g.ref}),
 	)
 	return root
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
@@ -57,6 +58,9 @@ type Daemon struct {
 	started time.Time
 
 	token string // bearer token of the TCP listener, "" without one
+
+	dash     *dashboard.Server // the web dashboard, served on the TCP listener
+	httpAddr string            // host:port of the TCP listener for login URLs, "" without one
 
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
@@ -114,6 +118,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions,
 	})
+	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d}, Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 
 	ln, err := listenUnix(opts.Socket)
 	if err != nil {
@@ -129,6 +134,7 @@ func Run(ctx context.Context, opts Options) error {
 			ln.Close()
 			return err
 		}
+		d.httpAddr = dashboardHost(tcp)
 		d.log.Info("serving the API over TCP", zap.String("addr", tcp.Addr().String()),
 			zap.String("token_file", filepath.Join(opts.Home, TokenFile)))
 	}

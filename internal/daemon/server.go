@@ -39,6 +39,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
+	d.dash.Register(mux) // the web dashboard: /, /runs/{id}, /login, /live/…, /assets/…
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -47,15 +49,18 @@ func (d *Daemon) routes() http.Handler {
 
 // owner admits only the daemon's owner: on the Unix socket a peer with
 // the daemon's own uid (SO_PEERCRED, whatever the socket file's mode
-// says), on the optional TCP listener a request with the bearer token.
+// says), on the optional TCP listener a request with the bearer token or
+// a dashboard session cookie.
 func (d *Daemon) owner(next http.Handler) http.Handler {
 	uid := os.Getuid()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := peerFrom(r.Context())
 		if p.tcp {
-			if !tokenOK(r, d.token) {
+			// The bearer token, or a dashboard session (and its CSRF token
+			// for a state change): authorizeTCP is the one check.
+			if err := d.authorizeTCP(r); err != nil {
 				d.log.Warn("refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
-				d.fail(w, r, api.Errorf(api.CodeForbidden, "missing or wrong bearer token (see %s/%s)", d.opts.Home, TokenFile))
+				d.refuseTCP(w, r, err)
 				return
 			}
 			next.ServeHTTP(w, r)
