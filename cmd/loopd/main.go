@@ -47,6 +47,7 @@ func run(args []string) int {
 	logFile := fs.String("log-file", env("LOOPD_LOG_FILE", ""), "also append logs to this file (env LOOPD_LOG_FILE)")
 	httpAddr := fs.String("http", env("LOOPD_HTTP", ""), "also serve the API over TCP on this loopback address (host:port); requests need the bearer token in HOME/http.token (env LOOPD_HTTP)")
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
+	codeTTL := fs.Duration("dashboard-code-ttl", envDuration("LOOPD_DASHBOARD_CODE_TTL", time.Minute), "how long a `loopctl dashboard` login link stays valid, at most 10m (env LOOPD_DASHBOARD_CODE_TTL)")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -66,6 +67,10 @@ func run(args []string) int {
 	}
 	if *maxRuns < 1 {
 		fmt.Fprintf(os.Stderr, "loopd: --max-concurrent-runs must be at least 1, got %d\n", *maxRuns)
+		return exitUsage
+	}
+	if *codeTTL <= 0 || *codeTTL > 10*time.Minute {
+		fmt.Fprintf(os.Stderr, "loopd: --dashboard-code-ttl must be more than 0 and at most 10m, got %s\n", *codeTTL)
 		return exitUsage
 	}
 	lvl, err := zapcore.ParseLevel(*level)
@@ -109,7 +114,7 @@ func run(args []string) int {
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
-		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote,
+		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, DashboardCodeTTL: *codeTTL,
 	})
 	var locked *daemon.LockedError
 	switch {
@@ -153,6 +158,16 @@ func envInt(key string, def int) int {
 			return n
 		}
 		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a number\n", key, v)
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v := os.Getenv(key); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a duration such as 90s or 2m\n", key, v)
 	}
 	return def
 }

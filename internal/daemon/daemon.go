@@ -46,6 +46,9 @@ type Options struct {
 	// addresses unless HTTPAllowRemote.
 	HTTPAddr        string
 	HTTPAllowRemote bool
+	// DashboardCodeTTL is how long a dashboard login code stays valid
+	// (dashboard.CodeTTL when 0).
+	DashboardCodeTTL time.Duration
 }
 
 // Daemon is a running loopd.
@@ -118,7 +121,8 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions,
 	})
-	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d}, Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
+	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
+		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 
 	ln, err := listenUnix(opts.Socket)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // Lifetimes of the dashboard's credentials.
 const (
 	// CodeTTL is how long a login code printed by `loopctl dashboard`
-	// stays valid. Short: it travels in a URL (terminal scrollback,
+	// stays valid by default (loopd --dashboard-code-ttl). Short: it travels in a URL (terminal scrollback,
 	// browser history), so it must be worthless soon after.
 	CodeTTL = time.Minute
 	// SessionTTL is how long a session lasts after its login.
@@ -47,7 +47,8 @@ var (
 // memory: a daemon restart logs every browser out, and `loopctl dashboard`
 // logs it in again.
 type Auth struct {
-	now func() time.Time
+	now     func() time.Time
+	codeTTL time.Duration
 
 	mu       sync.Mutex
 	codes    map[string]loginCode
@@ -64,23 +65,27 @@ type session struct {
 	expires time.Time
 }
 
-// NewAuth returns an empty Auth; now is the clock (time.Now when nil).
-func NewAuth(now func() time.Time) *Auth {
+// NewAuth returns an empty Auth; now is the clock (time.Now when nil),
+// codeTTL the life of a login code (CodeTTL when 0).
+func NewAuth(now func() time.Time, codeTTL time.Duration) *Auth {
 	if now == nil {
 		now = time.Now
 	}
-	return &Auth{now: now, codes: map[string]loginCode{}, sessions: map[string]session{}}
+	if codeTTL <= 0 {
+		codeTTL = CodeTTL
+	}
+	return &Auth{now: now, codeTTL: codeTTL, codes: map[string]loginCode{}, sessions: map[string]session{}}
 }
 
 // NewCode mints a single-use login code that opens next (a path such as
-// "/" or "/runs/<id>") and expires after CodeTTL.
+// "/" or "/runs/<id>") and expires after the code TTL.
 func (a *Auth) NewCode(next string) (code string, expires time.Time) {
 	if !safeNext(next) {
 		next = "/"
 	}
 	code = randomHex(16)
 	now := a.now()
-	expires = now.Add(CodeTTL)
+	expires = now.Add(a.codeTTL)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pruneLocked(now)
@@ -110,7 +115,7 @@ func (a *Auth) redeem(code string) (sid, next string, err error) {
 	case code == "" || !ok:
 		return "", "", errors.New("this login link is not valid: it was already used, or the daemon restarted since it was printed; run `loopctl dashboard` for a new one")
 	case !now.Before(lc.expires):
-		return "", "", fmt.Errorf("this login link expired %s after it was printed; run `loopctl dashboard` for a new one", CodeTTL)
+		return "", "", fmt.Errorf("this login link expired %s after it was printed; run `loopctl dashboard` for a new one", a.codeTTL)
 	}
 	a.pruneLocked(now)
 	for len(a.sessions) >= maxSessions {

@@ -105,7 +105,7 @@ func New(opts Options) *Server {
 		opts.Now = time.Now
 	}
 	if opts.Auth == nil {
-		opts.Auth = NewAuth(opts.Now)
+		opts.Auth = NewAuth(opts.Now, 0)
 	}
 	sub, _ := fs.Sub(assetFS, "assets")
 	s := &Server{src: opts.Source, auth: opts.Auth, log: opts.Logger, closing: opts.Closing, now: opts.Now,

@@ -283,7 +283,12 @@ func (s *Server) funcs() template.FuncMap {
 			return id
 		},
 		"base": filepath.Base,
-		"usd":  func(v float64) string { return fmt.Sprintf("$%.2f", v) },
+		"usd": func(v float64) string {
+			if v > 0 && v < 1 {
+				return fmt.Sprintf("$%.3f", v) // a cheap run's cents still move
+			}
+			return fmt.Sprintf("$%.2f", v)
+		},
 		"usd4": func(v float64) string { return fmt.Sprintf("$%.4f", v) },
 		"tokens": func(n int64) string {
 			switch {

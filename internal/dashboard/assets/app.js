@@ -143,11 +143,25 @@
         });
       }).then(function (r) {
         result.className = "ok";
-        result.textContent = action + ": done" + (r && r.status ? " — the run is " + r.status : "");
+        result.textContent = label(action) + ": done — " + outcome(action, r || {});
       }, function (err) {
         result.className = "error";
-        result.textContent = action + ": " + err.message;
+        result.textContent = label(action) + ": " + err.message;
       });
+    }
+    function label(action) { return action === "stop-now" ? "stop --now" : action; }
+    // What happened, in loopctl's words.
+    function outcome(action, r) {
+      var ended = ["COMPLETED", "FAILED", "ABORTED", "INTERRUPTED"].indexOf(r.status) >= 0;
+      if (ended && action !== "land") return "the run ended " + r.status + (r.reason ? " (" + r.reason + ")" : "");
+      switch (action) {
+        case "stop": return "the run will stop after the current step (Stop now kills it)";
+        case "stop-now": return "stopping now; its step is being killed";
+        case "pause": return r.status === "PAUSED" ? "the run is PAUSED" : "the run will pause after the current step";
+        case "signal": return "user_signal is set; it is evaluated after the current step";
+        case "land": return "landed" + (r.landed_commit ? " as " + r.landed_commit.slice(0, 12) : "");
+      }
+      return "the run is " + r.status;
     }
     // The daemon's error, worded as loopctl prints it.
     function errorText(v, resp) {
