@@ -123,6 +123,18 @@ func (b *browser) shot(name string) {
 	b.t.Logf("screenshot: %s", path)
 }
 
+// viewShot saves a screenshot of what the window shows.
+func (b *browser) viewShot(name string) {
+	b.t.Helper()
+	var png []byte
+	b.run("screenshot "+name, chromedp.CaptureScreenshot(&png))
+	path := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", path)
+}
+
 // dashboardEnv starts a daemon with the HTTP listener on a free port.
 func dashboardEnv(t *testing.T, daemonArgs ...string) *env {
 	t.Helper()
@@ -353,6 +365,7 @@ func TestDashboardRunPageLedger(t *testing.T) {
 	b.waitText("#log-step", "verification")
 	b.waitText("#log", "--- PASS: TestParse")
 	b.shot("dashboard-run")
+	b.viewShot("dashboard-run-view")
 
 	// A phone-sized screen: the same page, readable (no sideways scroll).
 	b.run("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), chromedp.Reload(),
@@ -363,6 +376,7 @@ func TestDashboardRunPageLedger(t *testing.T) {
 		t.Fatal("the run page scrolls sideways on a phone-sized screen")
 	}
 	b.shot("dashboard-run-phone")
+	b.viewShot("dashboard-run-phone-view")
 	b.run("phone runs page", chromedp.Navigate(strings.Split(b.location(), "/runs/")[0]+"/"), chromedp.WaitVisible("#run-"+id, chromedp.ByQuery))
 	b.eval(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
 	if overflow {
