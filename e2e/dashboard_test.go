@@ -24,7 +24,7 @@ import (
 // page go to $LOOPD_TEST_SCREENSHOTS (default: the test's temp dir).
 
 // chromiumPath finds the browser, or skips the test (fails it under CI).
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	for _, p := range []string{"/usr/bin/chromium", "chromium"} {
 		if path, err := exec.LookPath(p); err == nil {
@@ -40,12 +40,12 @@ func chromiumPath(t *testing.T) string {
 
 // browser is one headless chromium with a fresh profile.
 type browser struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	shots string
 }
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t testing.TB) *browser {
 	t.Helper()
 	path := chromiumPath(t)
 	opts := []chromedp.ExecAllocatorOption{

@@ -69,7 +69,7 @@ func (f *fakeSource) Run(_ context.Context, ref string) (api.Run, error) {
 func (f *fakeSource) Steps(_ context.Context, id string) ([]api.Step, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []api.Step
+	out := make([]api.Step, 0, len(f.steps[id]))
 	for _, s := range f.steps[id] {
 		out = append(out, s.Step)
 	}

@@ -188,13 +188,15 @@ func (s *Server) runPage(r *http.Request, ref string, page int) (runPage, error)
 
 // ledgerPage groups one page of iterations, newest first.
 func (s *Server) ledgerPage(r *http.Request, runID string, light []api.Step, page int) (ledger, error) {
-	// The iterations in order of first appearance (setup's 0 first).
+	// The run's iterations in order (setup's 0 first). Steps come by seq,
+	// so an iteration's steps are mostly together; the set keeps a re-run
+	// (an interrupted step's phase again) from counting twice.
 	var its []int
+	seen := make(map[int]bool)
 	for _, st := range light {
-		if len(its) == 0 || its[len(its)-1] != st.Iteration {
-			if !slices.Contains(its, st.Iteration) {
-				its = append(its, st.Iteration)
-			}
+		if !seen[st.Iteration] {
+			seen[st.Iteration] = true
+			its = append(its, st.Iteration)
 		}
 	}
 	slices.Sort(its)
