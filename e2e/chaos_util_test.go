@@ -342,6 +342,9 @@ func (c *chaos) newRun(i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r := c.ctl("trust", "-C", ws); r.code != 0 {
+		t.Fatalf("loopctl trust (%s): exit %d: %s%s", sc.name, r.code, r.stdout, r.stderr)
+	}
 	r := c.ctl("start", "-C", ws, "--name", sc.name, "make the widget work")
 	if r.code != 0 {
 		t.Fatalf("loopctl start (%s): exit %d: %s%s", sc.name, r.code, r.stdout, r.stderr)
@@ -817,7 +820,11 @@ func (c *chaos) checkRun(run *chaosRun, st *chaosStats) {
 		u.CacheReadTokens += s.Usage.CacheReadTokens
 		u.CacheWriteTokens += s.Usage.CacheWriteTokens
 		u.CostUSD += s.Usage.CostUSD
-		u.ReportedCostUSD += s.Usage.ReportedCostUSD
+		if v, ok := s.Usage.ReportedCost(); ok {
+			sum, _ := u.ReportedCost()
+			sum += v
+			u.ReportedCostUSD = &sum
+		}
 		if s.Status != api.StepSucceeded && s.Status != api.StepFailed {
 			continue // CANCELED and INTERRUPTED steps count for nothing
 		}
@@ -844,7 +851,8 @@ func (c *chaos) checkRun(run *chaosRun, st *chaosStats) {
 	}
 	if u.InputTokens != r.Usage.InputTokens || u.OutputTokens != r.Usage.OutputTokens ||
 		u.CacheReadTokens != r.Usage.CacheReadTokens || u.CacheWriteTokens != r.Usage.CacheWriteTokens ||
-		!near(u.CostUSD, r.Usage.CostUSD) || !near(u.ReportedCostUSD, r.Usage.ReportedCostUSD) {
+		!near(u.CostUSD, r.Usage.CostUSD) || !near(reportedCost(u), reportedCost(r.Usage)) ||
+		(u.ReportedCostUSD == nil) != (r.Usage.ReportedCostUSD == nil) {
 		c.failf(run, "usage %+v, the steps sum to %+v", r.Usage, u)
 	}
 	if wantIn := int64(len(inv)) * sc.inputTokens; r.Usage.InputTokens != wantIn {

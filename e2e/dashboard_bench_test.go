@@ -64,6 +64,7 @@ func BenchmarkDashboardFirstRender(b *testing.B) {
 		}
 		_ = os.WriteFile(filepath.Join(dir, ".loop/config"), []byte("agent=command\nagent_command="+agent+"\nmax_cost=5\n"), 0o644)
 		_ = os.WriteFile(filepath.Join(dir, ".env"), []byte("FAKE_DONE_AT=1\n"), 0o600)
+		loopctl("trust", "-C", dir)
 		last = loopctl("start", "-C", dir, fmt.Sprintf("goal number %d: make the parser handle quoted fields", i))
 	}
 	loopctl("wait", last, "--timeout", "120s")

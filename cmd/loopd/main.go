@@ -49,6 +49,7 @@ func run(args []string) int {
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
 	codeTTL := fs.Duration("dashboard-code-ttl", envDuration("LOOPD_DASHBOARD_CODE_TTL", time.Minute), "how long a `loopctl dashboard` login link stays valid, at most 10m (env LOOPD_DASHBOARD_CODE_TTL)")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
+	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -112,7 +113,7 @@ func run(args []string) int {
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
-		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace,
+		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, DashboardCodeTTL: *codeTTL,
 	})

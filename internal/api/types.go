@@ -127,16 +127,25 @@ func Millis(ms int64) Time {
 
 // Usage is token usage and cost, of a step or summed over a run.
 type Usage struct {
-	InputTokens      int64   `json:"input_tokens"`       // input not served from cache
-	OutputTokens     int64   `json:"output_tokens"`      //
-	CacheReadTokens  int64   `json:"cache_read_tokens"`  //
-	CacheWriteTokens int64   `json:"cache_write_tokens"` //
-	CostUSD          float64 `json:"cost_usd"`           // priced from the table when the model is known, else as reported
-	ReportedCostUSD  float64 `json:"reported_cost_usd"`  // what the agent itself reported
+	InputTokens      int64    `json:"input_tokens"`       // input not served from cache
+	OutputTokens     int64    `json:"output_tokens"`      //
+	CacheReadTokens  int64    `json:"cache_read_tokens"`  //
+	CacheWriteTokens int64    `json:"cache_write_tokens"` //
+	CostUSD          float64  `json:"cost_usd"`           // priced from the table when the model is known, else as reported
+	ReportedCostUSD  *float64 `json:"reported_cost_usd"`  // what the agent itself reported; null when it reported none
 	// CostUnknown is true when some usage could not be priced and the agent
 	// reported no cost for it: CostUSD then undercounts, and says so.
 	CostUnknown bool   `json:"cost_unknown,omitempty"`
 	Model       string `json:"model,omitempty"`
+}
+
+// ReportedCost returns what the agent reported, and whether it reported
+// anything at all.
+func (u Usage) ReportedCost() (float64, bool) {
+	if u.ReportedCostUSD == nil {
+		return 0, false
+	}
+	return *u.ReportedCostUSD, true
 }
 
 // Tests is what a verification step's output says about the project's tests.

@@ -85,8 +85,12 @@ type Price struct {
 	Output float64 `json:"output"`
 	// CacheRead is the price of input tokens read from the prompt cache.
 	CacheRead float64 `json:"cache_read"`
-	// CacheWrite is the price of input tokens written to the prompt cache.
+	// CacheWrite is the price of input tokens written to the prompt cache
+	// (for 5 minutes, Anthropic's default).
 	CacheWrite float64 `json:"cache_write"`
+	// CacheWrite1h is the price of input tokens written to the prompt cache
+	// for one hour (Anthropic); 0 means the CacheWrite price.
+	CacheWrite1h float64 `json:"cache_write_1h,omitempty"`
 }
 
 // Config is the configuration of one run, resolved from the layers described
@@ -304,6 +308,17 @@ func (c Config) AgentBinary() string {
 		return string(c.Agent)
 	}
 	return ""
+}
+
+// SkipsPermissions reports whether the agent's command line runs Claude Code
+// with --dangerously-skip-permissions, which Claude Code refuses as root
+// unless IS_SANDBOX=1: the claude preset does, and so does an agent_command
+// that passes the flag itself.
+func (c Config) SkipsPermissions() bool {
+	if c.AgentCommand == "" {
+		return c.Agent == AgentClaude
+	}
+	return strings.Contains(c.AgentCommand, "--dangerously-skip-permissions")
 }
 
 // shellQuote quotes s for a POSIX shell. Words made only of safe characters

@@ -154,12 +154,14 @@ func TestKeys(t *testing.T) {
 		// price.<model>
 		{name: "price two values", config: "price.gpt-4o=2.5,10", get: prices, want: map[string]Price{"gpt-4o": {Input: 2.5, Output: 10, CacheRead: 2.5, CacheWrite: 2.5}}},
 		{name: "price four values", config: "price.claude-sonnet-4-5 = 3, 15, 0.30, $3.75", get: prices, want: map[string]Price{"claude-sonnet-4-5": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}}},
+		{name: "price five values", config: "price.claude-sonnet-4-5=3,15,0.30,3.75,6", get: prices, want: map[string]Price{"claude-sonnet-4-5": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75, CacheWrite1h: 6}}},
+		{name: "price six values", config: "price.x=1,2,3,4,5,6", wantErr: `{cfg}:1: price.x: must be input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6; got 6 value(s) in "1,2,3,4,5,6"`},
 		{name: "price three values", config: "price.my/model-1.2=1,2,0.1", get: prices, want: map[string]Price{"my/model-1.2": {Input: 1, Output: 2, CacheRead: 0.1, CacheWrite: 1}}},
 		{name: "price removed", config: "price.a=1,2\nprice.b=3,4\nprice.a=", get: prices, want: map[string]Price{"b": {Input: 3, Output: 4, CacheRead: 3, CacheWrite: 3}}},
 		{name: "price without model", config: "price.=1,2", wantErr: `{cfg}:1: price.: the model name after "price." must not be empty, as in price.claude-sonnet-4-5=3,15,0.30,3.75`},
-		{name: "price one value", config: "price.x=1", wantErr: `{cfg}:1: price.x: must be input,output[,cache_read[,cache_write]] in USD per million tokens, such as 3,15,0.30,3.75; got 1 value(s) in "1"`},
-		{name: "price bad value", config: "price.x=1,abc", wantErr: `{cfg}:1: price.x: output price "abc" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write]] in USD per million tokens, such as 3,15,0.30,3.75`},
-		{name: "price negative", config: "price.x=1,2,-0.1", wantErr: `{cfg}:1: price.x: cache_read price "-0.1" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write]] in USD per million tokens, such as 3,15,0.30,3.75`},
+		{name: "price one value", config: "price.x=1", wantErr: `{cfg}:1: price.x: must be input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6; got 1 value(s) in "1"`},
+		{name: "price bad value", config: "price.x=1,abc", wantErr: `{cfg}:1: price.x: output price "abc" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6`},
+		{name: "price negative", config: "price.x=1,2,-0.1", wantErr: `{cfg}:1: price.x: cache_read price "-0.1" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6`},
 
 		// unknown keys
 		{name: "unknown key close to a key", config: "max_iteration=5", wantErr: `{cfg}:1: max_iteration: unknown key (did you mean "max_iterations"?)`},

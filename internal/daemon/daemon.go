@@ -23,6 +23,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
 )
 
 // Options configure the daemon.
@@ -36,6 +37,9 @@ type Options struct {
 	DebugConditions bool
 	// Grace is the time between SIGTERM and SIGKILL when a step is stopped.
 	Grace time.Duration
+	// RetryBackoff is how long a run whose runner hit an internal error
+	// waits before trying again; default 5s.
+	RetryBackoff time.Duration
 	// LogFile, when set, also receives the logs, through a core built by
 	// LogCore. It is opened only after the lock is taken, so a second
 	// daemon that refuses to start writes nothing.
@@ -117,9 +121,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.bus = events.NewBus(seq)
 	d.store.SetNotify(d.bus.Publish)
+	// Orphans of steps become the daemon's children, which it reaps: no
+	// zombie piles up under a PID 1 that does not reap.
+	if err := supervise.BecomeSubreaper(ctx); err != nil {
+		d.log.Warn("orphans of steps go to init", zap.Error(err))
+	}
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
-		Grace: opts.Grace, DebugConditions: opts.DebugConditions,
+		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 	})
 	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})

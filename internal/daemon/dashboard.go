@@ -172,9 +172,10 @@ func (d *Daemon) authorizeTCP(r *http.Request) error {
 // body, a page or asset with a page saying how to log in.
 func (d *Daemon) refuseTCP(w http.ResponseWriter, r *http.Request, err error) {
 	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/metrics" {
-		msg := err.Error()
-		if errors.Is(err, dashboard.ErrNoSession) {
-			msg = "missing or wrong bearer token (see " + d.opts.Home + "/" + TokenFile + "), and no dashboard session"
+		// Like the token's refusal, it says nothing about the daemon.
+		msg := "forbidden: a valid bearer token is required"
+		if errors.Is(err, dashboard.ErrCSRF) {
+			msg = "forbidden: " + err.Error()
 		}
 		d.fail(w, r, api.Errorf(api.CodeForbidden, "%s", msg))
 		return

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -81,11 +82,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
-		b, err := os.ReadFile(cfg.PromptFile)
-		if err != nil {
-			return storage.Run{}, &InputError{Msg: "cannot read the goal", Problems: []string{err.Error()}}
+		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
+			return storage.Run{}, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
-		goal = strings.TrimSpace(string(b))
 	}
 	if goal == "" {
 		return storage.Run{}, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
@@ -99,6 +98,10 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
+	envTrust, err := s.checkTrust(ctx, ws, cfg, sets)
+	if err != nil {
+		return storage.Run{}, err
+	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return storage.Run{}, fmt.Errorf("encode config: %w", err)
@@ -109,8 +112,18 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
 		Conditions: string(condJSON), Status: api.RunPending}
+	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws}
+	if w := unpricedBudget(cfg, full); w != "" {
+		payload["warnings"] = []string{w}
+	}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
-		return tx.InsertRun(run, map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws})
+		if err := tx.InsertRun(run, payload); err != nil {
+			return err
+		}
+		if envTrust != "" {
+			return tx.RequireEnvTrust(run.ID, envTrust)
+		}
+		return nil
 	})
 	if err != nil {
 		return storage.Run{}, err
@@ -217,7 +230,7 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 
 // Pause holds a run: at once when no step runs, else after the current step.
 func (s *Scheduler) Pause(ctx context.Context, runID string) error {
-	return s.store.Write(ctx, func(tx *storage.Tx) error {
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
 		run, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -233,6 +246,12 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 		}
 		return &StateError{Msg: fmt.Sprintf("run %s has ended (%s); nothing to pause", runID, run.Status)}
 	})
+	if err == nil {
+		if r := s.runner(runID); r != nil {
+			r.poke() // a runner waiting to retry after an error pauses now
+		}
+	}
+	return err
 }
 
 // Resume continues a PAUSED, WAITING, FAILED, ABORTED or INTERRUPTED run
@@ -305,4 +324,24 @@ func (s *Scheduler) Signal(ctx context.Context, runID string) error {
 		s.Wake()
 	}
 	return err
+}
+
+// unpricedBudget warns when a max_cost budget depends on the run's model
+// and that model is not in the pricing table: such a budget counts only
+// what the agent itself reports (Claude Code does; Codex and Gemini do not),
+// so it may never be reached. "" when there is nothing to say.
+func unpricedBudget(cfg config.Config, set stop.Set) string {
+	if !set.CostLimitWithoutModel() {
+		return ""
+	}
+	if _, ok := pricesOf(cfg).Lookup(cfg.Model); ok {
+		return ""
+	}
+	model := cfg.Model
+	if model == "" {
+		model = "(none set)"
+	}
+	return fmt.Sprintf("max_cost is set but the model %s cannot be priced: the budget counts only the cost the agent "+
+		"reports itself (Claude Code does; Codex and Gemini do not) unless the agent names a model loopd knows; "+
+		"add price.%s=input,output,cache_read,cache_write to .loop/config", model, cmp.Or(cfg.Model, "<model>"))
 }

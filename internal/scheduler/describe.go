@@ -55,6 +55,11 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 		out.Warnings = append(out.Warnings, fmt.Sprintf("cost unknown for part of the usage: model %q is not in the pricing table "+
 			"and the agent reported no cost; set price.<model> in .loop/config", out.Usage.Model))
 	}
+	if !run.Status.Terminal() {
+		if w := unpricedBudget(cfg, set); w != "" {
+			out.Warnings = append(out.Warnings, w)
+		}
+	}
 	out.Conditions, err = s.conditions(ctx, run, set)
 	if err != nil {
 		return out, err
@@ -205,7 +210,8 @@ func stepUsage(st *storage.Step) api.Usage {
 	u := api.Usage{InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, CacheReadTokens: st.CacheReadTokens,
 		CacheWriteTokens: st.CacheWriteTokens, Model: st.Model}
 	if st.ReportedCostUSD != nil {
-		u.ReportedCostUSD = *st.ReportedCostUSD
+		v := *st.ReportedCostUSD
+		u.ReportedCostUSD = &v
 	}
 	switch {
 	case st.PricedCostUSD != nil:

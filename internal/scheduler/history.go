@@ -189,7 +189,11 @@ func (t *tally) addUsage(s *storage.Step) {
 	u.CacheReadTokens += s.CacheReadTokens
 	u.CacheWriteTokens += s.CacheWriteTokens
 	if s.ReportedCostUSD != nil {
-		u.ReportedCostUSD += *s.ReportedCostUSD
+		// A new value each time, never updated in place: tallies are
+		// copied (prefix to scratch) and must not share it.
+		sum, _ := u.ReportedCost()
+		sum += *s.ReportedCostUSD
+		u.ReportedCostUSD = &sum
 	}
 	switch {
 	case s.PricedCostUSD != nil:

@@ -201,10 +201,18 @@ func (s *Scheduler) KillSteps() {
 		runners = append(runners, r)
 	}
 	s.mu.Unlock()
+	// Every step is signalled first, then waited for: each runner carries
+	// out its own kill (SIGTERM, grace, SIGKILL), so the graces run side
+	// by side instead of adding up (steps ignoring SIGTERM each cost the
+	// whole grace).
+	var dones []<-chan struct{}
 	for _, r := range runners {
 		if done := r.cancelStep(errDaemonStop); done != nil {
-			<-done
+			dones = append(dones, done)
 		}
+	}
+	for _, done := range dones {
+		<-done
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
@@ -233,7 +232,17 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	if ending == supervise.Detached {
 		return nil, errDetached
 	}
-	r.outcome(st, proc.Exit(), ending)
+	ex := proc.Exit()
+	if ex.Recorded {
+		// The step's own record says when it ended, not when this daemon
+		// noticed: a daemon frozen for a while (SIGSTOP, a suspended VM)
+		// must not count its freeze as the step's running time.
+		if at, ok := supervise.RecordedEnd(r.files(st.Seq, st.Phase).status, r.files(st.Seq, st.Phase).tag); ok {
+			ended := max(at.UnixMilli(), st.StartedAt)
+			st.EndedAt = &ended
+		}
+	}
+	r.outcome(st, ex, ending)
 	return st, nil
 }
 
@@ -298,7 +307,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		st.Error = "no output for " + r.cfg.IdleTimeout.String() + " (idle_timeout)"
 	default:
 		switch {
-		case ending != supervise.Exited:
+		case ending != supervise.Exited && !ex.Recorded:
 			// Stopped without a recorded cause (its record failed):
 			// never a failure of the phase.
 			st.Status, st.Error = api.StepCanceled, "stopped by the daemon"
@@ -358,8 +367,11 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		st.Model = r.cfg.Model
 	}
 	if price, ok := r.prices.Lookup(st.Model); ok && res.UsageFound {
+		// 1-hour cache writes are priced at their own rate; the split is
+		// read from the log again whenever the step is priced.
 		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, price)
+			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+			CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
 		st.PricedCostUSD = &cost
 	}
 	st.FinalMessage = tailString(res.FinalMessage, finalMessageCap)
@@ -465,7 +477,7 @@ func (r *runner) envWithFile() ([]string, error) {
 	if r.cfg.EnvFile == "" {
 		return env, nil
 	}
-	vars, err := config.LoadEnvFile(r.cfg.EnvFile)
+	vars, err := r.loadEnvFile()
 	if err != nil {
 		return nil, fmt.Errorf("env_file: %w", err)
 	}
@@ -562,6 +574,9 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		}
 		return r.conclude(done, events.StepFinished)
 	}
+	// Its leader is gone: whatever it left running while no daemon
+	// watched (a background job in a session of its own) goes now.
+	supervise.Sweep(f.tag)
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's

@@ -172,7 +172,7 @@ func (e Exit) String() string {
 	case e.Failed != "":
 		return e.Failed
 	case e.Signal != 0:
-		return "killed by " + e.Signal.String()
+		return "killed by " + signalName(e.Signal)
 	case e.Code >= 0:
 		return fmt.Sprintf("exit code %d", e.Code)
 	}
@@ -196,6 +196,7 @@ type Process struct {
 	cmd     *exec.Cmd // for children of this daemon
 	pidfd   int       // for adopted processes with pidfd support; -1 otherwise
 	adopted bool      // started by an earlier daemon
+	cgroup  string    // the step's cgroup directory; "" when it has none (see cgroup.go)
 
 	gated  bool     // started with Spec.Gated
 	gate   *os.File // the gate's write end until Open or Abandon
@@ -258,7 +259,24 @@ func Start(spec Spec) (*Process, error) {
 	if gateR != nil {
 		cmd.ExtraFiles = []*os.File{gateR} // fd 3
 	}
-	if err := cmd.Start(); err != nil {
+	cg, cgfd := newCgroup(spec.Tag)
+	if cgfd >= 0 {
+		// Born in its cgroup: not even the leader's first fork escapes.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
+	}
+	err = startRegistered(cmd)
+	if err != nil && cgfd >= 0 {
+		// clone3 refused (a seccomp filter, an old kernel): without the
+		// cgroup, the step's processes are found by tag and parentage.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = false, 0
+		os.Remove(cg)
+		cg = ""
+		err = startRegistered(cmd)
+	}
+	if cgfd >= 0 {
+		unix.Close(cgfd)
+	}
+	if err != nil {
 		closeAll(gateW, logErr)
 		return nil, fmt.Errorf("start step: %w", err)
 	}
@@ -271,6 +289,7 @@ func Start(spec Spec) (*Process, error) {
 		gated:      spec.Gated,
 		gate:       gateW,
 		logErr:     logErr,
+		cgroup:     cg,
 	}
 	p.Pid = cmd.Process.Pid
 	p.BootID = BootID()
@@ -367,9 +386,12 @@ func (p *Process) waitChild() {
 	p.mu.Lock()
 	// The leader is a zombie: its pgid cannot have been reused. Anything
 	// still in the group is an orphan of the step (a background job the
-	// agent left behind); it must not outlive the step.
+	// agent left behind); it must not outlive the step. Nor must what left
+	// the group: in the step's cgroup, or carrying its tag.
 	_ = unix.Kill(-p.Pid, unix.SIGKILL)
+	p.killEscaped(unix.SIGKILL)
 	_ = p.cmd.Wait() // the exit status is in ProcessState
+	unregisterLeader(p.Pid)
 	p.reaped = true
 	// The wrapper exits with its commands' status once it has recorded
 	// it; killed by a signal, or at a gate never opened, it recorded
@@ -393,7 +415,22 @@ func (p *Process) waitChild() {
 		p.logErr = nil
 	}
 	p.mu.Unlock()
+	if p.cgroup != "" {
+		removeCgroup(p.cgroup) // once the killed leftovers have left it
+	}
 	close(p.done)
+}
+
+// killEscaped sends sig to the step's processes outside its process group
+// (and to those inside it, again): with SIGKILL and a cgroup, all at once
+// through cgroup.kill; otherwise each process of stepProcesses. The caller
+// holds p.mu.
+func (p *Process) killEscaped(sig syscall.Signal) int {
+	n := 0
+	if sig == unix.SIGKILL && p.cgroup != "" && killCgroup(p.cgroup) {
+		n++
+	}
+	return n + signalProcs(stepProcesses(p.Pid, p.tag, p.cgroup), sig)
 }
 
 // logFailure reads what a gated wrapper wrote before it had its log: a
@@ -445,6 +482,7 @@ func Adopt(id Identity, tag, statusPath string) (*Process, error) {
 			return nil, ErrGone
 		}
 		p.pidfd = fd
+		p.cgroup = stepCgroup(id.Pid, tag)
 		go p.waitAdopted()
 	case errors.Is(err, unix.ESRCH):
 		return nil, ErrGone
@@ -455,6 +493,7 @@ func Adopt(id Identity, tag, statusPath string) (*Process, error) {
 		if !Matches(id, tag) {
 			return nil, ErrGone
 		}
+		p.cgroup = stepCgroup(id.Pid, tag)
 		go p.pollAdopted()
 	}
 	return p, nil
@@ -494,6 +533,12 @@ func (p *Process) adoptedExited() {
 	p.exit = Exit{Code: -1}
 	p.mu.Unlock()
 	signalTagged(p.Pid, p.tag, unix.SIGKILL)
+	p.mu.Lock()
+	p.killEscaped(unix.SIGKILL)
+	p.mu.Unlock()
+	if p.cgroup != "" {
+		removeCgroup(p.cgroup)
+	}
 	p.settle()
 }
 
@@ -518,10 +563,14 @@ func (p *Process) Signal(sig syscall.Signal) bool {
 	if p.reaped {
 		return false
 	}
+	// The processes that left the group get the same signal, and so the
+	// same grace: a background server the agent started in its own
+	// session is asked to stop before it is killed.
+	n := p.killEscaped(sig)
 	if p.adopted {
-		return signalTagged(p.Pid, p.tag, sig) > 0
+		return signalTagged(p.Pid, p.tag, sig)+n > 0
 	}
-	return unix.Kill(-p.Pid, sig) == nil
+	return unix.Kill(-p.Pid, sig) == nil || n > 0
 }
 
 // Terminate stops the step: SIGTERM to its group, then SIGKILL after grace
@@ -540,4 +589,13 @@ func (p *Process) Terminate(grace time.Duration) {
 	}
 	p.Signal(unix.SIGKILL)
 	<-p.done
+}
+
+// signalName is a signal's name, such as "SIGKILL" (syscall.Signal's String
+// is a description: "killed", which read "killed by killed").
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }

@@ -55,6 +55,10 @@ type Usage struct {
 	// CacheWriteTokens are Anthropic cache_creation_input_tokens or OpenAI
 	// cache_write_input_tokens (newer Codex versions report them).
 	CacheWriteTokens int64
+	// CacheWrite1hTokens are the part of CacheWriteTokens that Anthropic
+	// wrote to the cache for one hour (usage.cache_creation.
+	// ephemeral_1h_input_tokens), priced higher than 5-minute writes.
+	CacheWrite1hTokens int64
 	// ReportedCostUSD is what the agent itself reported (Claude
 	// total_cost_usd, generic cost_usd); nil when it reported none. Codex
 	// reports no cost.
