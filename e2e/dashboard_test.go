@@ -226,9 +226,21 @@ func TestDashboardLogin(t *testing.T) {
 		t.Fatalf("/ after an expired link shows %q", got)
 	}
 
-	// A link for a run opens its page; a run that does not exist is
-	// refused by loopctl with the same words as every other command.
-	r := e.loopctl("dashboard", "nosuchrun")
+	// --open hands the link to $BROWSER.
+	opened := filepath.Join(t.TempDir(), "opened")
+	e.writeFile("browser.sh", "#!/bin/sh\nprintf '%s' \"$1\" > "+opened+"\n", 0o755)
+	r := e.loopctlEnv([]string{"BROWSER=" + filepath.Join(e.ws, "browser.sh")}, "dashboard", "--open")
+	if r.code != 0 {
+		t.Fatalf("dashboard --open: exit %d %s", r.code, r.stderr)
+	}
+	eventually(t, "the browser script to get the link", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(opened)
+		return string(b) == strings.TrimSpace(r.stdout)
+	})
+
+	// A run that does not exist is refused by loopctl with the same words
+	// as every other command.
+	r = e.loopctl("dashboard", "nosuchrun")
 	if r.code != 66 || !strings.Contains(r.stderr, "nosuchrun") {
 		t.Fatalf("dashboard nosuchrun: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -307,7 +319,13 @@ func TestDashboardRunPageLedger(t *testing.T) {
 	if code := e.wait(id); code != 0 {
 		t.Fatalf("run ended with %d, want COMPLETED", code)
 	}
-	e.login(b, "run", id)
+	// `loopctl dashboard last` opens the newest run of the workspace.
+	e.login(b, "run", "last")
+	var shown string
+	b.eval(`document.body.dataset.run`, &shown)
+	if shown != id {
+		t.Fatalf("dashboard last opened run %q, want %s", shown, id)
+	}
 	b.waitText("#status", "COMPLETED")
 	b.waitText("#reason", "completed:promise+verify")
 	// The same numbers as loopctl status and steps.
@@ -405,6 +423,9 @@ func TestDashboardButtons(t *testing.T) {
 	eventually(t, "iteration 1's agent", 20*time.Second, func() bool { return len(e.invocations()) == 1 })
 	e.login(b, "run", id)
 	b.waitText("#status", "RUNNING")
+	// The log tail shows the running step's output as it is written.
+	b.waitText("#log-step", "implementation · iteration 1")
+	b.waitText("#log", "working on iteration 1")
 
 	// Signal: sets user_signal, as loopctl signal does.
 	b.act(`button[data-action="signal"]`, "signal: done")
