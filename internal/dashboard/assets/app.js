@@ -139,15 +139,41 @@
         return resp.text().then(function (t) {
           var v; try { v = JSON.parse(t); } catch (e) { v = t; }
           if (!resp.ok) throw new Error(errorText(v, resp));
-          return v;
+          if (action === "land") return landOutcome(t);
+          return label(action) + ": done — " + outcome(action, v || {});
         });
-      }).then(function (r) {
+      }).then(function (text) {
         result.className = "ok";
-        result.textContent = label(action) + ": done — " + outcome(action, r || {});
+        result.textContent = text;
       }, function (err) {
         result.className = "error";
         result.textContent = label(action) + ": " + err.message;
       });
+    }
+    // A land answers with NDJSON: progress lines, then one result, refusal
+    // or error, worded here as loopctl land prints them.
+    function landOutcome(t) {
+      var last = {};
+      t.split("\n").forEach(function (l) {
+        if (!l.trim()) return;
+        try { var m = JSON.parse(l); if (m.result || m.refusal || m.error) last = m; } catch (e) { /* not a message */ }
+      });
+      var short = function (c) { return (c || "").slice(0, 12); };
+      if (last.result) {
+        var r = last.result;
+        var v = r.verified ? (r.base_moved ? "verified: the merge with the moved " + r.base_branch + " (" + short(r.tested_commit) + ") passed verify_command"
+          : "verified: the run's last verification of " + short(r.tested_commit) + " stands")
+          : "NOT verified (" + (r.note || "").replace(/^not verified: /, "") + ")";
+        return "land: landed " + r.branch + " into " + r.base_branch + " (" + r.mode + "): " + r.base_branch + " is now " + short(r.commit) + "\n" + v;
+      }
+      if (last.refusal) {
+        var f = last.refusal, msg = "land refused (" + f.kind + "): " + f.message;
+        if (f.output_tail) msg += "\n\nlast output of verify_command (all of it: " + f.log_path + "):\n  " + f.output_tail.replace(/\n$/, "").split("\n").join("\n  ");
+        if (f.hand && f.hand.length) msg += "\n\nthe run's branch is " + f.branch + "; to finish by hand:\n  " + f.hand.join("\n  ");
+        throw new Error(msg.replace(/^land refused/, "refused"));
+      }
+      if (last.error) throw new Error(errorText({ error: last.error }, {}));
+      throw new Error("the daemon's answer ended before the land's outcome; see loopctl status");
     }
     function label(action) { return action === "stop-now" ? "stop --now" : action; }
     // What happened, in loopctl's words.
