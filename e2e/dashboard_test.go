@@ -491,6 +491,19 @@ func TestDashboardButtons(t *testing.T) {
 		t.Fatalf("Pause on an ended run shows %q; loopctl says %q (exit %d)", got, want, cli.code)
 	}
 	b.shot("dashboard-run-buttons")
+
+	// The runs page keeps ended runs' views until their next event: a
+	// resumed run is never shown as it was.
+	base := strings.Split(b.location(), "/runs/")[0]
+	b.run("open the runs page", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#run-"+id, chromedp.ByQuery))
+	b.waitText("#run-"+id+" .badge", "INTERRUPTED")
+	e.must("resume", id)
+	b.run("reload the runs page", chromedp.Reload(), chromedp.WaitVisible("#run-"+id, chromedp.ByQuery))
+	var badge string
+	b.eval(`document.querySelector("#run-`+id+` .badge").textContent`, &badge)
+	if badge == "INTERRUPTED" {
+		t.Fatal("the runs page shows a resumed run as INTERRUPTED")
+	}
 }
 
 func TestDashboardCSRF(t *testing.T) {

@@ -130,7 +130,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 	})
-	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
+	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d, ended: &endedViews{}}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 
 	ln, err := listenUnix(opts.Socket)
