@@ -85,8 +85,8 @@ func (o *Options) run(ctx context.Context) error {
 		}
 	} else {
 		fmt.Fprintf(o.Out, "%s\n", login.URL)
-		fmt.Fprintf(o.Err, "open this link within %s (it works once) to log in to the dashboard\n",
-			time.Until(login.ExpiresAt.Time).Round(time.Second))
+		fmt.Fprintf(o.Err, "open this link within %.0f seconds (it works once) to log in to the dashboard\n",
+			max(time.Until(login.ExpiresAt.Time), 0).Seconds())
 	}
 	if o.Open {
 		open := o.Browser
