@@ -181,7 +181,7 @@ func TestDashboardLogin(t *testing.T) {
 	if got := b.text("#refused"); !strings.Contains(got, "not logged in") || !strings.Contains(got, "loopctl dashboard") {
 		t.Fatalf("/ without a session shows %q", got)
 	}
-	for _, p := range []string{"/", "/assets/app.js", "/assets/app.css", "/runs/x", "/live/runs?after=0", "/v1/runs"} {
+	for _, p := range []string{"/", "/assets/app.js", "/assets/app.css", "/runs/x", "/live/runs?after=0", "/v1/runs", "/metrics"} {
 		resp, err := http.Get(base + p)
 		if err != nil {
 			t.Fatal(err)
@@ -200,6 +200,14 @@ func TestDashboardLogin(t *testing.T) {
 	if strings.Contains(visible, "loopd_session") {
 		t.Fatalf("the session cookie is readable by scripts: %q", visible)
 	}
+
+	// The session opens /metrics too: the listener checks the token or the
+	// cookie in one place, for every path.
+	b.run("open /metrics", chromedp.Navigate(base+"/metrics"))
+	if got := b.text("body"); !strings.Contains(got, "# TYPE loopd_runs") {
+		t.Fatalf("/metrics with a session shows %q", got)
+	}
+	b.run("back to the runs page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(`body[data-page="runs"]`, chromedp.ByQuery))
 
 	// The same link again: refused (single use), even in a logged-in browser.
 	b.run("reuse the login link", chromedp.Navigate(out))

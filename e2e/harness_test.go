@@ -53,9 +53,9 @@ type env struct {
 	ws     string
 	daemon *exec.Cmd
 	logs   []string // daemon log files, one per start
-	// daemonEnv is added to the daemon's environment.
+	exited chan struct{}
+	// daemonEnv is added to the daemon's environment (not loopctl's).
 	daemonEnv []string
-	exited    chan struct{}
 }
 
 func newEnv(t *testing.T) *env {

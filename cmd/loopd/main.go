@@ -50,6 +50,7 @@ func run(args []string) int {
 	codeTTL := fs.Duration("dashboard-code-ttl", envDuration("LOOPD_DASHBOARD_CODE_TTL", time.Minute), "how long a `loopctl dashboard` login link stays valid, at most 10m (env LOOPD_DASHBOARD_CODE_TTL)")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
 	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
+	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -63,7 +64,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if *version {
-		fmt.Println("loopd", api.Version)
+		fmt.Println("loopd", api.BuildVersion())
 		return exitOK
 	}
 	if *maxRuns < 1 {
@@ -112,10 +113,10 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
+		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.BuildVersion(),
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
-		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, DashboardCodeTTL: *codeTTL,
+		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff, DashboardCodeTTL: *codeTTL,
 	})
 	var locked *daemon.LockedError
 	switch {
@@ -165,10 +166,10 @@ func envInt(key string, def int) int {
 
 func envDuration(key string, def time.Duration) time.Duration {
 	if v := os.Getenv(key); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			return d
 		}
-		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a duration such as 90s or 2m\n", key, v)
+		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a duration such as 2s\n", key, v)
 	}
 	return def
 }

@@ -226,14 +226,6 @@ func dashboardHost(l net.Listener) string {
 	return net.JoinHostPort(host, port)
 }
 
-// authorizeTCP is the one check every request on the TCP listener passes:
-// the bearer token, or a dashboard session (with its CSRF token for a
-// state change). The JSON API, the dashboard and anything else served on
-// the listener share it.
-func (d *Daemon) authorizeTCP(r *http.Request) error {
-	return d.dash.Auth().Authorize(r, tokenOK(r, d.token))
-}
-
 // refuseTCP answers a refused TCP request: the JSON API with its error
 // body, a page or asset with a page saying how to log in.
 func (d *Daemon) refuseTCP(w http.ResponseWriter, r *http.Request, err error) {

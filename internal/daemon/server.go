@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
@@ -41,6 +42,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
+	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log))
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
 	d.dash.Register(mux) // the web dashboard: /, /runs/{id}, /login, /live/…, /assets/…
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -80,3 +80,12 @@ func tokenOK(r *http.Request, token string) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
+
+// authorizeTCP is the one place a request on the TCP listener is
+// authorized, for the JSON API, /metrics and the dashboard alike: the
+// bearer token in LOOPD_HOME/http.token, or a dashboard session cookie
+// (with the page's CSRF token and a same-origin Origin for a state
+// change). A nil error admits the request.
+func (d *Daemon) authorizeTCP(r *http.Request) error {
+	return d.dash.Auth().Authorize(r, tokenOK(r, d.token))
+}
