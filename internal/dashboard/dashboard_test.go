@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loopd/loopd/internal/api"
 )
@@ -538,5 +540,109 @@ func TestRunsStreamSendsChangedRows(t *testing.T) {
 	_, data = sseEvent(t, rd)
 	if err := json.Unmarshal([]byte(data), &u); err != nil || u.ID != "r1" || u.HTML != "" {
 		t.Fatalf("%s: want r1 removed (html empty)", data)
+	}
+}
+
+func TestRunStreamSendsTheRunsParts(t *testing.T) {
+	src := ledgerSource(3)
+	srv, s, _ := testServer(t, src)
+	c := login(t, srv, s, "/")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/live/runs/big?after=1&page=1", nil)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+
+	// Another run's event is not this page's business; this run's is.
+	src.commit(api.Run{ID: "other", Status: api.RunRunning})
+	run, _ := src.Run(t.Context(), "big")
+	run.Status, run.Reason = api.RunFailed, "max_consecutive_failures:verification:3"
+	src.commit(run)
+	ev, data := sseEvent(t, rd)
+	var u runUpdate
+	if err := json.Unmarshal([]byte(data), &u); err != nil || ev != "run" {
+		t.Fatalf("event %q %s", ev, data)
+	}
+	if u.Status != api.RunFailed || !strings.Contains(u.Summary, "max_consecutive_failures:verification:3") ||
+		!strings.Contains(u.Ledger, `id="it-3"`) || !strings.Contains(u.Charts, "<svg") {
+		t.Fatalf("update %+v: want the FAILED summary, the ledger's newest page and the charts", u)
+	}
+}
+
+func TestLogStreamTailsTheNewestStep(t *testing.T) {
+	src := newFakeSource()
+	src.commit(api.Run{ID: "r", Status: api.RunRunning})
+	dir := t.TempDir()
+	first := dir + "/1.log"
+	// More than the backlog: only the tail is sent, never a split character.
+	big := strings.Repeat("é", logBacklog) + "\nlast line of step 1\n"
+	if err := os.WriteFile(first, []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src.steps["r"] = []Step{{Step: api.Step{RunID: "r", Seq: 1, Phase: api.PhaseImplementation, Iteration: 1, LogPath: first, Status: api.StepRunning}}}
+	srv, s, _ := testServer(t, src)
+	c := login(t, srv, s, "/")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/live/runs/r/log", nil)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	next := func() logUpdate {
+		t.Helper()
+		_, data := sseEvent(t, rd)
+		var u logUpdate
+		if err := json.Unmarshal([]byte(data), &u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	if u := next(); !u.Start || u.Seq != 1 || u.Phase != "implementation" {
+		t.Fatalf("first update %+v: want the start of step 1", u)
+	}
+	var text strings.Builder
+	for !strings.Contains(text.String(), "last line of step 1") {
+		u := next()
+		if strings.ContainsRune(u.Text, utf8.RuneError) {
+			t.Fatal("the tail split a character")
+		}
+		text.WriteString(u.Text)
+	}
+	if n := len(text.String()); n > logBacklog+len("…")+4 {
+		t.Fatalf("the backlog sent %d bytes, want about %d", n, logBacklog)
+	}
+	// What the step writes next arrives as it is written.
+	f, err := os.OpenFile(first, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, "more output")
+	f.Close()
+	if u := next(); u.Text != "more output\n" {
+		t.Fatalf("appended output arrived as %q", u.Text)
+	}
+	// A new step: the tail moves on.
+	second := dir + "/2.log"
+	if err := os.WriteFile(second, []byte("verifying\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src.mu.Lock()
+	src.steps["r"] = append(src.steps["r"], Step{Step: api.Step{RunID: "r", Seq: 2, Phase: api.PhaseVerification, Iteration: 1, LogPath: second}})
+	src.mu.Unlock()
+	src.commit(api.Run{ID: "r", Status: api.RunRunning})
+	if u := next(); !u.Start || u.Seq != 2 || u.Phase != "verification" {
+		t.Fatalf("%+v: want the start of step 2", u)
+	}
+	if u := next(); u.Text != "verifying\n" {
+		t.Fatalf("step 2's output arrived as %q", u.Text)
 	}
 }

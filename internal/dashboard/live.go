@@ -286,6 +286,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 		cur     *api.Step
 		f       *os.File
 		pending []byte // a character cut at the end of a read, completed by the next
+		cut     bool   // the tail starts mid-file, maybe mid-character
 		quiet   time.Duration
 	)
 	defer func() {
@@ -304,14 +305,14 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 			}
 			if last != nil && (cur == nil || last.Seq != cur.Seq) {
 				// Finish the old step's output before moving on.
-				if f != nil && s.drain(st, f, cur, buf, &pending) != nil {
+				if f != nil && s.drain(st, f, cur, buf, &pending, &cut) != nil {
 					return
 				}
 				if f != nil {
 					f.Close()
 					f = nil
 				}
-				cur, pending = last, nil
+				cur, pending, cut = last, nil, false
 				if err := st.send("log", 0, logUpdate{Start: true, Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration}); err != nil {
 					return
 				}
@@ -321,14 +322,14 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 			if f, err = os.Open(cur.LogPath); err == nil {
 				if fi, err := f.Stat(); err == nil && fi.Size() > logBacklog {
 					_, _ = f.Seek(fi.Size()-logBacklog, io.SeekStart)
-					pending = []byte("…")
+					cut = true
 				}
 			} else {
 				f = nil // not written yet
 			}
 		}
 		if f != nil {
-			if err := s.drain(st, f, cur, buf, &pending); err != nil {
+			if err := s.drain(st, f, cur, buf, &pending, &cut); err != nil {
 				return
 			}
 		}
@@ -347,24 +348,33 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 
 // drain sends what the log has gained since the last read, never splitting
 // a UTF-8 character between two updates.
-func (s *Server) drain(st *stream, f *os.File, cur *api.Step, buf []byte, pending *[]byte) error {
+// A tail that starts mid-file (cut) drops the rest of a character it
+// began in, and says that it begins mid-way.
+func (s *Server) drain(st *stream, f *os.File, cur *api.Step, buf []byte, pending *[]byte, cut *bool) error {
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			b := append(*pending, buf[:n]...)
-			cut := len(b)
+			data := buf[:n]
+			if *cut {
+				for len(data) > 0 && !utf8.RuneStart(data[0]) {
+					data = data[1:]
+				}
+				*pending, *cut = append([]byte("…"), *pending...), false
+			}
+			b := append(*pending, data...)
+			end := len(b)
 			for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
 				if utf8.RuneStart(b[i]) {
 					if !utf8.FullRune(b[i:]) {
-						cut = i
+						end = i
 					}
 					break
 				}
 			}
-			*pending = append([]byte(nil), b[cut:]...)
-			if cut > 0 {
+			*pending = append([]byte(nil), b[end:]...)
+			if end > 0 {
 				if err := st.send("log", 0, logUpdate{Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration,
-					Text: string(b[:cut])}); err != nil {
+					Text: string(b[:end])}); err != nil {
 					return err
 				}
 			}
