@@ -403,6 +403,10 @@ func TestDashboardRunPageLedger(t *testing.T) {
 	}
 	b.shot("dashboard-run-phone")
 	b.viewShot("dashboard-run-phone-view")
+	b.run("scroll to the actions", chromedp.ScrollIntoView(".actions", chromedp.ByQuery))
+	b.viewShot("dashboard-run-phone-actions")
+	b.run("scroll to the ledger", chromedp.ScrollIntoView("#ledger", chromedp.ByQuery))
+	b.viewShot("dashboard-run-phone-ledger")
 	b.run("phone runs page", chromedp.Navigate(strings.Split(b.location(), "/runs/")[0]+"/"), chromedp.WaitVisible("#run-"+id, chromedp.ByQuery))
 	b.eval(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
 	if overflow {
