@@ -438,6 +438,8 @@ func TestDashboardButtons(t *testing.T) {
 	// The log tail shows the running step's output as it is written.
 	b.waitText("#log-step", "implementation · iteration 1")
 	b.waitText("#log", "working on iteration 1")
+	// Every update below comes without a reload: this marker would go.
+	b.eval(`window.loopdMarker = 7`, new(int))
 
 	// Signal: sets user_signal, as loopctl signal does.
 	b.act(`button[data-action="signal"]`, "signal: done")
@@ -464,6 +466,10 @@ func TestDashboardButtons(t *testing.T) {
 	}
 	e.writeFile("release-1", "", 0o644)
 	b.waitText("#status", "PAUSED")
+	// The ledger shows iteration 1's final message now that its
+	// implementation step ended (the pause held the run before its
+	// verification).
+	b.waitText("#it-1 .final", "Iteration 1: I changed the code.")
 
 	// Resume with a --set: the limit is raised, the run goes on.
 	got = b.act(`form.resume button`, "resume: done")
@@ -480,6 +486,9 @@ func TestDashboardButtons(t *testing.T) {
 		t.Fatalf("after Resume with max_iterations=7 the limit is %d (%s)", limit, got)
 	}
 	b.waitText("#iteration", "2 / 7")
+	// Iteration 1's verification ran after the resume: its failing tests
+	// joined the ledger.
+	b.waitText("#it-1 .verify .failing", "TestParse")
 
 	// Stop: graceful — requested, the run goes on until its step ends.
 	eventually(t, "iteration 2's agent", 20*time.Second, func() bool { return len(e.invocations()) == 2 })
@@ -495,6 +504,11 @@ func TestDashboardButtons(t *testing.T) {
 		t.Fatalf("after Stop now the last step is %s, want CANCELED", last.Status)
 	}
 	b.waitText("#reason", "user_stop")
+	var marker int
+	b.eval(`window.loopdMarker`, &marker)
+	if marker != 7 {
+		t.Fatal("the run page was reloaded; it must update in place")
+	}
 
 	// A button on an ended run: loopctl's own error.
 	got = b.act(`button[data-action="pause"]`, "pause: ")
