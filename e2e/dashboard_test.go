@@ -48,6 +48,12 @@ type browser struct {
 func newBrowser(t testing.TB) *browser {
 	t.Helper()
 	path := chromiumPath(t)
+	// A fresh profile, removed by the cleanup below rather than by
+	// t.TempDir, which fails the test if a helper process still writes.
+	profile, err := os.MkdirTemp("", "loopd-chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -58,12 +64,22 @@ func newBrowser(t testing.TB) *browser {
 		chromedp.Flag("disable-background-networking", true), // the network is closed
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 900),
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the browser and waits for it
+		cancel()
+		cancelAlloc()
+		// Chromium's helper processes may still be writing the profile as
+		// they exit: remove it once they are gone.
+		deadline := time.Now().Add(10 * time.Second)
+		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
