@@ -80,7 +80,7 @@
           document.getElementById("ledger").replaceChildren(fragment(u.ledger));
           document.querySelectorAll("details.diff").forEach(function (d) {
             if (d.dataset.diff in open) {
-              d.querySelector("pre").textContent = open[d.dataset.diff];
+              showDiff(d.querySelector("pre"), open[d.dataset.diff]);
               d.dataset.loaded = "1";
               d.open = true;
             }
@@ -121,9 +121,22 @@
           if (typeof v === "string") return v;
           return v.diff || v.patch || JSON.stringify(v, null, 2);
         });
-      }).then(function (text) { pre.textContent = text || "(empty diff)"; },
+      }).then(function (text) { showDiff(pre, text || "(empty diff)"); },
         function (err) { pre.textContent = err.message; d.dataset.loaded = ""; });
     }, true);
+
+    // A diff, one span per line, coloured by its first character.
+    function showDiff(pre, text) {
+      pre.textContent = "";
+      text.replace(/\n$/, "").split("\n").forEach(function (line) {
+        var span = document.createElement("span");
+        var c = line.charAt(0);
+        span.className = line.startsWith("@@") ? "hunk" : (c === "+" && !line.startsWith("+++")) ? "add" :
+          (c === "-" && !line.startsWith("---")) ? "del" : "";
+        span.textContent = line + "\n";
+        pre.append(span);
+      });
+    }
 
     var result = document.getElementById("action-result");
     function act(action, payload) {
