@@ -42,6 +42,9 @@ type Options struct {
 	// RetryBackoff is how long a run whose runner hit an internal error
 	// waits before trying again; default 5s.
 	RetryBackoff time.Duration
+	// APIBackoff is the first wait of a run whose model API is unavailable;
+	// it doubles per failed attempt up to 30 times itself. Default 1m.
+	APIBackoff time.Duration
 	// LogFile, when set, also receives the logs, through a core built by
 	// LogCore. It is opened only after the lock is taken, so a second
 	// daemon that refuses to start writes nothing.
@@ -135,6 +138,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
+		APIBackoff: opts.APIBackoff,
 	})
 	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d, ended: &endedViews{}}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
