@@ -25,15 +25,12 @@ func (e *env) dashboardRepo() {
 	}
 }
 
-// TestDashboardDiffAndLand needs the change ledger, the diff and land
-// routes and the isolation key of the workspaces work; until `loopctl
-// land` is in this build it is skipped, saying so.
+// TestDashboardDiffAndLand: a worktree run's change ledger, an
+// iteration's diff on demand, and the Land button with loopctl land's
+// words, refused the second time.
 func TestDashboardDiffAndLand(t *testing.T) {
-	e := dashboardEnv(t)
-	if e.loopctl("land", "--help").code != 0 {
-		t.Skip("this build has no land route yet (loopctl land): the Land button is wired to POST /v1/runs/{id}/land, diffs to GET /v1/runs/{id}/diff")
-	}
 	b := newBrowser(t)
+	e := dashboardEnv(t)
 	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=2"), verifyTests, "isolation=worktree")
 	e.dashboardRepo()
 	id := e.start("Parse nested tables")

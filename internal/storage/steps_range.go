@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 )
 
 // StepsBetween lists a run's steps with fromSeq ≤ seq ≤ toSeq, with every
@@ -14,17 +12,6 @@ func (s *Store) StepsBetween(ctx context.Context, runID string, fromSeq, toSeq i
 	err := s.sel(ctx, &steps, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? AND seq BETWEEN ? AND ? ORDER BY seq`,
 		runID, fromSeq, toSeq)
 	return steps, err
-}
-
-// LastStep reads a run's newest step (light columns), or ErrNotFound
-// before its first.
-func (s *Store) LastStep(ctx context.Context, runID string) (Step, error) {
-	var st Step
-	err := s.get(ctx, &st, `SELECT `+stepLight+` FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return st, ErrNotFound
-	}
-	return st, err
 }
 
 // ChangedRuns lists the runs that have events with seq > after (each run

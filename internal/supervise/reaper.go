@@ -70,6 +70,14 @@ func BecomeSubreaper(ctx context.Context) error {
 			case <-t.C:
 			}
 			reapOrphans()
+			// Every step's end is a SIGCHLD, and a scan reads every
+			// process's stat: with hundreds of runs that was most of the
+			// daemon's CPU. An orphan's zombie may wait a second.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
 		}
 	}()
 	return nil

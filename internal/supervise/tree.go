@@ -69,8 +69,26 @@ func allProcs() []procInfo {
 // leader and the members of its process group are not included: the caller
 // signals the group as a whole (a second signal could turn a graceful stop
 // into a forced one). Zombies are left out: they are dead.
-func stepProcesses(leader int, tag, cg string) []procInfo {
-	procs := allProcs()
+//
+// since is the leader's start time (clock ticks since boot; 0 if unknown):
+// a process started before it cannot carry the step's tag, so its
+// environment is not read (with hundreds of runs, reading every process's
+// environment at every step's end was most of the daemon's work).
+//
+// With a cgroup, its members are the step's processes: none can leave it
+// without writing another cgroup's files, and reading only them keeps a
+// step's end from costing a read of every process on the machine.
+func stepProcesses(leader int, since int64, tag, cg string) []procInfo {
+	var procs []procInfo
+	if cg != "" {
+		for _, pid := range cgroupPids(cg) {
+			if pi, ok := readStat(pid); ok && pi.pid != leader && pi.pgid != leader && pi.state != 'Z' && pi.pid != os.Getpid() {
+				procs = append(procs, pi)
+			}
+		}
+		return procs
+	}
+	procs = allProcs()
 	want := map[int]bool{}
 	if cg != "" {
 		for _, pid := range cgroupPids(cg) {
@@ -96,7 +114,7 @@ func stepProcesses(leader int, tag, cg string) []procInfo {
 		if pi.pid == leader || pi.pgid == leader || pi.state == 'Z' || pi.pid == os.Getpid() {
 			continue
 		}
-		if want[pi.pid] || hasTagEnv(pi.pid, entry) {
+		if want[pi.pid] || (pi.start >= since && hasTagEnv(pi.pid, entry)) {
 			out = append(out, pi)
 		}
 	}
@@ -139,7 +157,7 @@ func signalProcs(procs []procInfo, sig syscall.Signal) int {
 // cgroup, found from them or by name under this daemon's cgroup, which it
 // then removes.
 func Sweep(tag string) {
-	procs := stepProcesses(-1, tag, "")
+	procs := stepProcesses(-1, 0, tag, "")
 	cgs := map[string]bool{}
 	for _, pi := range procs {
 		if cg := stepCgroup(pi.pid, tag); cg != "" {
