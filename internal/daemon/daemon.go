@@ -147,7 +147,7 @@ func Run(ctx context.Context, opts Options) error {
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff,
 	})
-	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d, ended: &endedViews{}}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
+	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 	// The outbox hook is installed before the first write: every state
 	// change from now on enqueues its notifications in its own transaction.

@@ -6,10 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
@@ -19,46 +16,9 @@ import (
 
 // dashSource is the dashboard's view of the daemon: the same store reads
 // and scheduler views the JSON API uses.
-type dashSource struct {
-	d     *Daemon
-	ended *endedViews
-}
+type dashSource struct{ d *Daemon }
 
 var _ dashboard.Source = dashSource{}
-
-// endedViews keeps the views of ended runs, each with the run's newest
-// event seq when it was described. Describing a run reads all its steps,
-// so a runs page of 100 long runs costs seconds; an ended run's view
-// changes only with a new event of its own (resume, land, postmortem), so
-// it is described again only then.
-type endedViews struct {
-	mu    sync.Mutex
-	views map[string]endedView
-}
-
-type endedView struct {
-	seq  int64
-	view api.Run
-}
-
-// maxEndedViews bounds the cache; past it, it starts over.
-const maxEndedViews = 1000
-
-func (c *endedViews) get(id string, seq int64) (api.Run, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.views[id]
-	return v.view, ok && v.seq == seq
-}
-
-func (c *endedViews) put(id string, seq int64, view api.Run) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.views == nil || len(c.views) >= maxEndedViews {
-		c.views = map[string]endedView{}
-	}
-	c.views[id] = endedView{seq: seq, view: view}
-}
 
 // apiErr turns the store's user-facing errors into the API errors the JSON
 // API would answer with, so a page says what loopctl would.
@@ -84,42 +44,16 @@ func (s dashSource) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run,
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, len(runs))
-	for i, run := range runs {
-		ids[i] = run.ID
-	}
-	// Read before describing: an event committed meanwhile makes the
-	// cached view stale, never a stale view look fresh.
-	seqs, err := s.d.store.LastEventSeqs(ctx, ids)
+	// The same views as `loopctl list`: aggregates read for all the runs
+	// together, whatever their number of steps.
+	out, err := s.d.sched.DescribeList(ctx, runs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]api.Run, len(runs))
-	// A few at a time: each reads its run's steps from the reader pool.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(4)
-	for i, run := range runs {
-		ended := run.Status.Terminal()
-		if ended {
-			if view, ok := s.ended.get(run.ID, seqs[run.ID]); ok {
-				out[i] = view
-				continue
-			}
-		}
-		g.Go(func() error {
-			view, err := s.d.sched.Describe(gctx, run, scheduler.DescribeOptions{})
-			if err != nil {
-				return err
-			}
-			view.Config = nil
-			out[i] = view
-			if ended {
-				s.ended.put(run.ID, seqs[run.ID], view)
-			}
-			return nil
-		})
+	for i := range out {
+		out[i].Config = nil
 	}
-	return out, g.Wait()
+	return out, nil
 }
 
 func (s dashSource) Run(ctx context.Context, ref string) (api.Run, error) {
