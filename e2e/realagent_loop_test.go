@@ -233,3 +233,135 @@ func countWaits(evs []api.Event, kind string) int {
 	}
 	return n
 }
+
+// setCodexConfig replaces a line of the CLI's config.toml.
+func (a *realAgent) setCodexConfig(t *testing.T, old, new string) {
+	t.Helper()
+	p := filepath.Join(a.home, ".codex", "config.toml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("config.toml has no %q", old)
+	}
+	writeTestFile(t, p, strings.Replace(string(b), old, new, 1))
+}
+
+// TestRealCodexFailedTurnAndResumeCountOnce (issue 15, point 2): a Codex
+// turn that fails after a billed response (here a 529: the run waits, point
+// 3) records that response's tokens, which `codex exec --json` never
+// printed; the next step resumes the thread with `codex exec resume`, whose
+// turn.completed restates the whole thread, and counts only its own turn.
+// The run's usage equals what the fake billed, to the token.
+func TestRealCodexFailedTurnAndResumeCountOnce(t *testing.T) {
+	e, a, srv := newRealEnv(t, "codex")
+	flags := "--json --model " + a.model + " --sandbox workspace-write"
+	a.preset(e, `agent_command=if [ -f .resumed ]; then codex exec `+flags+` resume --last -; else touch .resumed; codex exec `+flags+` -; fi`,
+		"max_iterations=2")
+	first := fakemodel.Turn{Text: "Let me create the file.", Tool: "echo hello > out.txt",
+		Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, Reasoning: 12}}
+	srv.Push(first, fakemodel.Turn{Status: 529},
+		fakemodel.Turn{Text: "Done.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 1500, Output: 20, CacheRead: 1000, Reasoning: 4}})
+	id := e.start("Write hello into out.txt.")
+	e.wait(id)
+	steps := e.steps(id)
+	if len(steps) < 2 {
+		t.Fatalf("steps %+v, want the failed turn and the resumed one", steps)
+	}
+	s1 := steps[0]
+	if s1.Status != api.StepFailed || !strings.Contains(s1.Error, "unexpected status 529") {
+		t.Errorf("first step %s %q, want FAILED with Codex's words on the 529", s1.Status, s1.Error)
+	}
+	if got, want := tokens(s1.Usage), billed(first.Usage, true); got != want {
+		t.Errorf("failed turn recorded %+v, billed %+v", got, want)
+	}
+	if got, want := stepTokens(steps), billed(srv.Billed(), true); got != want {
+		t.Errorf("steps recorded %+v, billed %+v", got, want)
+	}
+	// The resumed turn answered with the promise: its turn.completed
+	// restated the thread's total, first turn included.
+	if r := e.status(id); r.Status != api.RunCompleted || srv.Pending() != 0 || !strings.Contains(string(readLog(t, steps[len(steps)-1].LogPath)), `"input_tokens":4200`) {
+		t.Errorf("run %s %q, %d turns left; want COMPLETED by the resumed turn, whose output restates the thread (1700+2500 input)", r.Status, r.Reason, srv.Pending())
+	}
+	if got, want := tokens(e.status(id).Usage), billed(srv.Billed(), true); got != want {
+		t.Errorf("run usage %+v, billed %+v", got, want)
+	}
+}
+
+// TestRealCodexAPITrouble (issue 15, points 3 and 5): what Codex says when
+// the API fails decides how the run waits, and its words are the step's
+// error.
+func TestRealCodexAPITrouble(t *testing.T) {
+	reset := time.Now().Add(3 * time.Hour).Truncate(time.Minute).Add(17 * time.Second)
+	tests := []struct {
+		name   string
+		setup  func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server)
+		kind   string // the RUN_WAITING kind
+		words  string // in the step's error
+		until  time.Time
+		status api.RunStatus // instead of waiting
+	}{
+		{name: "plain 429 after its retries", kind: "api_unavailable", words: "exceeded retry limit, last status: 429",
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) { srv.SetDefault(fakemodel.Turn{Status: 429}) }},
+		{name: "usage limit waits to the end of the minute", kind: "usage_limit", words: "You’ve hit your usage limit",
+			// "try again at 8:42 PM" is read as 8:42:00 and waited to 8:43.
+			until: reset.Truncate(time.Minute).Add(time.Minute),
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				srv.SetDefault(fakemodel.Turn{Status: 429, ResetsAt: reset})
+			}},
+		{name: "reconnecting forever", kind: "api_unavailable", words: "Reconnecting...",
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				a.setCodexConfig(t, "stream_max_retries = 0", "stream_max_retries = 50")
+				srv.SetDefault(fakemodel.Turn{Text: "I will", Cut: true})
+			}},
+		{name: "untrusted directory", status: api.RunFailed, words: "Not inside a trusted directory and --skip-git-repo-check was not specified.",
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				if err := os.RemoveAll(filepath.Join(e.ws, ".git")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, a, srv := newRealEnv(t, "codex")
+			a.preset(e, "max_consecutive_implementation_failures=1")
+			tt.setup(t, e, a, srv)
+			id := e.start("Write hello into out.txt.")
+			var r api.Run
+			if tt.status != "" {
+				e.wait(id)
+				r = e.status(id)
+				if r.Status != tt.status {
+					t.Errorf("run %s %q, want %s", r.Status, r.Reason, tt.status)
+				}
+			} else {
+				eventually(t, "RUN_WAITING "+tt.kind, 90*time.Second, func() bool { return countWaits(e.events(id), tt.kind) > 0 })
+				r = e.status(id)
+				if tt.kind == "usage_limit" && !r.WaitUntil.Equal(tt.until) {
+					t.Errorf("waits until %v, want %v (the end of the minute Codex named)", r.WaitUntil.Time, tt.until)
+				}
+				e.must("stop", id, "--now")
+			}
+			steps := e.steps(id)
+			if len(steps) == 0 || !strings.Contains(steps[0].Error, tt.words) {
+				t.Fatalf("steps %+v; want the first one's error to hold %q", steps, tt.words)
+			}
+			if r.Counters.Implementation > 1 || (tt.status == "" && r.Counters.Implementation != 0) {
+				t.Errorf("counters %+v", r.Counters)
+			}
+			if got, want := stepTokens(steps), billed(srv.Billed(), true); got != want {
+				t.Errorf("recorded %+v, billed %+v", got, want)
+			}
+		})
+	}
+}
+
+func readLog(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
