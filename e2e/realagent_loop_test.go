@@ -303,7 +303,9 @@ func TestRealCodexAPITrouble(t *testing.T) {
 		status api.RunStatus // instead of waiting
 	}{
 		{name: "plain 429 after its retries", kind: "api_unavailable", words: "exceeded retry limit, last status: 429",
-			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) { srv.SetDefault(fakemodel.Turn{Status: 429}) }},
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				srv.SetDefault(fakemodel.Turn{Status: 429})
+			}},
 		{name: "usage limit waits to the end of the minute", kind: "usage_limit", words: "You’ve hit your usage limit",
 			// "try again at 8:42 PM" is read as 8:42:00 and waited to 8:43.
 			until: reset.Truncate(time.Minute).Add(time.Minute),
