@@ -34,6 +34,7 @@ func newRealEnv(t *testing.T, name string) (*env, *realAgent, *fakemodel.Server)
 	e.writeFile(".env", strings.Join(a.vars, "\n")+"\n", 0o600)
 	e.startDaemon("--api-backoff", "1s")
 	t.Cleanup(func() {
+		killProcessesIn(e.ws) // tool calls that escaped the step's group
 		if t.Failed() {
 			t.Logf("fake model API requests:\n%s", srv.Summary())
 		}
@@ -366,4 +367,77 @@ func readLog(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestRealGeminiPreset (issue 15, point 8): the gemini preset runs the real
+// Gemini CLI: a tool call and the promise complete the run, usage (thoughts
+// as reasoning, billed as output) equals what the fake billed; a killed CLI
+// (no result line) keeps its tokens from its session file; a 503 waits
+// api_unavailable; a quota with a retry delay waits usage_limit until then.
+func TestRealGeminiPreset(t *testing.T) {
+	t.Run("tool call and promise", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.Push(fakemodel.Turn{Text: "Let me create the file.", Tool: "echo hello > out.txt",
+			Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, Reasoning: 12}},
+			fakemodel.Turn{Text: "The file is written.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 1350, Output: 40, CacheRead: 800, Reasoning: 30}})
+		id := e.start("Write hello into out.txt.")
+		if code := e.wait(id); code != 0 {
+			t.Fatalf("wait exit %d, run %+v", code, e.status(id))
+		}
+		if b, err := os.ReadFile(filepath.Join(e.ws, "out.txt")); err != nil || string(b) != "hello\n" {
+			t.Errorf("out.txt = %q, %v: the tool call did not run", b, err)
+		}
+		r := e.status(id)
+		if r.Reason != "completed:promise" {
+			t.Errorf("reason %q", r.Reason)
+		}
+		if got, want := tokens(r.Usage), billed(srv.Billed(), true); got != want {
+			t.Errorf("run usage %+v, billed %+v", got, want)
+		}
+		if r.Usage.ReasoningTokens != 42 || r.Usage.Model != "gemini-2.5-flash" {
+			t.Errorf("reasoning %d model %q, want 42 thoughts of gemini-2.5-flash", r.Usage.ReasoningTokens, r.Usage.Model)
+		}
+	})
+	t.Run("killed", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.Push(slowTool)
+		id := e.start("Run the slow step.")
+		e.waitForFile("started", 60*time.Second)
+		e.must("stop", id, "--now")
+		e.wait(id)
+		steps := e.steps(id)
+		if len(steps) != 1 || steps[0].Status != api.StepCanceled {
+			t.Fatalf("steps %+v, want one CANCELED", steps)
+		}
+		want := billed(srv.Billed(), true)
+		want.CacheWriteTokens = 0 // Gemini reports no cache writes
+		if got := tokens(steps[0].Usage); got != want {
+			t.Errorf("killed step recorded %+v, billed %+v", got, want)
+		}
+	})
+	t.Run("503", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.SetDefault(fakemodel.Turn{Status: 503})
+		id := e.start("Write hello into out.txt.")
+		eventually(t, "RUN_WAITING api_unavailable", 60*time.Second, func() bool { return countWaits(e.events(id), "api_unavailable") > 0 })
+		e.must("stop", id, "--now")
+		if st := e.steps(id); !strings.HasPrefix(st[0].Error, "[API Error: Service unavailable]") {
+			t.Errorf("step error %q, want Gemini's words", st[0].Error)
+		}
+	})
+	t.Run("quota with a retry delay", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.SetDefault(fakemodel.Turn{Status: 429, ResetsAt: time.Now().Add(2 * time.Hour)})
+		id := e.start("Write hello into out.txt.")
+		eventually(t, "RUN_WAITING usage_limit", 60*time.Second, func() bool { return countWaits(e.events(id), "usage_limit") > 0 })
+		r := e.status(id)
+		if d := time.Until(r.WaitUntil.Time); d < 110*time.Minute || d > 121*time.Minute {
+			t.Errorf("waits until %v (in %v), want about 2h from now", r.WaitUntil.Time, d)
+		}
+		e.must("stop", id, "--now")
+	})
 }
