@@ -441,3 +441,26 @@ func TestRealGeminiPreset(t *testing.T) {
 		e.must("stop", id, "--now")
 	})
 }
+
+// TestRealClaudeSubscriptionLimit (issue 15, points 3 and 5): a
+// subscription's usage limit (429 with the unified reset headers) makes the
+// run WAIT usage_limit until the reset Claude Code was given, to the second,
+// and the step's error holds Claude's words.
+func TestRealClaudeSubscriptionLimit(t *testing.T) {
+	e, a, srv := newRealEnv(t, "claude")
+	a.subscription()
+	e.writeFile(".env", strings.Join(a.vars, "\n")+"\n", 0o600)
+	a.preset(e)
+	reset := time.Now().Add(90 * time.Minute).Truncate(time.Second)
+	srv.SetDefault(fakemodel.Turn{Status: 429, ResetsAt: reset})
+	id := e.start("Finish the work.")
+	eventually(t, "RUN_WAITING usage_limit", 60*time.Second, func() bool { return countWaits(e.events(id), "usage_limit") > 0 })
+	r := e.status(id)
+	if !r.WaitUntil.Equal(reset) || r.Reason != "usage_limit" || r.Counters.Implementation != 0 {
+		t.Errorf("run %s %q until %v counters %+v; want WAITING usage_limit until %v", r.Status, r.Reason, r.WaitUntil.Time, r.Counters, reset)
+	}
+	if st := e.steps(id); !strings.HasPrefix(st[0].Error, "You've hit your 5-hour limit · resets ") {
+		t.Errorf("step error %q, want Claude's words", st[0].Error)
+	}
+	e.must("stop", id, "--now")
+}

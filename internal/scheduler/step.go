@@ -448,9 +448,10 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		ms := until.UnixMilli()
 		st.RateLimitedUntil = &ms
 		st.Status = api.StepFailed
+		// The agent's own words first, as for every error.
 		st.Error = "the agent hit its usage limit; the run waits until " + until.Format(time.RFC3339) + " and repeats this step"
 		if res.RateLimit.Message != "" {
-			st.Error += ": " + res.RateLimit.Message
+			st.Error = res.RateLimit.Message + " (" + st.Error + ")"
 		}
 		return
 	}
