@@ -114,7 +114,9 @@ func TestRealClaudeKilledStepKeepsItsTokens(t *testing.T) {
 			e, a, srv := newRealEnv(t, "claude")
 			keys := []string{}
 			if how == "idle_timeout" {
-				keys = append(keys, "idle_timeout=2s", "max_consecutive_implementation_failures=1")
+				// Long enough for Claude Code's start on a busy machine (a
+				// race-built daemon beside it); the tool's sleep prints nothing.
+				keys = append(keys, "idle_timeout=8s", "max_consecutive_implementation_failures=1")
 			}
 			a.preset(e, keys...)
 			srv.Push(slowTool)
