@@ -343,6 +343,11 @@ func TestRealCodexAPITrouble(t *testing.T) {
 			} else {
 				eventually(t, "RUN_WAITING "+tt.kind, 90*time.Second, func() bool { return countWaits(e.events(id), tt.kind) > 0 })
 				r = e.status(id)
+				if tt.kind == "api_unavailable" {
+					eventually(t, "loopctl status saying why it waits", 30*time.Second, func() bool {
+						return strings.Contains(e.must("status", id), "(model API unavailable; resumes at ")
+					})
+				}
 				if tt.kind == "usage_limit" && !r.WaitUntil.Equal(tt.until) {
 					t.Errorf("waits until %v, want %v (the end of the minute Codex named)", r.WaitUntil.Time, tt.until)
 				}
