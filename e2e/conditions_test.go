@@ -38,8 +38,8 @@ func TestMaxCostStopsWhereThePricedCostCrosses(t *testing.T) {
 	if u.InputTokens != 8000 || u.OutputTokens != 4000 || u.CacheReadTokens != 400000 || u.CacheWriteTokens != 80000 {
 		t.Errorf("tokens = %+v; want 4 × (2000, 1000, 100000, 20000)", u)
 	}
-	if u.CostUSD < 0.8399 || u.CostUSD > 0.8401 || u.ReportedCostUSD < 0.0399 || u.ReportedCostUSD > 0.0401 {
-		t.Errorf("cost = $%.4f priced, $%.4f reported; want $0.84 and $0.04", u.CostUSD, u.ReportedCostUSD)
+	if u.CostUSD < 0.8399 || u.CostUSD > 0.8401 || reportedCost(u) < 0.0399 || reportedCost(u) > 0.0401 {
+		t.Errorf("cost = $%.4f priced, $%.4f reported; want $0.84 and $0.04", u.CostUSD, reportedCost(u))
 	}
 	var found bool
 	for _, c := range r.Conditions {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,7 @@ type counters struct {
 	Steps      int
 	Counters   api.Counters
 	Usage      api.Usage
+	Reported   string // Usage.ReportedCostUSD by value ("none" when null); Usage keeps it nil so the struct compares
 	Conditions string
 }
 
@@ -36,7 +38,13 @@ func (e *env) counters(id string) counters {
 		}
 		conds = append(conds, c.Type+":"+p+":"+strconv.FormatBool(c.Met))
 	}
-	return counters{r.Status, r.Iteration, r.Steps, r.Counters, r.Usage, strings.Join(conds, ",")}
+	reported := "none"
+	if v, ok := r.Usage.ReportedCost(); ok {
+		reported = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	u := r.Usage
+	u.ReportedCostUSD = nil
+	return counters{r.Status, r.Iteration, r.Steps, r.Counters, u, reported, strings.Join(conds, ",")}
 }
 
 // The most important test: kill -9 while the agent works after two
@@ -82,7 +90,7 @@ func TestKill9DuringAgentStepAdoptsIt(t *testing.T) {
 	if len(steps) != 6 {
 		t.Fatalf("%d steps, want 6", len(steps))
 	}
-	if s := steps[4]; s.Status != api.StepSucceeded || s.ExitCode == nil || *s.ExitCode != 0 || s.Usage.ReportedCostUSD != 0.5 {
+	if s := steps[4]; s.Status != api.StepSucceeded || s.ExitCode == nil || *s.ExitCode != 0 || reportedCost(s.Usage) != 0.5 {
 		t.Errorf("adopted step = %+v; want its real outcome recorded", s)
 	}
 	evs := e.events(id)
@@ -92,8 +100,8 @@ func TestKill9DuringAgentStepAdoptsIt(t *testing.T) {
 	if n := countType(evs, "STEP_FINISHED"); n != 6 {
 		t.Errorf("%d STEP_FINISHED events for 6 steps", n)
 	}
-	if r.Usage.ReportedCostUSD != 1.5 {
-		t.Errorf("cost %v, want 1.5: each of 3 agent runs counted exactly once", r.Usage.ReportedCostUSD)
+	if reportedCost(r.Usage) != 1.5 {
+		t.Errorf("cost %v, want 1.5: each of 3 agent runs counted exactly once", reportedCost(r.Usage))
 	}
 }
 
@@ -109,7 +117,7 @@ func TestKill9DuringVerificationRecordsItsOutcome(t *testing.T) {
 	e.runningStep(id, 2)
 	e.killDaemon()
 	e.release("verify-go")
-	time.Sleep(300 * time.Millisecond) // the verification ends with no daemon watching
+	e.stepRecorded(id, 2) // the verification ended with no daemon watching
 	e.startDaemon()
 	if code := e.wait(id); code != 0 {
 		t.Fatalf("wait exit %d, want 0", code)
@@ -196,8 +204,8 @@ func TestRestartAtEveryPointKeepsCounters(t *testing.T) {
 		t.Fatalf("wait exit %d", code)
 	}
 	final := e.status(id)
-	if final.Iteration != 4 || final.Usage.ReportedCostUSD != 1.0 || final.Counters.Verification != 0 {
-		t.Errorf("final = iteration %d, cost %v, counters %+v", final.Iteration, final.Usage.ReportedCostUSD, final.Counters)
+	if final.Iteration != 4 || reportedCost(final.Usage) != 1.0 || final.Counters.Verification != 0 {
+		t.Errorf("final = iteration %d, cost %v, counters %+v", final.Iteration, reportedCost(final.Usage), final.Counters)
 	}
 	if n := len(e.invocations()); n != 4 {
 		t.Errorf("the agent ran %d times, want 4", n)
@@ -219,7 +227,14 @@ func TestPauseSurvivesRestart(t *testing.T) {
 	steps := len(e.steps(id))
 	e.killDaemon()
 	e.startDaemon()
-	time.Sleep(300 * time.Millisecond)
+	// Another run, in another workspace, runs: the restarted daemon has
+	// recovered and claims runs, and has not resumed the paused one.
+	other := t.TempDir()
+	e.writeFileIn(other, ".loop/config", "agent=command\nagent_command=true\nmax_iterations=1\n")
+	oid := e.start("-C", other, "other goal")
+	if code := e.wait(oid); code != 2 {
+		t.Fatalf("the other run: wait exit %d", code)
+	}
 	if r := e.status(id); r.Status != api.RunPaused || r.Steps != steps {
 		t.Fatalf("after restart: %s with %d steps; want PAUSED with %d", r.Status, r.Steps, steps)
 	}
@@ -265,8 +280,8 @@ func TestResumeKeepsTheBudget(t *testing.T) {
 	if r.Reason != "max_cost:2.00" || len(e.invocations()) != 4 || r.Usage.CostUSD < 2.3999 || r.Usage.CostUSD > 2.4001 {
 		t.Errorf("after raising: %q, %d agent runs, $%.4f; want max_cost:2.00 after 4 runs ($2.40)", r.Reason, len(e.invocations()), r.Usage.CostUSD)
 	}
-	if r.Usage.ReportedCostUSD != 36 {
-		t.Errorf("reported cost %v, want 36 (4 × 9)", r.Usage.ReportedCostUSD)
+	if reportedCost(r.Usage) != 36 {
+		t.Errorf("reported cost %v, want 36 (4 × 9)", reportedCost(r.Usage))
 	}
 	if r := e.loopctl("resume", id, "--set", "max_cost=lots"); r.code != 64 || !strings.Contains(r.stderr, "max_cost") {
 		t.Errorf("resume with a bad value: exit %d %s", r.code, r.stderr)
@@ -386,5 +401,28 @@ func TestDaemonStopKillSteps(t *testing.T) {
 	steps := e.steps(id)
 	if steps[0].Status != api.StepCanceled || steps[1].Phase != api.PhaseImplementation || steps[1].Iteration != 1 {
 		t.Errorf("steps %+v: the killed step is CANCELED and its phase runs again", steps)
+	}
+}
+
+// stepRecorded waits until step seq of run id has recorded its exit status
+// in the run's exits file, written by the step's own shell as it ends.
+func (e *env) stepRecorded(id string, seq int) {
+	e.t.Helper()
+	want := "loopd-step:" + id + ":" + strconv.Itoa(seq) + " exit "
+	eventually(e.t, fmt.Sprintf("step %d to record its exit status", seq), 30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "exits"))
+		return strings.Contains(string(b), want)
+	})
+}
+
+// writeFileIn writes a file under dir (another workspace than e.ws).
+func (e *env) writeFileIn(dir, name, content string) {
+	e.t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
 	}
 }

@@ -54,6 +54,9 @@ type env struct {
 	daemon *exec.Cmd
 	logs   []string // daemon log files, one per start
 	exited chan struct{}
+	logDir string // where daemon logs go; default home (a test that fills home moves them)
+	// daemonEnv is added to the daemon's environment (not loopctl's).
+	daemonEnv []string
 	// path, when set, is the PATH of loopd and loopctl (a real agent CLI's
 	// directory first); default the test's own.
 	path string
@@ -90,13 +93,17 @@ func (e *env) environ(extra ...string) []string {
 // startDaemon starts loopd and waits until it answers.
 func (e *env) startDaemon(args ...string) {
 	e.t.Helper()
-	logPath := filepath.Join(e.home, fmt.Sprintf("daemon-%d.log", len(e.logs)+1))
+	dir := e.home
+	if e.logDir != "" {
+		dir = e.logDir
+	}
+	logPath := filepath.Join(dir, fmt.Sprintf("daemon-%d.log", len(e.logs)+1))
 	logf, err := os.Create(logPath)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(binDir, "loopd"), append([]string{"--log-level", "debug", "--kill-grace", "1s"}, args...)...)
-	cmd.Env = e.environ()
+	cmd.Env = e.environ(e.daemonEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -125,6 +132,21 @@ func (e *env) killDaemon() {
 	e.t.Helper()
 	_ = e.daemon.Process.Signal(syscall.SIGKILL)
 	<-e.exited
+	// A child the daemon was forking when it died holds the lock's file
+	// description until it execs (close-on-exec): the next daemon can
+	// start once the lock is free.
+	eventually(e.t, "the killed daemon's lock to be released", 10*time.Second, func() bool {
+		f, err := os.OpenFile(filepath.Join(e.home, "loopd.lock"), os.O_RDWR, 0)
+		if err != nil {
+			return true
+		}
+		defer f.Close()
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			return false
+		}
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return true
+	})
 }
 
 // stopDaemon sends SIGTERM and waits for a prompt exit.
@@ -229,10 +251,27 @@ func (e *env) must(args ...string) string {
 	return r.stdout
 }
 
-// start creates a run and returns its id.
+// start trusts the workspace's files and creates a run; it returns the
+// run's id. A workspace's .loop/config, stop file and .env are trusted
+// through the real `loopctl trust` (of the -C DIR among args, else the
+// test's workspace), as a user would before starting: the daemon's check
+// stays what it is.
 func (e *env) start(args ...string) string {
 	e.t.Helper()
+	e.trust(args...)
 	return strings.TrimSpace(e.must(append([]string{"start"}, args...)...))
+}
+
+// trust runs `loopctl trust` for the workspace a start with args uses.
+func (e *env) trust(args ...string) {
+	e.t.Helper()
+	trust := []string{"trust"}
+	for i, a := range args {
+		if a == "-C" && i+1 < len(args) {
+			trust = append(trust, "-C", args[i+1])
+		}
+	}
+	e.must(trust...)
 }
 
 func (e *env) status(id string) api.Run {

@@ -43,7 +43,7 @@ func TestCompletesOnIterationNWithVerification(t *testing.T) {
 	}
 	// Usage: 3 invocations × 1000 input, 200 output; cost as reported
 	// (sonnet is priced: 3×(1000×3 + 200×15)/1e6 = $0.018).
-	if r.Usage.InputTokens != 3000 || r.Usage.OutputTokens != 600 || r.Usage.ReportedCostUSD < 0.2999 || r.Usage.ReportedCostUSD > 0.3001 {
+	if r.Usage.InputTokens != 3000 || r.Usage.OutputTokens != 600 || reportedCost(r.Usage) < 0.2999 || reportedCost(r.Usage) > 0.3001 {
 		t.Errorf("usage = %+v", r.Usage)
 	}
 	evs := e.events(id)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/loopd/loopd/internal/api"
@@ -13,7 +14,7 @@ const (
 	exitOK          = 0
 	exitUsage       = 64  // bad flags, arguments or input
 	exitNotFound    = 66  // no such run
-	exitUnavailable = 69  // the daemon is not reachable (or refuses this user)
+	exitUnavailable = 69  // the daemon is not reachable, refuses this user, or does not answer within 10s
 	exitInternal    = 70  // a daemon-side or unexpected failure
 	exitTimeout     = 124 // `wait --timeout` elapsed; the run goes on
 	exitInterrupted = 130 // Ctrl+C: loopctl stopped, the run did not
@@ -35,13 +36,18 @@ func usageErrorf(format string, args ...any) error {
 func classify(err error) (int, string) {
 	var ae *api.Error
 	switch {
+	case errors.Is(err, api.ErrNoAnswer):
+		return exitUnavailable, err.Error() + "\n  check it with `ps` and its log (LOOPD_HOME/loopd.log); `kill -CONT` a stopped daemon"
 	case errors.Is(err, api.ErrUnavailable):
-		return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
+		if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
+			return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
+		}
+		return exitUnavailable, err.Error()
 	case errors.As(err, &ae):
 		switch ae.Code {
 		case api.CodeNotFound:
 			return exitNotFound, ae.Error()
-		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge:
+		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge, api.CodeUntrusted:
 			return exitUsage, ae.Error()
 		case api.CodeForbidden, api.CodeShutdown, api.CodeUnavailable:
 			return exitUnavailable, ae.Error()

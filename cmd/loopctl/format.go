@@ -73,8 +73,17 @@ func cost(u api.Usage) string {
 }
 
 func usageLine(u api.Usage) string {
-	return fmt.Sprintf("%s in · %s out · %s cache read · %s cache write · %s (agent-reported $%.2f)",
-		count(u.InputTokens), count(u.OutputTokens), count(u.CacheReadTokens), count(u.CacheWriteTokens), cost(u), u.ReportedCostUSD)
+	// An agent that reported no cost (Codex, Gemini, most commands) shows
+	// none, never "$0.00": unknown is not free.
+	reported := "no agent-reported cost"
+	if v, ok := u.ReportedCost(); ok {
+		reported = fmt.Sprintf("agent-reported $%.2f", v)
+		if v > 0 && v < 0.01 {
+			reported = fmt.Sprintf("agent-reported $%.4f", v)
+		}
+	}
+	return fmt.Sprintf("%s in · %s out · %s cache read · %s cache write · %s (%s)",
+		count(u.InputTokens), count(u.OutputTokens), count(u.CacheReadTokens), count(u.CacheWriteTokens), cost(u), reported)
 }
 
 // bar draws a progress bar of width cells for a fraction, "n/a" for nil.

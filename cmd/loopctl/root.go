@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // globalOptions are the flags every command has.
@@ -37,19 +43,25 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 70 internal error; 124 wait --timeout elapsed; 130 interrupted.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       api.BuildVersion(),
 	}
+	root.SetVersionTemplate("loopctl {{.Version}}\n")
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorf("%v", err) })
 	pf := root.PersistentFlags()
 	pf.BoolVar(&g.JSON, "json", false, "print stable machine-readable JSON")
 	pf.StringVar(&g.Socket, "socket", "", "daemon socket (default $LOOPD_SOCKET, else $LOOPD_HOME/loopd.sock)")
-	pf.StringVarP(&g.Dir, "dir", "C", "", "workspace directory (default: the current directory)")
+	pf.StringVarP(&g.Dir, "dir", "C", "", "run as if in DIR: the workspace is the nearest ancestor holding .loop/, else the git top-level, else DIR")
 	root.AddCommand(
 		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
+		newTrustCmd(g),
+		newManCmd(g),
+		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
 	)
+	addCompletions(root, g)
 	return root
 }
 
@@ -61,7 +73,10 @@ func (g *globalOptions) socketPath() (string, error) {
 	return api.SocketPath()
 }
 
-// workspace is the absolute workspace directory (-C, else the cwd).
+// workspace is the workspace of -C DIR, else of the current directory,
+// resolved like git: the nearest ancestor holding .loop/, else the git
+// top-level, else the directory (workspace.Resolve). start, last and every
+// other command agree on it.
 func (g *globalOptions) workspace() (string, error) {
 	dir := g.Dir
 	if dir == "" {
@@ -78,13 +93,17 @@ func (g *globalOptions) workspace() (string, error) {
 	if err != nil || !fi.IsDir() {
 		return "", usageErrorf("workspace %s is not a directory", abs)
 	}
-	return abs, nil
+	return workspace.Resolve(context.Background(), abs), nil
 }
 
-// ref names a run for the API: "last" is resolved in the workspace.
+// ref names a run for the API: "last" is resolved in the workspace (an
+// id needs none, and resolving one runs git).
 func (g *globalOptions) ref(arg string) (api.RunRef, error) {
+	if arg != "last" {
+		return api.RunRef{Ref: arg}, nil
+	}
 	ws, err := g.workspace()
-	if err != nil && arg == "last" {
+	if err != nil {
 		return api.RunRef{}, err
 	}
 	return api.RunRef{Ref: arg, Workspace: ws}, nil
@@ -99,8 +118,12 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	c := api.NewClient(sock)
 	if _, err := c.Ping(ctx); err == nil {
 		return c, nil
-	} else if !isUnavailable(err) {
-		return nil, err
+	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {
+		return nil, err // a daemon holds the socket: another one cannot help
+	} else if errors.Is(err, fs.ErrPermission) {
+		// Someone else's socket (or a directory we cannot enter): a daemon
+		// may well be there, and starting our own on that path would fail.
+		return nil, permissionError(sock)
 	}
 	if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
 		return nil, fmt.Errorf("%w: no daemon at %s (LOOPCTL_NO_AUTOSTART=1)", api.ErrUnavailable, sock)
@@ -128,4 +151,31 @@ func runArg(cmd *cobra.Command, args []string) error {
 		return usageErrorf("%s needs exactly one RUN: a run id, a unique id prefix, or last", cmd.CommandPath())
 	}
 	return nil
+}
+
+// permissionError says what happened when connecting to sock was refused
+// by the file system: whose socket (or directory) it is, and how to reach a
+// daemon of one's own.
+func permissionError(sock string) error {
+	whose := "it belongs to another user"
+	for p := sock; ; p = filepath.Dir(p) {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			owner := "uid " + strconv.Itoa(int(st.Uid))
+			if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil {
+				owner += " (" + u.Username + ")"
+			}
+			whose = "it belongs to " + owner
+			if p != sock {
+				whose = "it is in " + p + ", which belongs to " + owner
+			}
+			break
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	return &exitError{code: exitUnavailable, msg: fmt.Sprintf("permission denied on the daemon socket %s: %s, "+
+		"and a daemon serves only the user who started it (you are uid %d)\n"+
+		"  to use a daemon of your own, unset LOOPD_SOCKET and --socket, or set LOOPD_HOME to a directory you own", sock, whose, os.Getuid())}
 }

@@ -48,6 +48,8 @@ func run(args []string) int {
 	httpAddr := fs.String("http", env("LOOPD_HTTP", ""), "also serve the API over TCP on this loopback address (host:port); requests need the bearer token in HOME/http.token (env LOOPD_HTTP)")
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
+	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
+	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
 	apiBackoff := fs.Duration("api-backoff", envDuration("LOOPD_API_BACKOFF", time.Minute), "first wait of a run whose model API is unavailable; doubles per attempt up to 30 times this (env LOOPD_API_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -62,7 +64,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if *version {
-		fmt.Println("loopd", api.Version)
+		fmt.Println("loopd", api.BuildVersion())
 		return exitOK
 	}
 	if *maxRuns < 1 {
@@ -107,10 +109,10 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
-		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, APIBackoff: *apiBackoff,
+		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.BuildVersion(),
+		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry, APIBackoff: *apiBackoff,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
-		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote,
+		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff,
 	})
 	var locked *daemon.LockedError
 	switch {

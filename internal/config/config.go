@@ -14,6 +14,21 @@ import (
 // Agent names the agent preset that runs the implementation phase.
 type Agent string
 
+// Isolation is how a run uses its workspace (key isolation).
+type Isolation string
+
+const (
+	// IsolationInPlace runs the steps in the workspace itself; at most one
+	// run per workspace is active at a time.
+	IsolationInPlace Isolation = "in_place"
+	// IsolationWorktree gives the run its own git worktree and branch
+	// (LOOPD_HOME/worktrees/<run-id>, loop/<short-id>), so runs on one
+	// repository run side by side and the user's checkout is never touched.
+	IsolationWorktree Isolation = "worktree"
+)
+
+var isolations = []Isolation{IsolationInPlace, IsolationWorktree}
+
 const (
 	// AgentClaude runs Claude Code in print mode with stream-json output; see
 	// [Config.AgentCommandLine] for the exact command and its permissions.
@@ -88,8 +103,12 @@ type Price struct {
 	Output float64 `json:"output"`
 	// CacheRead is the price of input tokens read from the prompt cache.
 	CacheRead float64 `json:"cache_read"`
-	// CacheWrite is the price of input tokens written to the prompt cache.
+	// CacheWrite is the price of input tokens written to the prompt cache
+	// (for 5 minutes, Anthropic's default).
 	CacheWrite float64 `json:"cache_write"`
+	// CacheWrite1h is the price of input tokens written to the prompt cache
+	// for one hour (Anthropic); 0 means the CacheWrite price.
+	CacheWrite1h float64 `json:"cache_write_1h,omitempty"`
 }
 
 // Config is the configuration of one run, resolved from the layers described
@@ -213,12 +232,47 @@ type Config struct {
 	// bounds PostmortemCommand.
 	PostmortemTimeout Duration `json:"postmortem_timeout"`
 
+	// NotifyCommand (key notify_command, default none) is a shell command
+	// run for each notification (see NotifyOn), with the event's JSON on
+	// stdin and LOOP_* variables describing it.
+	NotifyCommand string `json:"notify_command"`
+	// NotifyWebhook (key notify_webhook, default none) is an http(s) URL
+	// that receives a POST of JSON for each notification, shaped for Slack,
+	// Discord and ntfy incoming webhooks alike.
+	NotifyWebhook string `json:"notify_webhook"`
+	// NotifyDesktop (key notify_desktop, default false) shows each
+	// notification with notify-send when a desktop session exists.
+	NotifyDesktop bool `json:"notify_desktop"`
+	// NotifyOn (key notify_on, default ended,waiting) lists the run changes
+	// that notify: ended, waiting, completed, failed, aborted, paused.
+	NotifyOn []string `json:"notify_on"`
 	// MaxAPIWait (key max_api_wait, default 6h, at least 1s) is how long the
 	// model API may stay unavailable (overloaded, 5xx, 429 without a
 	// usage-limit reset, cut streams, no network) before the run ends
 	// ABORTED fatal:api_unavailable. Until then the run WAITs with a capped
 	// exponential back-off, counting no iteration and no failure.
 	MaxAPIWait Duration `json:"max_api_wait"`
+	// RedactSecrets (key redact_secrets, default true) replaces the values
+	// of the step environment's secrets (every env file value, and daemon
+	// variables named like *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, at least
+	// 8 characters long) with [REDACTED:NAME] in what loopd stores and
+	// feeds back: the next prompt's feedback, a step's final message and
+	// error, the run's description, the postmortem. Step logs are the
+	// agent's own output and are not rewritten.
+	RedactSecrets bool `json:"redact_secrets"`
+
+	// Isolation (key isolation, default "in_place") is how a run uses its
+	// workspace: in place (at most one active run per workspace), or in a
+	// git worktree and branch of its own ("worktree", which needs a git
+	// repository with a commit).
+	Isolation Isolation `json:"isolation"`
+	// SetupCommand (key setup_command, default none) runs once in a new
+	// worktree before the first iteration, as a step of phase setup, with
+	// LOOP_CHECKOUT set to the user's checkout (so that
+	// `cp "$LOOP_CHECKOUT/.env" .` brings files git ignores along). It
+	// applies to isolation=worktree only; its failure fails the run
+	// (reason setup_failed).
+	SetupCommand string `json:"setup_command"`
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
@@ -245,7 +299,10 @@ func Default() Config {
 		MaxConsecutiveVerificationFailures:   3,
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
+		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},
 		MaxAPIWait:                           Duration(6 * time.Hour),
+		RedactSecrets:                        true,
+		Isolation:                            IsolationInPlace,
 	}
 }
 
@@ -328,6 +385,17 @@ func (c Config) AgentBinary() string {
 	return ""
 }
 
+// SkipsPermissions reports whether the agent's command line runs Claude Code
+// with --dangerously-skip-permissions, which Claude Code refuses as root
+// unless IS_SANDBOX=1: the claude preset does, and so does an agent_command
+// that passes the flag itself.
+func (c Config) SkipsPermissions() bool {
+	if c.AgentCommand == "" {
+		return c.Agent == AgentClaude
+	}
+	return strings.Contains(c.AgentCommand, "--dangerously-skip-permissions")
+}
+
 // shellQuote quotes s for a POSIX shell. Words made only of safe characters
 // stay bare, so the usual model names read naturally in logs.
 func shellQuote(s string) string {
@@ -343,5 +411,6 @@ func (c Config) clone() Config {
 	c.VerifyCommands = slices.Clone(c.VerifyCommands)
 	c.Completion = slices.Clone(c.Completion)
 	c.Prices = maps.Clone(c.Prices)
+	c.NotifyOn = slices.Clone(c.NotifyOn)
 	return c
 }

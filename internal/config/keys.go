@@ -80,7 +80,14 @@ var keys = []key{
 	pathKey("env_file", mustExist, func(c *Config) *string { return &c.EnvFile }),
 	textKey("postmortem_command", func(c *Config) *string { return &c.PostmortemCommand }),
 	durationKey("postmortem_timeout", atLeastASecond, func(c *Config) *Duration { return &c.PostmortemTimeout }),
+	textKey("notify_command", func(c *Config) *string { return &c.NotifyCommand }),
+	{name: "notify_webhook", set: setNotifyWebhook, check: checkNotifyWebhook},
+	boolKey("notify_desktop", func(c *Config) *bool { return &c.NotifyDesktop }),
+	{name: "notify_on", set: setNotifyOn, check: checkNotifyOn},
 	durationKey("max_api_wait", atLeastASecond, func(c *Config) *Duration { return &c.MaxAPIWait }),
+	{name: "redact_secrets", set: setRedactSecrets},
+	{name: "isolation", set: setIsolation, check: checkIsolation},
+	textKey("setup_command", func(c *Config) *string { return &c.SetupCommand }),
 }
 
 // lookupKey returns the key named name.
@@ -266,6 +273,29 @@ func setAgent(c *Config, v, _ string) string {
 	return ""
 }
 
+func setIsolation(c *Config, v, _ string) string {
+	if !slices.Contains(isolations, Isolation(v)) {
+		return isolationProblem(Isolation(v))
+	}
+	c.Isolation = Isolation(v)
+	return ""
+}
+
+func checkIsolation(c *Config) string {
+	if !slices.Contains(isolations, c.Isolation) {
+		return isolationProblem(c.Isolation)
+	}
+	return ""
+}
+
+func isolationProblem(v Isolation) string {
+	msg := fmt.Sprintf("must be in_place or worktree, got %q", v)
+	if s := suggest(string(v), []string{string(IsolationInPlace), string(IsolationWorktree)}); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg
+}
+
 func checkAgent(c *Config) string {
 	if !slices.Contains(agents, c.Agent) {
 		return agentProblem(c.Agent)
@@ -389,9 +419,10 @@ func parseUSD(v string) (float64, bool) {
 
 func validUSD(f float64) bool { return f >= 0 && !math.IsInf(f, 0) && !math.IsNaN(f) }
 
-// setPrice applies price.<model>=input,output[,cache_read[,cache_write]]. An
+// setPrice applies price.<model>=input,output[,cache_read[,cache_write[,cache_write_1h]]]. An
 // empty value removes the model's override. A missing cache price defaults to
-// the input price — a model without a cache discount — so an incomplete
+// the input price — a model without a cache discount — and a missing 1-hour
+// write price to the cache_write price, so an incomplete
 // override never prices cached tokens at $0 and never under-counts a budget;
 // 0 is written explicitly for a provider that does not charge. c.Prices must
 // be owned by the caller (see Config.clone).
@@ -403,13 +434,13 @@ func setPrice(c *Config, model, v string) string {
 		delete(c.Prices, model)
 		return ""
 	}
-	const form = "input,output[,cache_read[,cache_write]] in USD per million tokens, such as 3,15,0.30,3.75"
+	const form = "input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6"
 	fields := strings.Split(v, ",")
-	if len(fields) < 2 || len(fields) > 4 {
+	if len(fields) < 2 || len(fields) > 5 {
 		return fmt.Sprintf("must be %s; got %d value(s) in %q", form, len(fields), v)
 	}
-	names := []string{"input", "output", "cache_read", "cache_write"}
-	var values [4]float64
+	names := []string{"input", "output", "cache_read", "cache_write", "cache_write_1h"}
+	var values [5]float64
 	for i, f := range fields {
 		usd, ok := parseUSD(strings.TrimSpace(f))
 		if !ok {
@@ -423,6 +454,9 @@ func setPrice(c *Config, model, v string) string {
 	}
 	if len(fields) > 3 {
 		p.CacheWrite = values[3]
+	}
+	if len(fields) > 4 { // else 0: priced as cache_write
+		p.CacheWrite1h = values[4]
 	}
 	if c.Prices == nil {
 		c.Prices = make(map[string]Price)
@@ -439,7 +473,7 @@ func priceProblem(model string, p Price) string {
 	for _, f := range []struct {
 		name string
 		usd  float64
-	}{{"input", p.Input}, {"output", p.Output}, {"cache_read", p.CacheRead}, {"cache_write", p.CacheWrite}} {
+	}{{"input", p.Input}, {"output", p.Output}, {"cache_read", p.CacheRead}, {"cache_write", p.CacheWrite}, {"cache_write_1h", p.CacheWrite1h}} {
 		if !validUSD(f.usd) {
 			return fmt.Sprintf("%s price must be an amount ≥ 0, got %v", f.name, f.usd)
 		}

@@ -59,7 +59,8 @@ func TestKeys(t *testing.T) {
 		{name: "agent codex with the default Claude model", config: "agent=codex", wantErr: `{cfg}:1: model: "claude-sonnet-4-5" is a Claude model, which agent "codex" cannot run; set model to a model Codex runs`},
 		{name: "agent codex with a Claude model set", config: "model=claude-opus-4-5\nagent=codex", wantErr: `{cfg}:1: model: "claude-opus-4-5" is a Claude model, which agent "codex" cannot run; set model to a model Codex runs`},
 		{name: "agent codex with agent_command may name any model", config: "agent=codex\nagent_command=my-codex", get: agentCommand, want: "my-codex"},
-		{name: "agent_command", config: `agent_command=claude -p --model "$M" # with a hash`, get: agentCommand, want: `claude -p --model "$M" # with a hash`},
+		{name: "agent_command", config: `agent_command=claude -p --model "$M" # a comment`, get: agentCommand, want: `claude -p --model "$M"`},
+		{name: "agent_command keeps a quoted hash", config: `agent_command=claude -p --append-system-prompt "rule # 1"`, get: agentCommand, want: `claude -p --append-system-prompt "rule # 1"`},
 		{name: "model", config: "model = claude-opus-4-5", get: model, want: "claude-opus-4-5"},
 		{name: "model empty", config: "model=", wantErr: `{cfg}:1: model: must not be empty`},
 
@@ -114,6 +115,12 @@ func TestKeys(t *testing.T) {
 		{name: "postmortem", config: "postmortem_command=./analyse.sh\npostmortem_timeout=2m", get: postmortem, want: [2]any{"./analyse.sh", Duration(2 * time.Minute)}},
 		{name: "postmortem_timeout zero", config: "postmortem_timeout=0s", wantErr: `{cfg}:1: postmortem_timeout: must be at least 1s, got "0s"`},
 
+		// workspaces
+		{name: "isolation default", config: "", get: func(c Config) any { return c.Isolation }, want: IsolationInPlace},
+		{name: "isolation worktree", config: "isolation=worktree", get: func(c Config) any { return c.Isolation }, want: IsolationWorktree},
+		{name: "isolation misspelt", config: "isolation=worktre", wantErr: `{cfg}:1: isolation: must be in_place or worktree, got "worktre" (did you mean "worktree"?)`},
+		{name: "setup_command", config: `setup_command=cp "$LOOP_CHECKOUT/.env" .`, get: func(c Config) any { return c.SetupCommand }, want: `cp "$LOOP_CHECKOUT/.env" .`},
+
 		// counts
 		{name: "max_iterations", config: "max_iterations=10", get: maxIter, want: 10},
 		{name: "max_iterations unlimited", config: "max_iterations=0", get: maxIter, want: 0},
@@ -154,12 +161,14 @@ func TestKeys(t *testing.T) {
 		// price.<model>
 		{name: "price two values", config: "price.gpt-4o=2.5,10", get: prices, want: map[string]Price{"gpt-4o": {Input: 2.5, Output: 10, CacheRead: 2.5, CacheWrite: 2.5}}},
 		{name: "price four values", config: "price.claude-sonnet-4-5 = 3, 15, 0.30, $3.75", get: prices, want: map[string]Price{"claude-sonnet-4-5": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}}},
+		{name: "price five values", config: "price.claude-sonnet-4-5=3,15,0.30,3.75,6", get: prices, want: map[string]Price{"claude-sonnet-4-5": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75, CacheWrite1h: 6}}},
+		{name: "price six values", config: "price.x=1,2,3,4,5,6", wantErr: `{cfg}:1: price.x: must be input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6; got 6 value(s) in "1,2,3,4,5,6"`},
 		{name: "price three values", config: "price.my/model-1.2=1,2,0.1", get: prices, want: map[string]Price{"my/model-1.2": {Input: 1, Output: 2, CacheRead: 0.1, CacheWrite: 1}}},
 		{name: "price removed", config: "price.a=1,2\nprice.b=3,4\nprice.a=", get: prices, want: map[string]Price{"b": {Input: 3, Output: 4, CacheRead: 3, CacheWrite: 3}}},
 		{name: "price without model", config: "price.=1,2", wantErr: `{cfg}:1: price.: the model name after "price." must not be empty, as in price.claude-sonnet-4-5=3,15,0.30,3.75`},
-		{name: "price one value", config: "price.x=1", wantErr: `{cfg}:1: price.x: must be input,output[,cache_read[,cache_write]] in USD per million tokens, such as 3,15,0.30,3.75; got 1 value(s) in "1"`},
-		{name: "price bad value", config: "price.x=1,abc", wantErr: `{cfg}:1: price.x: output price "abc" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write]] in USD per million tokens, such as 3,15,0.30,3.75`},
-		{name: "price negative", config: "price.x=1,2,-0.1", wantErr: `{cfg}:1: price.x: cache_read price "-0.1" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write]] in USD per million tokens, such as 3,15,0.30,3.75`},
+		{name: "price one value", config: "price.x=1", wantErr: `{cfg}:1: price.x: must be input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6; got 1 value(s) in "1"`},
+		{name: "price bad value", config: "price.x=1,abc", wantErr: `{cfg}:1: price.x: output price "abc" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6`},
+		{name: "price negative", config: "price.x=1,2,-0.1", wantErr: `{cfg}:1: price.x: cache_read price "-0.1" is not an amount ≥ 0; the form is input,output[,cache_read[,cache_write[,cache_write_1h]]] in USD per million tokens, such as 3,15,0.30,3.75,6`},
 
 		// unknown keys
 		{name: "unknown key close to a key", config: "max_iteration=5", wantErr: `{cfg}:1: max_iteration: unknown key (did you mean "max_iterations"?)`},

@@ -19,9 +19,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/notify"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
 )
 
 // Options configure the daemon.
@@ -35,6 +38,9 @@ type Options struct {
 	DebugConditions bool
 	// Grace is the time between SIGTERM and SIGKILL when a step is stopped.
 	Grace time.Duration
+	// RetryBackoff is how long a run whose runner hit an internal error
+	// waits before trying again; default 5s.
+	RetryBackoff time.Duration
 	// APIBackoff is the first wait of a run whose model API is unavailable;
 	// it doubles per failed attempt up to 30 times itself. Default 1m.
 	APIBackoff time.Duration
@@ -48,6 +54,9 @@ type Options struct {
 	// addresses unless HTTPAllowRemote.
 	HTTPAddr        string
 	HTTPAllowRemote bool
+	// NotifyBackoff is the delay before a failed webhook's second attempt,
+	// doubled for each further one (default 2s).
+	NotifyBackoff time.Duration
 }
 
 // Daemon is a running loopd.
@@ -57,6 +66,7 @@ type Daemon struct {
 	store   *storage.Store
 	bus     *events.Bus
 	sched   *scheduler.Scheduler
+	notify  *notify.Notifier
 	started time.Time
 
 	token string // bearer token of the TCP listener, "" without one
@@ -65,6 +75,13 @@ type Daemon struct {
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
 	killSteps bool
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
+
+	diskCache diskCache // the last measure of the run worktrees' disk (daemon status)
+	// landLocks serialises lands into one repository (common git dir ->
+	// *sync.Mutex): two lands tested against the same base tip would
+	// otherwise race to move it.
+	landLocks sync.Map
+	landing   sync.Map // ids of runs being landed: clean leaves their worktrees alone
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -112,12 +129,24 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("read event log: %w", err)
 	}
 	d.bus = events.NewBus(seq)
-	d.store.SetNotify(d.bus.Publish)
+	d.store.SetNotifyRuns(d.bus.PublishRuns)
+	// Orphans of steps become the daemon's children, which it reaps: no
+	// zombie piles up under a PID 1 that does not reap.
+	if err := supervise.BecomeSubreaper(ctx); err != nil {
+		d.log.Warn("orphans of steps go to init", zap.Error(err))
+	}
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
-		Grace: opts.Grace, DebugConditions: opts.DebugConditions,
+		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff,
 	})
+	// The outbox hook is installed before the first write: every state
+	// change from now on enqueues its notifications in its own transaction.
+	d.notify = notify.New(notify.Options{Store: d.store, Bus: d.bus, Logger: opts.Logger, Backoff: opts.NotifyBackoff,
+		Describe: func(ctx context.Context, run storage.Run) (api.Run, error) {
+			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
+		}})
+	d.store.SetEventHook(d.notify.Hook)
 
 	ln, err := listenUnix(opts.Socket)
 	if err != nil {
@@ -145,6 +174,10 @@ func Run(ctx context.Context, opts Options) error {
 		ln.Close()
 		return err
 	}
+	// Records of worktrees removed by hand while the daemon was down are
+	// marked gone before any run is recovered or anything is removed.
+	d.reconcileWorktrees(ctx, "")
+	d.recoverLands(ctx)
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 
@@ -165,6 +198,9 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		return nil
 	})
+	// Notifications are delivered beside the runs, never in their way; the
+	// ones in flight at shutdown stay due for the next daemon.
+	g.Go(func() error { return d.notify.Run(schedCtx) })
 	for _, l := range []net.Listener{ln, tcp} {
 		if l == nil {
 			continue

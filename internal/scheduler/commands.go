@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // InputError is bad user input (config, conditions, paths): nothing was
@@ -56,12 +58,26 @@ func problems(err error) []string {
 }
 
 // CreateRun validates a request completely — workspace, every config
-// layer, the stop conditions — and creates a PENDING run with its config
-// frozen. On any problem it returns an *InputError and creates nothing.
-func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, error) {
+// layer, the stop conditions, the workspace's isolation — and creates a
+// PENDING run with its config frozen. On any problem it returns an
+// *InputError (or a *StateError when an in-place run is already active in
+// the workspace) and creates nothing. The warnings say what the user
+// should know about the run (no verification, no cost cap, a dirty
+// checkout); they are in the RUN_CREATED payload too.
+func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
+	run, warnings, err := s.createRun(ctx, req)
+	return run, warnings, err
+}
+
+func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
 	ws, err := resolveWorkspace(req.Workspace)
 	if err != nil {
-		return storage.Run{}, err
+		return storage.Run{}, nil, err
+	}
+	// Resolved as loopctl resolves it (a client that sent a subdirectory
+	// gets the same workspace as one that resolved it first).
+	if ws, err = resolveWorkspace(workspace.Resolve(ctx, ws)); err != nil {
+		return storage.Run{}, nil, err
 	}
 	// Flags are the last layer, after --set: the goal given on the command
 	// line wins over prompt/prompt_file from any file.
@@ -77,47 +93,94 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	cfg, err := config.Load(config.LoadOptions{Workspace: ws, Sets: sets})
 	if err != nil {
-		return storage.Run{}, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
+		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
-		b, err := os.ReadFile(cfg.PromptFile)
-		if err != nil {
-			return storage.Run{}, &InputError{Msg: "cannot read the goal", Problems: []string{err.Error()}}
+		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
+			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
-		goal = strings.TrimSpace(string(b))
 	}
 	if goal == "" {
-		return storage.Run{}, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
+		return storage.Run{}, nil, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
 	}
 	file, err := loadStopFile(cfg)
 	if err != nil {
-		return storage.Run{}, err
+		return storage.Run{}, nil, err
 	}
 	full := shorthandsOf(cfg).Set()
 	full.Merge(file)
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
-		return storage.Run{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
+		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
+	}
+	envTrust, err := s.checkTrust(ctx, ws, cfg, sets)
+	if err != nil {
+		return storage.Run{}, nil, err
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
-		return storage.Run{}, fmt.Errorf("encode config: %w", err)
+		return storage.Run{}, nil, fmt.Errorf("encode config: %w", err)
 	}
 	condJSON, err := json.Marshal(file)
 	if err != nil {
-		return storage.Run{}, fmt.Errorf("encode conditions: %w", err)
+		return storage.Run{}, nil, fmt.Errorf("encode conditions: %w", err)
 	}
 	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
 		Conditions: string(condJSON), Status: api.RunPending}
+	commonDir, warnings, err := s.isolate(ctx, &run, cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	warnings = append(warnings, startWarnings(cfg, full)...)
+	// The event has every warning; the response gets the unpriced budget
+	// from Describe, which says it as long as it holds.
+	recorded := warnings
+	if w := unpricedBudget(cfg, full); w != "" {
+		recorded = append(recorded[:len(recorded):len(recorded)], w)
+	}
+	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
+		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
+		"warnings": recorded}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
-		return tx.InsertRun(run, map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws})
+		if run.Isolation == string(config.IsolationInPlace) {
+			// Checked in the inserting transaction (one writer, BEGIN
+			// IMMEDIATE): of two racing starts exactly one wins.
+			active, err := tx.ActiveInPlaceRun(ws, "")
+			if err == nil {
+				return busyWorkspace(ws, active)
+			}
+			if !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
+		}
+		if err := tx.InsertRun(run, payload); err != nil {
+			return err
+		}
+		if run.Isolation == string(config.IsolationWorktree) {
+			// Recorded before git creates them (at the run's start): loopd
+			// removes only what it recorded, and a crash in between leaves
+			// a record of what may exist, never an object it forgot.
+			for _, o := range []storage.GitObject{
+				{RunID: run.ID, Kind: storage.GitWorktree, Repo: commonDir, Name: run.Worktree},
+				{RunID: run.ID, Kind: storage.GitBranch, Repo: commonDir, Name: run.Branch},
+			} {
+				if err := tx.RecordGitObject(o); err != nil {
+					return err
+				}
+			}
+		}
+		if envTrust != "" {
+			return tx.RequireEnvTrust(run.ID, envTrust)
+		}
+		return nil
 	})
 	if err != nil {
-		return storage.Run{}, err
+		return storage.Run{}, nil, err
 	}
-	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws))
+	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws), zap.String("isolation", run.Isolation))
 	s.Wake()
-	return s.store.Run(ctx, run.ID)
+	created, err := s.store.Run(ctx, run.ID)
+	return created, warnings, err
 }
 
 func loadStopFile(cfg config.Config) (stop.Set, error) {
@@ -207,9 +270,11 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 		s.finished(runID)
 		return nil
 	}
-	if now {
-		if r := s.runner(runID); r != nil {
+	if r := s.runner(runID); r != nil {
+		if now {
 			r.cancelStep(errStopNow)
+		} else {
+			r.poke() // a runner waiting to retry after an error stops now
 		}
 	}
 	return nil
@@ -217,7 +282,7 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 
 // Pause holds a run: at once when no step runs, else after the current step.
 func (s *Scheduler) Pause(ctx context.Context, runID string) error {
-	return s.store.Write(ctx, func(tx *storage.Tx) error {
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
 		run, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -233,6 +298,12 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 		}
 		return &StateError{Msg: fmt.Sprintf("run %s has ended (%s); nothing to pause", runID, run.Status)}
 	})
+	if err == nil {
+		if r := s.runner(runID); r != nil {
+			r.poke() // a runner waiting to retry after an error pauses now
+		}
+	}
+	return err
 }
 
 // Resume continues a PAUSED, WAITING, FAILED, ABORTED or INTERRUPTED run
@@ -256,6 +327,18 @@ func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) err
 			return tx.SetPauseRequest(runID, false)
 		default:
 			return &StateError{Msg: fmt.Sprintf("run %s is %s and cannot be resumed", runID, run.Status)}
+		}
+		if run.Status.Terminal() && run.Isolation == string(config.IsolationInPlace) {
+			// An ended in-place run becomes active again: the workspace
+			// must not have another.
+			if active, err := tx.ActiveInPlaceRun(run.Workspace, run.ID); err == nil {
+				return &StateError{Msg: fmt.Sprintf("workspace %s already has an active run %s (%s); resuming %s would make two in-place runs edit the same files.\n"+
+					"  wait for it (loopctl wait %s) or stop it (loopctl stop %s), then resume this one;\n"+
+					"  runs that must work side by side on one repository use --set isolation=worktree",
+					run.Workspace, shortOf(active.ID), active.Status, shortOf(runID), shortOf(active.ID), shortOf(active.ID))}
+			} else if !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
 		}
 		if len(sets) > 0 {
 			cfg, _, err := decodeFrozen(run)
@@ -305,4 +388,24 @@ func (s *Scheduler) Signal(ctx context.Context, runID string) error {
 		s.Wake()
 	}
 	return err
+}
+
+// unpricedBudget warns when a max_cost budget depends on the run's model
+// and that model is not in the pricing table: such a budget counts only
+// what the agent itself reports (Claude Code does; Codex and Gemini do not),
+// so it may never be reached. "" when there is nothing to say.
+func unpricedBudget(cfg config.Config, set stop.Set) string {
+	if !set.CostLimitWithoutModel() {
+		return ""
+	}
+	if _, ok := pricesOf(cfg).Lookup(cfg.Model); ok {
+		return ""
+	}
+	model := cfg.Model
+	if model == "" {
+		model = "(none set)"
+	}
+	return fmt.Sprintf("max_cost is set but the model %s cannot be priced: the budget counts only the cost the agent "+
+		"reports itself (Claude Code does; Codex and Gemini do not) unless the agent names a model loopd knows; "+
+		"add price.%s=input,output,cache_read,cache_write to .loop/config", model, cmp.Or(cfg.Model, "<model>"))
 }

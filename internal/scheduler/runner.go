@@ -18,6 +18,8 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/redact"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -47,6 +49,19 @@ type runner struct {
 	hist History
 	eval *stop.Evaluator
 	dir  string // LOOPD_HOME/runs/<id>
+	// envTrust is the env file the workspace picked, which every step
+	// loads only while its content is still trusted ("" when none).
+	envTrust string
+	// secrets redacts the step environment's secret values from what is
+	// stored and fed back (nil when redact_secrets is off); set in load
+	// and with each step's environment.
+	secrets *redact.Redactor
+
+	// Where the steps run (the workspace, or the run's worktree) and the
+	// change ledger (nil when the workspace is not in git); set in load.
+	workdir    string
+	ledger     *git.Ledger
+	ledgerBase string // an in-place run's baseline snapshot, once known
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.
@@ -66,11 +81,13 @@ type runner struct {
 	next      *planned
 	nextEnv   []string
 	nextStart *started
+
+	kick chan struct{} // poke: a request arrived while the runner waits to retry
 }
 
 func newRunner(s *Scheduler, id string) *runner {
 	return &runner{s: s, id: id, log: s.log.With(zap.String("run", id)),
-		dir: filepath.Join(s.opts.Home, "runs", id)}
+		dir: filepath.Join(s.opts.Home, "runs", id), kick: make(chan struct{}, 1)}
 }
 
 // cancelStep kills the current step (or the next one, as soon as it
@@ -84,17 +101,28 @@ func (r *runner) cancelStep(cause error) <-chan struct{} {
 	}
 	r.mu.Unlock()
 	if cancel == nil {
+		r.poke()
 		return nil
 	}
 	cancel(cause)
 	return proc.Done()
 }
 
+// maxSameErrors is how many times in a row a runner may fail with the
+// same error before it ends the run ABORTED fatal:internal: an error that
+// does not go away (a run directory that cannot be created) would
+// otherwise keep the run RUNNING, retrying, forever.
+const maxSameErrors = 5
+
 // main runs the loop until the run leaves RUNNING or the daemon detaches.
-// An internal error (the database unavailable, a full disk) never ends the
-// run: the runner waits and starts over from the database, which is how a
-// restarted daemon would pick it up too.
+// An internal error (the database unavailable, a full disk) does not end
+// the run at once: the runner waits and starts over from the database,
+// which is how a restarted daemon would pick it up too. Between attempts
+// the user's stop and pause still apply, and an error that comes back
+// identical maxSameErrors times ends the run ABORTED fatal:internal.
 func (r *runner) main(recovered bool) {
+	var last string
+	same := 0
 	for attempt := 0; ; attempt++ {
 		// Only a daemon restart is a recovery; a retry after an internal
 		// error reloads the same way but announces nothing.
@@ -102,12 +130,82 @@ func (r *runner) main(recovered bool) {
 		if err == nil || errors.Is(err, errDetached) || r.s.detached() {
 			return
 		}
-		r.log.Error("run loop failed; retrying from the database", zap.Error(err), zap.Duration("backoff", r.s.opts.RetryBackoff))
+		if msg := err.Error(); msg == last {
+			same++
+		} else {
+			last, same = msg, 1
+		}
+		// A database or a LOOPD_HOME that cannot be written (a full
+		// disk, a quota, a read-only remount) is not the run's fault and
+		// goes away by itself: it never ends the run.
+		fatal := same >= maxSameErrors && !storage.Transient(err) && !diskTrouble(err)
+		if done := r.settleFailed(err, fatal, same); done {
+			return
+		}
+		r.log.Error("run loop failed; retrying from the database", zap.Error(err), zap.Duration("backoff", r.s.opts.RetryBackoff),
+			zap.Int("same_error_count", same))
 		select {
 		case <-r.s.detach:
 			return
+		case <-r.kick:
 		case <-time.After(r.s.opts.RetryBackoff):
 		}
+	}
+}
+
+// settleFailed applies what must happen to a run whose runner failed
+// with err, without loading the run (loading may be what fails): a stop
+// or pause the user asked for, or, when fatal, the end of the run. done
+// reports that the run has left RUNNING and the runner must return.
+func (r *runner) settleFailed(err error, fatal bool, count int) (done bool) {
+	var d *decision
+	werr := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+		d = nil
+		f, ferr := tx.Flags(r.id)
+		if ferr != nil {
+			return ferr
+		}
+		if f.Status != api.RunRunning {
+			d = &decision{status: f.Status}
+			return nil
+		}
+		switch {
+		case f.StopRequest != "":
+			d = &decision{status: api.RunInterrupted, reason: "user_stop", event: events.RunInterrupted,
+				description: "stopped by the user while the run could not continue: " + err.Error()}
+		case f.PauseRequest:
+			d = &decision{status: api.RunPaused, event: events.RunPaused, payload: map[string]any{"run_id": r.id}}
+		case fatal:
+			d = &decision{status: api.RunAborted, reason: "fatal:internal", event: events.RunAborted,
+				description: fmt.Sprintf("loopd could not continue this run (the same error %d times in a row): %s; "+
+					"fix the cause, then `loopctl resume` the run", count, err.Error())}
+		default:
+			return nil
+		}
+		return tx.TransitionRun(r.transition(d, nil))
+	})
+	if werr != nil {
+		r.log.Warn("apply requests to a failing run", zap.String("problem", storage.Explain(werr)))
+		return false
+	}
+	if d == nil {
+		return false
+	}
+	if d.event != "" {
+		r.log.Info("run "+strings.ToLower(string(d.status)), zap.String("reason", d.reason), zap.String("description", d.description))
+		if d.status.Terminal() {
+			r.s.finished(r.id)
+		}
+	}
+	return true
+}
+
+// poke wakes a runner that waits to retry after an error, so that a stop
+// or pause asked for meanwhile applies at once.
+func (r *runner) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -154,6 +252,11 @@ func (r *runner) load() error {
 		return fmt.Errorf("load steps: %w", err)
 	}
 	r.run, r.cfg, r.set = run, cfg, set
+	if r.envTrust, err = r.s.store.RunEnvTrust(bg(), r.id); err != nil {
+		return err
+	}
+	r.secrets = secretsOf(cfg)
+	r.loadWorkspace()
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -170,6 +273,7 @@ func (r *runner) load() error {
 		Logger: r.s.opts.Logger.Named("stop"),
 		Prices: r.prices,
 		Debug:  r.s.opts.DebugConditions,
+		Redact: func(s string) string { return r.secrets.String(s) },
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
 	// evaluation so a restart does not re-announce unchanged progress.
@@ -179,7 +283,7 @@ func (r *runner) load() error {
 			r.eval.Restore(prev)
 		}
 	}
-	return os.MkdirAll(r.dir, 0o700)
+	return prepareRunDir(r.dir)
 }
 
 // decodeFrozen decodes a run's frozen config and its complete condition set
@@ -225,13 +329,24 @@ func planLimit(cfg config.Config) int {
 }
 
 func pipelineOf(cfg config.Config) Pipeline {
-	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0}
+	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0,
+		Setup: cfg.Isolation == config.IsolationWorktree && cfg.SetupCommand != ""}
 }
 
+// defaultPrices is the built-in pricing table, built once and shared by
+// every run without price.<model> overrides: it is never modified (a run
+// with overrides gets its own copy), and a table per run was most of a
+// runner's memory.
+var defaultPrices = sync.OnceValue(stop.DefaultPrices)
+
 func pricesOf(cfg config.Config) stop.Prices {
+	if len(cfg.Prices) == 0 {
+		return defaultPrices()
+	}
 	prices := stop.DefaultPrices()
 	for model, p := range cfg.Prices {
-		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite})
+		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite,
+			CacheWrite1h: p.CacheWrite1h})
 	}
 	return prices
 }
@@ -295,7 +410,7 @@ func (r *runner) loop(recovered bool) error {
 			if err := st.writePrompt(); err != nil {
 				return err
 			}
-			if err := r.write(st.insert); err != nil {
+			if err := r.write(func(tx *storage.Tx) error { return r.insertStep(tx, st) }); err != nil {
 				return err
 			}
 			r.hist.Append(*st.step)
@@ -330,6 +445,14 @@ func (r *runner) begin() (*planned, []string, *decision, error) {
 // following plans the step after the history: it checks what the step
 // needs (the agent installed, a readable env_file) and its prompt.
 func (r *runner) following() (*planned, []string, *decision, error) {
+	if r.s.diskFull() {
+		// The step could not write its output: it would fail for a
+		// reason that is not its own.
+		return nil, nil, r.waitForDisk(), nil
+	}
+	if d := r.prepareWorkspace(); d != nil {
+		return nil, nil, d, nil
+	}
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
 		if d := r.checkAgent(); d != nil {
@@ -338,8 +461,12 @@ func (r *runner) following() (*planned, []string, *decision, error) {
 	}
 	env, err := r.envWithFile()
 	if err != nil {
-		return nil, nil, &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
-			description: err.Error() + "; fix the file, then `loopctl resume` the run"}, nil
+		return nil, nil, r.envFileDecision(err), nil
+	}
+	if next.Phase == api.PhaseImplementation {
+		if d := r.checkRoot(env); d != nil {
+			return nil, nil, d, nil
+		}
 	}
 	p, err := r.plan(next)
 	return p, env, nil, err
@@ -404,6 +531,32 @@ func (r *runner) checkAgent() *decision {
 		description: agentNotFound(bin)}
 }
 
+// checkRoot ends the run when Claude Code would refuse to start: as root it
+// refuses --dangerously-skip-permissions (which the claude preset passes)
+// unless IS_SANDBOX=1 says it runs in a sandbox. Every step would fail the
+// same way in a second, so the run stops at once, saying what to do.
+func (r *runner) checkRoot(env []string) *decision {
+	if os.Geteuid() != 0 || !r.cfg.SkipsPermissions() || lookupEnv(env, "IS_SANDBOX") == "1" {
+		return nil
+	}
+	return &decision{status: api.RunAborted, reason: "fatal:agent_refused_root", event: events.RunAborted,
+		description: "Claude Code refuses --dangerously-skip-permissions (which the claude preset passes) when run as root, " +
+			"and loopd runs as root: if this is a container or sandbox, set IS_SANDBOX=1 in the run's env_file " +
+			"(.env in the workspace) or in the daemon's environment; otherwise run loopd as a normal user. " +
+			"Then `loopctl resume` the run"}
+}
+
+// lookupEnv returns the last value of key in env (later entries win, as
+// for the step's process).
+func lookupEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 func agentNotFound(bin string) string {
 	hint := ""
 	switch bin {
@@ -443,6 +596,7 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 			now := r.s.opts.Now().UnixMilli()
 			st.EndedAt = &now
 		}
+		r.redactStep(st)
 		r.hist.SetLast(*st)
 		if st.Status == api.StepInterrupted {
 			typ = events.StepInterrupted // however its outcome was lost
@@ -532,6 +686,10 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err
 			}
+			// The history holds st's end already (conclude).
+			if err := tx.SetRunStats(r.id, statsOf(&r.hist)); err != nil {
+				return err
+			}
 		}
 		if ev != nil {
 			if err := r.recordEvaluation(tx, ev, announce); err != nil {
@@ -553,7 +711,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 				return nil
 			}
 			inserted = true
-			return next.insert(tx)
+			return r.insertStep(tx, next)
 		}
 		return nil
 	})
@@ -580,6 +738,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 }
 
 func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
+	d.description = r.secrets.String(d.description)
 	tr := storage.Transition{RunID: r.id, From: []api.RunStatus{api.RunRunning}, To: d.status,
 		Reason: d.reason, Description: d.description, WaitUntil: d.waitUntil, Event: d.event,
 		ClearRequests: true, Payload: d.payload}
@@ -599,7 +758,7 @@ func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
 }
 
 func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation, announce []string) error {
-	results, err := json.Marshal(ev.Results)
+	results, err := json.Marshal(r.redactResults(ev.Results))
 	if err != nil {
 		return fmt.Errorf("encode evaluation: %w", err)
 	}
@@ -664,6 +823,11 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	// A step killed by `stop --now` ends the run as the user asked.
 	if st != nil && st.Status == api.StepCanceled && st.CancelCause == storage.CancelUser {
 		return r.interrupted(storage.StopNow, true)
+	}
+	if st != nil && st.Phase == api.PhaseSetup && st.Status == api.StepFailed {
+		return &decision{status: api.RunFailed, reason: "setup_failed", event: events.RunFailed,
+			description: fmt.Sprintf("setup_command failed in the worktree %s: %s; see `loopctl logs %s --step %d`, fix it, then `loopctl resume %s`",
+				r.workdir, st.Error, shortOf(r.id), st.Seq, shortOf(r.id))}
 	}
 	v := ev.Stop
 	if v != nil && v.Class == stop.ClassFailure {
@@ -805,7 +969,7 @@ func (r *runner) context(stepID int64) stop.Context {
 		Step:                    stepID,
 		Iteration:               h.CompletedIterations(),
 		Elapsed:                 time.Duration(h.ElapsedMS(r.s.opts.Now().UnixMilli())) * time.Millisecond,
-		Workspace:               r.run.Workspace,
+		Workspace:               r.workdir,
 		TestFailureStreak:       h.TestFailureStreak(),
 		IterationsSinceProgress: h.IterationsSinceProgress(),
 		UserSignal:              r.run.UserSignal,
@@ -839,11 +1003,12 @@ func stopUsage(u api.Usage, cfg config.Config) stop.Usage {
 	if model == "" {
 		model = cfg.Model
 	}
+	reported, known := u.ReportedCost()
 	return stop.Usage{
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
 		Model: model, PricedCostUSD: u.CostUSD, PricedKnown: !u.CostUnknown,
-		ReportedCostUSD: u.ReportedCostUSD, ReportedKnown: u.ReportedCostUSD > 0,
+		ReportedCostUSD: reported, ReportedKnown: known,
 	}
 }
 
@@ -858,6 +1023,11 @@ func stepPayload(st *storage.Step) map[string]any {
 	}
 	if t := stepTests(st); t != nil {
 		p["tests"] = t
+	}
+	if st.FilesChanged != nil {
+		// The change ledger, live for followers (the dashboard's iteration
+		// ledger): the same shape as the step's JSON.
+		p["changes"] = StepJSON(st, 0).Changes
 	}
 	return p
 }

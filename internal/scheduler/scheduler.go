@@ -213,10 +213,18 @@ func (s *Scheduler) KillSteps() {
 		runners = append(runners, r)
 	}
 	s.mu.Unlock()
+	// Every step is signalled first, then waited for: each runner carries
+	// out its own kill (SIGTERM, grace, SIGKILL), so the graces run side
+	// by side instead of adding up (steps ignoring SIGTERM each cost the
+	// whole grace).
+	var dones []<-chan struct{}
 	for _, r := range runners {
 		if done := r.cancelStep(errDaemonStop); done != nil {
-			<-done
+			dones = append(dones, done)
 		}
+	}
+	for _, done := range dones {
+		<-done
 	}
 }
 
@@ -249,8 +257,11 @@ func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
 		if run.Status == api.RunWaiting {
 			tr.Event = events.RunResumed
 			why := "usage limit reset"
-			if run.Reason == "api_unavailable" {
+			switch run.Reason {
+			case "api_unavailable":
 				why = "back-off over: trying the model API again"
+			case reasonDiskFull:
+				why = "retrying after LOOPD_HOME was out of disk space"
 			}
 			tr.Payload = map[string]any{"run_id": run.ID, "reason": why}
 		}

@@ -100,9 +100,15 @@ func (p *planned) removeFiles() {
 	}
 }
 
-// insert records a planned step as RUNNING, with STEP_STARTED, in tx; the
-// caller appends it to the history once tx commits.
-func (p *planned) insert(tx *storage.Tx) error { return tx.InsertStep(p.step, p.payload) }
+// insertStep records a planned step as RUNNING, with STEP_STARTED and
+// the run's aggregates after it, in tx; the caller appends it to the
+// history once tx commits.
+func (r *runner) insertStep(tx *storage.Tx, p *planned) error {
+	if err := tx.InsertStep(p.step, p.payload); err != nil {
+		return err
+	}
+	return tx.SetRunStats(r.id, withStarted(statsOf(&r.hist), p.step))
+}
 
 // spec describes a planned step's process, in environment env (the
 // daemon's plus the run's env_file). Steps are always gated: the process
@@ -123,9 +129,14 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 		commands = []string{r.cfg.ReviewCommand}
 	case api.PhaseVerification:
 		commands = r.cfg.VerifyCommands
+	case api.PhaseSetup:
+		// LOOP_CHECKOUT: the user's checkout, to copy what git does not
+		// carry into a new worktree (cp "$LOOP_CHECKOUT/.env" .).
+		commands = []string{r.cfg.SetupCommand}
+		env = append(env[:len(env):len(env)], "LOOP_CHECKOUT="+r.run.Workspace)
 	}
 	return supervise.Spec{
-		Dir: r.run.Workspace, Commands: commands, StdinPath: stdin,
+		Dir: r.workdir, Commands: commands, StdinPath: stdin,
 		Env:     r.stepEnv(env, st, prompt),
 		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true,
 	}
@@ -171,6 +182,11 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 	}
 	if err != nil {
 		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
+		if errors.Is(err, supervise.ErrNoSpace) || r.s.diskFull() {
+			// Nothing ran: not a failure of the phase.
+			st.Status = api.StepInterrupted
+			st.Error = "could not start the step: " + errDiskFull.Error() + "; the phase runs again once space is freed"
+		}
 		return st, nil
 	}
 	done, err := r.watch(st, proc)
@@ -243,7 +259,17 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	if ending == supervise.Detached {
 		return nil, errDetached
 	}
-	r.outcome(st, proc.Exit(), ending)
+	ex := proc.Exit()
+	if ex.Recorded {
+		// The step's own record says when it ended, not when this daemon
+		// noticed: a daemon frozen for a while (SIGSTOP, a suspended VM)
+		// must not count its freeze as the step's running time.
+		if at, ok := supervise.RecordedEnd(r.files(st.Seq, st.Phase).status, r.files(st.Seq, st.Phase).tag); ok {
+			ended := max(at.UnixMilli(), st.StartedAt)
+			st.EndedAt = &ended
+		}
+	}
+	r.outcome(st, ex, ending)
 	return st, nil
 }
 
@@ -362,7 +388,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		st.Error = "no output for " + r.cfg.IdleTimeout.String() + " (idle_timeout)"
 	default:
 		switch {
-		case ending != supervise.Exited:
+		case ending != supervise.Exited && !ex.Recorded:
 			// Stopped without a recorded cause (its record failed):
 			// never a failure of the phase.
 			st.Status, st.Error = api.StepCanceled, "stopped by the daemon"
@@ -381,6 +407,14 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			st.Status = api.StepSucceeded
 		}
 	}
+	if st.Status == api.StepFailed && r.s.diskFull() {
+		// Its output could not be written: the disk, not the step,
+		// failed. Never counted; the phase runs again once there is
+		// space (the run waits for it, see following).
+		st.Status = api.StepInterrupted
+		st.Error = errDiskFull.Error() + " while the step ran (" + st.Error + "); the phase runs again once space is freed"
+		r.log.Warn("step failed while LOOPD_HOME was out of disk space; not counted as a failure", zap.Int("seq", st.Seq))
+	}
 	switch st.Phase {
 	case api.PhaseImplementation, api.PhaseReview:
 		r.readAgentOutput(st)
@@ -389,13 +423,14 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			r.readTests(st)
 		}
 	}
+	if st.Phase == api.PhaseImplementation {
+		// Before the fingerprint: in a worktree the ledger commit is part
+		// of the state it reads.
+		r.recordChanges(st)
+	}
 	if st.Phase == api.PhaseImplementation && (st.Status == api.StepSucceeded || st.Status == api.StepFailed) {
 		if r.cfg.NoProgressIterations > 0 || r.usesProgress {
-			fp, err := workspace.Fingerprint(context.Background(), r.run.Workspace)
-			if err != nil {
-				r.log.Warn("workspace fingerprint", zap.Error(err))
-			}
-			st.Fingerprint = fp
+			r.fingerprint(st)
 		}
 		if r.cfg.PlanFile != "" {
 			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
@@ -424,8 +459,11 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		st.Model = r.cfg.Model
 	}
 	if price, ok := r.prices.Lookup(st.Model); ok && res.UsageFound {
+		// 1-hour cache writes are priced at their own rate; the split is
+		// read from the log again whenever the step is priced.
 		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, price)
+			CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens,
+			CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
 		st.PricedCostUSD = &cost
 	}
 	st.FinalMessage = tailString(res.FinalMessage, finalMessageCap)
@@ -646,7 +684,7 @@ func (r *runner) stepEnv(env []string, st *storage.Step, promptFile string) []st
 		"LOOP_PHASE="+string(st.Phase),
 		"LOOP_ITERATION="+strconv.Itoa(st.Iteration),
 		"LOOP_STEP="+strconv.Itoa(st.Seq),
-		"LOOP_WORKSPACE="+r.run.Workspace,
+		"LOOP_WORKSPACE="+r.workdir,
 		"LOOP_PROMPT_FILE="+promptFile,
 	)
 }
@@ -658,10 +696,11 @@ func (r *runner) envWithFile() ([]string, error) {
 	if r.cfg.EnvFile == "" {
 		return env, nil
 	}
-	vars, err := config.LoadEnvFile(r.cfg.EnvFile)
+	vars, err := r.loadEnvFile()
 	if err != nil {
 		return nil, fmt.Errorf("env_file: %w", err)
 	}
+	r.useSecrets(vars)
 	return append(env, vars...), nil
 }
 
@@ -755,6 +794,9 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		}
 		return r.conclude(done, events.StepFinished)
 	}
+	// Its leader is gone: whatever it left running while no daemon
+	// watched (a background job in a session of its own) goes now.
+	supervise.Sweep(f.tag)
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's
@@ -789,5 +831,6 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 	if st.Phase != api.PhaseVerification {
 		r.readAgentOutput(st) // the tokens it spent were spent
 	}
+	r.recordChanges(st) // and what it changed, changed
 	return r.conclude(st, events.StepInterrupted)
 }

@@ -54,6 +54,9 @@ type Usage struct {
 	OutputTokens     int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
+	// CacheWrite1hTokens are the part of CacheWriteTokens written to the cache for
+	// one hour (Anthropic), priced higher than 5-minute writes.
+	CacheWrite1hTokens int64
 	// Model is the model the tokens were priced with (config "model"); it names the
 	// model in the "cost unknown" message.
 	Model string

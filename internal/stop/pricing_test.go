@@ -1,6 +1,9 @@
 package stop
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Seed 002: calculateCost handles cache tokens, for every model of the table.
 func TestCostForEachModelWithCacheTokens(t *testing.T) {
@@ -30,9 +33,18 @@ func TestCostForEachModelWithCacheTokens(t *testing.T) {
 		if got := Cost(u, p); !near(got, tc.want) {
 			t.Errorf("Cost(%s) = %.6f, want %.6f", tc.model, got, tc.want)
 		}
-		// Cache reads are cheaper than input everywhere; writes cost more or nothing.
-		if p.CacheRead >= p.Input || (p.CacheWrite != 0 && p.CacheWrite <= p.Input) {
-			t.Errorf("%s: implausible cache prices %+v", tc.model, p)
+	}
+	for name, p := range prices {
+		// Cache reads are cheaper than input (or equal where there is no
+		// cache discount); writes cost more or nothing, and 1-hour writes
+		// more than 5-minute ones.
+		if p.Input <= 0 || p.Output <= 0 || p.CacheRead > p.Input || (p.CacheWrite != 0 && p.CacheWrite <= p.Input) ||
+			(p.CacheWrite1h != 0 && p.CacheWrite1h <= p.CacheWrite) {
+			t.Errorf("%s: implausible prices %+v", name, p)
+		}
+		// Claude 3 Haiku is the one published exception ($0.30 and $0.50 on $0.25).
+		if strings.HasPrefix(name, "claude-") && name != "claude-3-haiku" && (p.CacheWrite != p.Input*1.25 || p.CacheWrite1h != p.Input*2) {
+			t.Errorf("%s: Anthropic cache writes are 1.25× (5 minutes) and 2× (1 hour) input: %+v", name, p)
 		}
 	}
 	if got := Cost(Usage{}, prices["claude-sonnet-4-5"]); got != 0 {
@@ -58,10 +70,27 @@ func TestLookupNormalisesModelNames(t *testing.T) {
 		{"gpt-4o-latest", "gpt-4o"},
 		{"models/gemini-2.5-flash", "gemini-2.5-flash"},
 		{"google/gemini-2.5-pro", "gemini-2.5-pro"},
-		{"gemini-2.5-flash-lite", ""},
+		{"gemini-2.5-flash-lite", "gemini-2.5-flash-lite"},
+		{"gemini-2.5-flash-lite-preview-06-17", "gemini-2.5-flash-lite"},
+		{"gemini-3-flash-preview", "gemini-3-flash"},
+		{"gemini-3.1-pro-preview", "gemini-3.1-pro"},
 		{"gpt-4", ""},
-		{"claude-sonnet-4", ""},
+		{"claude-sonnet-4-20250514", "claude-sonnet-4"},
+		{"claude-opus-4-1-20250805", "claude-opus-4-1"},
+		{"claude-3-5-haiku-20241022", "claude-3-5-haiku"},
 		{"gpt-4o-mini-tts", ""},
+		{"gpt-5-codex", "gpt-5-codex"},
+		{"gpt-5.1-codex-mini", "gpt-5.1-codex-mini"},
+		{"openai/gpt-5.4-mini-2026-03-17", "gpt-5.4-mini"},
+		{"gpt-5-2025-08-07", "gpt-5"},
+		{"gpt-5.5", "gpt-5.5"},
+		{"o4-mini-2025-04-16", "o4-mini"},
+		{"gpt-4.1-2025-04-14", "gpt-4.1"},
+		// The CLI aliases resolve to the newest model of the family.
+		{"sonnet", "claude-sonnet-5-5"},
+		{"Opus", "claude-opus-5-5"},
+		{"haiku", "claude-haiku-5-5"},
+		{"sonnet[1m]", "claude-sonnet-5-5"},
 		{"", ""},
 	}
 	for _, tc := range cases {
@@ -88,5 +117,51 @@ func TestOverrideReplacesTheSameModel(t *testing.T) {
 	p.Override("my-local-model", Price{Input: 0.5, Output: 0.5})
 	if _, ok := p.Lookup("My-Local-Model"); !ok {
 		t.Error("new model not found")
+	}
+}
+
+// Anthropic bills 1-hour cache writes at 2× input and 5-minute writes at 1.25×:
+// on Sonnet 4.5, $6 and $3.75 per million.
+func TestCostPricesOneHourCacheWritesApart(t *testing.T) {
+	p, _ := DefaultPrices().Lookup("claude-sonnet-4-5-20250929")
+	cases := []struct {
+		name string
+		u    Usage
+		want float64
+	}{
+		{"5-minute writes", Usage{CacheWriteTokens: 1_000_000}, 3.75},
+		{"1-hour writes", Usage{CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 1_000_000}, 6},
+		{"both", Usage{CacheWriteTokens: 3_000_000, CacheWrite1hTokens: 1_000_000}, 2*3.75 + 6},
+		{"a 1-hour count above the total is capped", Usage{CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 5_000_000}, 6},
+		{"everything", Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000, CacheReadTokens: 1_000_000,
+			CacheWriteTokens: 2_000_000, CacheWrite1hTokens: 1_000_000}, 3 + 15 + 0.30 + 3.75 + 6},
+	}
+	for _, tc := range cases {
+		if got := Cost(tc.u, p); !near(got, tc.want) {
+			t.Errorf("%s: Cost = %.6f, want %.6f", tc.name, got, tc.want)
+		}
+	}
+	// A provider with one write price (an override without a 1-hour price)
+	// prices 1-hour writes at it.
+	one := Price{Input: 1, Output: 1, CacheWrite: 2}
+	if got := Cost(Usage{CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 1_000_000}, one); !near(got, 2) {
+		t.Errorf("single write price: Cost = %v, want 2", got)
+	}
+}
+
+// Every preset's current models are priced: a max_cost with Codex or Gemini must
+// not silently count nothing.
+func TestDefaultPricesCoverThePresets(t *testing.T) {
+	prices := DefaultPrices()
+	for _, model := range []string{
+		"claude-opus-4-5-20251101", "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001", "claude-opus-4-6",
+		"claude-sonnet-4-6", "claude-opus-5", "claude-sonnet-5-5", "claude-haiku-5-5", "claude-3-7-sonnet-20250219",
+		"gpt-5", "gpt-5-mini", "gpt-5-nano", "gpt-5-codex", "gpt-5.1-codex", "gpt-5.1-codex-max", "gpt-5.2-codex",
+		"gpt-5.3-codex", "gpt-5.4", "gpt-5.5", "codex-mini-latest", "gpt-4.1", "gpt-4o", "gpt-4o-mini", "o3", "o4-mini",
+		"gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "gemini-3-flash-preview", "gemini-3.1-pro-preview",
+	} {
+		if _, ok := prices.Lookup(model); !ok {
+			t.Errorf("%s is not priced", model)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/loopd/loopd/internal/events"
 )
@@ -41,6 +42,14 @@ func (t *Tx) Event(runID string, stepID *int64, typ events.Type, payload any) (i
 		return 0, err
 	}
 	t.lastSeq = seq
+	if !slices.Contains(t.runs, runID) {
+		t.runs = append(t.runs, runID)
+	}
+	if t.hook != nil {
+		if err := t.hook(t, Event{Seq: seq, RunID: runID, StepID: stepID, Type: typ, TS: t.now, Payload: string(body)}); err != nil {
+			return 0, err
+		}
+	}
 	return seq, nil
 }
 
@@ -60,6 +69,36 @@ func (s *Store) Events(ctx context.Context, runID string, after int64, limit int
 			WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, runID, after, limit)
 	}
 	return evs, err
+}
+
+// EventEnds returns a run's first n and last n events, in order and each
+// once, and how many events the run has in all: what a report of a run
+// with a million events shows, without loading them.
+func (s *Store) EventEnds(ctx context.Context, runID string, n int) ([]Event, int, error) {
+	var total int
+	if err := s.get(ctx, &total, `SELECT COUNT(*) FROM events WHERE run_id = ?`, runID); err != nil {
+		return nil, 0, err
+	}
+	var head, tail []Event
+	if err := s.sel(ctx, &head, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		WHERE run_id = ? ORDER BY seq LIMIT ?`, runID, n); err != nil {
+		return nil, 0, err
+	}
+	if err := s.sel(ctx, &tail, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		WHERE run_id = ? ORDER BY seq DESC LIMIT ?`, runID, n); err != nil {
+		return nil, 0, err
+	}
+	evs := head
+	var last int64
+	if len(head) > 0 {
+		last = head[len(head)-1].Seq
+	}
+	for i := len(tail) - 1; i >= 0; i-- {
+		if tail[i].Seq > last {
+			evs = append(evs, tail[i])
+		}
+	}
+	return evs, total, nil
 }
 
 // LastEventSeq returns the newest event seq (0 when there is none).

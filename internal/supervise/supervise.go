@@ -1,7 +1,7 @@
 // Package supervise runs loopd's steps as detached process groups that
 // outlive the daemon, and re-attaches to them after a restart.
 //
-// A step is `/bin/sh -c <wrapper> <tag> <exits file> <mode> <command>...` started
+// A step is `/bin/sh -c <wrapper> <tag> <exits file> <reservation> <mode> <command>...` started
 // in its own session (so its own process group, with no controlling
 // terminal), stdin from a file, stdout and stderr appended straight to the
 // step's log file: there is no pipe the daemon must drain, so the step keeps
@@ -40,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,7 +50,8 @@ import (
 )
 
 // wrapper is the shell program around a step's commands. $0 is the tag,
-// $1 the exits file, $2 the mode, the rest are the commands.
+// $1 the exits file, $2 the offset of the step's reservation in it ("" for
+// none), $3 the mode, the rest are the commands.
 //
 // A mode starting with "g" is gated, and three more arguments follow it:
 // the log, the daemon's umask and the stdin file ("" for /dev/null). The
@@ -80,7 +82,13 @@ import (
 // The status is appended as a line "<tag> exit <code>" to a file all the
 // run's steps share (appending creates no file; creating one is slow on
 // some disks). The line starts with a newline too, so a line cut short by
-// a full disk can never hide the next one.
+// a full disk can never hide the next one. When the append fails — the
+// disk filled up while the step ran — the status is written over the
+// step's reservation instead: a line "<tag> reserved" that Start appended
+// while there was space, of the same length as the record, so writing it
+// in place needs no new space (dd conv=notrunc). A step whose outcome is
+// known is then never taken for a lost one by a daemon that restarts
+// before the disk has room again, and its paid agent never runs twice.
 //
 // The wrapper and each subshell catch SIGTERM with a no-op trap: caught
 // signals are reset to their default on exec, so the commands themselves
@@ -89,7 +97,12 @@ import (
 // group's leader stays alive until they have. A command that is itself a
 // shell loop ignores TERM this way and is ended by the SIGKILL that
 // follows the grace period.
-const wrapper = `__loopd_s=$1 __loopd_m=$2; shift 2
+const wrapper = `__loopd_s=$1 __loopd_o=$2 __loopd_m=$3; shift 3
+__loopd_rec() {
+  printf '\n%s exit %d\n' "$0" "$1" 2>/dev/null >>"$__loopd_s" ||
+  { [ -n "$__loopd_o" ] && printf '%s exit %-3d' "$0" "$1" |
+    dd of="$__loopd_s" bs=1 seek="$__loopd_o" conv=notrunc 2>/dev/null; }
+}
 case $__loopd_m in g?)
   trap '' TERM
   umask 077
@@ -98,13 +111,13 @@ case $__loopd_m in g?)
   IFS= read -r __loopd_g <&3 || exit 125
   exec 3<&-
   if [ -n "$__loopd_i" ] && ! command exec <"$__loopd_i"; then
-    printf '\n%s exit %d\n' "$0" 126 >>"$__loopd_s"; exit 126
+    __loopd_rec 126; exit 126
   fi
   __loopd_m=${__loopd_m#g};;
 esac
 trap : TERM
 if [ "$__loopd_m" = i ]; then
-  trap 'printf "\n%s exit %d\n" "$0" $? >>"$__loopd_s"' EXIT
+  trap '__loopd_rec $?' EXIT
   eval "$1"
   exit
 fi
@@ -114,7 +127,7 @@ for __loopd_c do
   (trap : TERM; eval "$__loopd_c"); __loopd_ec=$?
   [ $__loopd_ec -eq 0 ] || break
 done
-printf '\n%s exit %d\n' "$0" $__loopd_ec >>"$__loopd_s"
+__loopd_rec $__loopd_ec
 exit $__loopd_ec`
 
 // noLog is what a gated wrapper prints, after the shell's own message,
@@ -172,7 +185,7 @@ func (e Exit) String() string {
 	case e.Failed != "":
 		return e.Failed
 	case e.Signal != 0:
-		return "killed by " + e.Signal.String()
+		return "killed by " + signalName(e.Signal)
 	case e.Code >= 0:
 		return fmt.Sprintf("exit code %d", e.Code)
 	}
@@ -196,6 +209,7 @@ type Process struct {
 	cmd     *exec.Cmd // for children of this daemon
 	pidfd   int       // for adopted processes with pidfd support; -1 otherwise
 	adopted bool      // started by an earlier daemon
+	cgroup  string    // the step's cgroup directory; "" when it has none (see cgroup.go)
 
 	gated  bool     // started with Spec.Gated
 	gate   *os.File // the gate's write end until Open or Abandon
@@ -212,9 +226,12 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Commands) == 1 && simple(spec.Commands[0]) {
 		mode = "i"
 	}
-	args := []string{"/bin/sh", "-c", wrapper, spec.Tag, spec.StatusPath}
+	at, err := reserve(spec.StatusPath, spec.Tag)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"/bin/sh", "-c", wrapper, spec.Tag, spec.StatusPath, at}
 	var out, stdin, gateR, gateW, logErr *os.File
-	var err error
 	defer func() { closeAll(out, stdin, gateR) }() // the child has its own copies
 	if spec.Gated {
 		// The wrapper opens its log and its stdin itself (see wrapper);
@@ -258,7 +275,29 @@ func Start(spec Spec) (*Process, error) {
 	if gateR != nil {
 		cmd.ExtraFiles = []*os.File{gateR} // fd 3
 	}
-	if err := cmd.Start(); err != nil {
+	cg, cgfd := newStepCgroup(spec.Tag)
+	if cgfd >= 0 {
+		// Born in its cgroup: not even the leader's first fork escapes.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
+	}
+	err = startRegistered(cmd)
+	if err != nil && cgfd >= 0 {
+		// clone3 refused (a seccomp filter, an old kernel): without the
+		// cgroup, the step's processes are found by tag and parentage.
+		// An exec.Cmd starts once, even when its start failed: a fresh
+		// one ("exec: already started" failed such steps).
+		attr := *cmd.SysProcAttr
+		attr.UseCgroupFD, attr.CgroupFD = false, 0
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin,
+			Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: &attr}
+		os.Remove(cg)
+		cg = ""
+		err = startRegistered(cmd)
+	}
+	if cgfd >= 0 {
+		unix.Close(cgfd)
+	}
+	if err != nil {
 		closeAll(gateW, logErr)
 		return nil, fmt.Errorf("start step: %w", err)
 	}
@@ -271,11 +310,49 @@ func Start(spec Spec) (*Process, error) {
 		gated:      spec.Gated,
 		gate:       gateW,
 		logErr:     logErr,
+		cgroup:     cg,
 	}
 	p.Pid = cmd.Process.Pid
 	p.BootID = BootID()
 	go p.waitChild()
 	return p, nil
+}
+
+// newStepCgroup is newCgroup; a test replaces it to make the start in a
+// cgroup fail.
+var newStepCgroup = newCgroup
+
+// reservedWord fills a reservation: as long as " exit <code>" with the
+// code padded to three digits, which is what the wrapper writes over it.
+const reservedWord = " reserved"
+
+// ErrNoSpace means a step could not be started because the file system
+// of its exits file is full: nothing of it ran.
+var ErrNoSpace = errors.New("no space left for the step's exit status")
+
+// reserve appends the step's reservation to the exits file (see wrapper)
+// and returns its offset for the wrapper.
+func reserve(path, tag string) (string, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return "", fmt.Errorf("start step: %w: %v", ErrNoSpace, err)
+		}
+		return "", fmt.Errorf("start step: open exits file: %w", err)
+	}
+	defer f.Close()
+	line := "\n" + tag + reservedWord + "\n"
+	if _, err := f.WriteString(line); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return "", fmt.Errorf("start step: %w: %v", ErrNoSpace, err)
+		}
+		return "", fmt.Errorf("start step: reserve exit status: %w", err)
+	}
+	end, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return "", fmt.Errorf("start step: reserve exit status: %w", err)
+	}
+	return strconv.FormatInt(end-int64(len(line))+1, 10), nil
 }
 
 // pipe returns a close-on-exec pipe, so no other step inherits either
@@ -367,9 +444,12 @@ func (p *Process) waitChild() {
 	p.mu.Lock()
 	// The leader is a zombie: its pgid cannot have been reused. Anything
 	// still in the group is an orphan of the step (a background job the
-	// agent left behind); it must not outlive the step.
+	// agent left behind); it must not outlive the step. Nor must what left
+	// the group: in the step's cgroup, or carrying its tag.
 	_ = unix.Kill(-p.Pid, unix.SIGKILL)
+	p.killEscaped(unix.SIGKILL)
 	_ = p.cmd.Wait() // the exit status is in ProcessState
+	unregisterLeader(p.Pid)
 	p.reaped = true
 	// The wrapper exits with its commands' status once it has recorded
 	// it; killed by a signal, or at a gate never opened, it recorded
@@ -393,7 +473,22 @@ func (p *Process) waitChild() {
 		p.logErr = nil
 	}
 	p.mu.Unlock()
+	if p.cgroup != "" {
+		removeCgroup(p.cgroup) // once the killed leftovers have left it
+	}
 	close(p.done)
+}
+
+// killEscaped sends sig to the step's processes outside its process group
+// (and to those inside it, again): with SIGKILL and a cgroup, all at once
+// through cgroup.kill; otherwise each process of stepProcesses. The caller
+// holds p.mu.
+func (p *Process) killEscaped(sig syscall.Signal) int {
+	n := 0
+	if sig == unix.SIGKILL && p.cgroup != "" && killCgroup(p.cgroup) {
+		n++
+	}
+	return n + signalProcs(stepProcesses(p.Pid, p.StartTicks, p.tag, p.cgroup), sig)
 }
 
 // logFailure reads what a gated wrapper wrote before it had its log: a
@@ -445,6 +540,7 @@ func Adopt(id Identity, tag, statusPath string) (*Process, error) {
 			return nil, ErrGone
 		}
 		p.pidfd = fd
+		p.cgroup = stepCgroup(id.Pid, tag)
 		go p.waitAdopted()
 	case errors.Is(err, unix.ESRCH):
 		return nil, ErrGone
@@ -455,6 +551,7 @@ func Adopt(id Identity, tag, statusPath string) (*Process, error) {
 		if !Matches(id, tag) {
 			return nil, ErrGone
 		}
+		p.cgroup = stepCgroup(id.Pid, tag)
 		go p.pollAdopted()
 	}
 	return p, nil
@@ -494,6 +591,12 @@ func (p *Process) adoptedExited() {
 	p.exit = Exit{Code: -1}
 	p.mu.Unlock()
 	signalTagged(p.Pid, p.tag, unix.SIGKILL)
+	p.mu.Lock()
+	p.killEscaped(unix.SIGKILL)
+	p.mu.Unlock()
+	if p.cgroup != "" {
+		removeCgroup(p.cgroup)
+	}
 	p.settle()
 }
 
@@ -518,10 +621,14 @@ func (p *Process) Signal(sig syscall.Signal) bool {
 	if p.reaped {
 		return false
 	}
+	// The processes that left the group get the same signal, and so the
+	// same grace: a background server the agent started in its own
+	// session is asked to stop before it is killed.
+	n := p.killEscaped(sig)
 	if p.adopted {
-		return signalTagged(p.Pid, p.tag, sig) > 0
+		return signalTagged(p.Pid, p.tag, sig)+n > 0
 	}
-	return unix.Kill(-p.Pid, sig) == nil
+	return unix.Kill(-p.Pid, sig) == nil || n > 0
 }
 
 // Terminate stops the step: SIGTERM to its group, then SIGKILL after grace
@@ -540,4 +647,13 @@ func (p *Process) Terminate(grace time.Duration) {
 	}
 	p.Signal(unix.SIGKILL)
 	<-p.done
+}
+
+// signalName is a signal's name, such as "SIGKILL" (syscall.Signal's String
+// is a description: "killed", which read "killed by killed").
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
 }

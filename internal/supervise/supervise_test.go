@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv("LOOPD_SUPERVISE_TEST_DAEMON"); dir != "" {
 		spec := specIn(dir, os.Getenv("LOOPD_SUPERVISE_TEST_CMD"))
 		spec.Gated = os.Getenv("LOOPD_SUPERVISE_TEST_GATED") != ""
+		useCgroups = os.Getenv("LOOPD_SUPERVISE_TEST_NO_CGROUP") == ""
 		p, err := Start(spec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -207,7 +208,7 @@ func TestTerminateKillsWholeGroup(t *testing.T) {
 	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	p.Terminate(200 * time.Millisecond)
 	ex := p.Exit()
-	if ex.Signal != syscall.SIGKILL {
+	if ex.Signal != syscall.SIGKILL || ex.String() != "killed by SIGKILL" {
 		t.Errorf("exit = %v, want killed by SIGKILL after the grace period", ex)
 	}
 	if ex.Recorded {
@@ -238,11 +239,16 @@ func TestNoOrphansAfterNaturalExit(t *testing.T) {
 // A step that handles SIGTERM gets the grace period to exit cleanly.
 func TestTerminateGivesGrace(t *testing.T) {
 	dir := t.TempDir()
-	p, err := Start(specIn(dir, `trap 'echo cleaned up; exit 9' TERM; while :; do sleep 0.02; done`))
+	p, err := Start(specIn(dir, `trap 'echo cleaned up; exit 9' TERM; echo ready; while :; do sleep 0.02; done`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the command install its trap
+	// The command prints "ready" once its trap is installed: a TERM sent
+	// before then would kill it without running the handler.
+	eventually(t, "the trap installed", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
+		return strings.Contains(string(b), "ready")
+	})
 	p.Terminate(10 * time.Second)
 	b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
 	if !strings.Contains(string(b), "cleaned up") {
@@ -264,8 +270,10 @@ func TestWatchLimits(t *testing.T) {
 		{"exits", "echo hi", func(l Limits) Limits { return l }, false, Exited},
 		{"deadline", "sleep 30", func(l Limits) Limits { l.Deadline = time.Now().Add(100 * time.Millisecond); return l }, false, TimedOut},
 		{"idle", "echo start; sleep 30", func(l Limits) Limits { l.IdleTimeout = 200 * time.Millisecond; return l }, false, Idle},
-		{"busy is not idle", "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.05; done",
-			func(l Limits) Limits { l.IdleTimeout = 300 * time.Millisecond; return l }, false, Exited},
+		// Runs 2.5× the idle timeout, printing every tenth of it: a margin
+		// that a loaded machine's scheduling does not eat.
+		{"busy is not idle", "i=0; while [ $i -lt 25 ]; do echo $i; i=$((i+1)); sleep 0.1; done",
+			func(l Limits) Limits { l.IdleTimeout = time.Second; return l }, false, Exited},
 		{"canceled", "sleep 30", func(l Limits) Limits { return l }, true, Canceled},
 		{"detached", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.Detach = ch; return l }, false, Detached},
 	}
@@ -529,4 +537,22 @@ func TestTerminateAdoptedWithoutPidfds(t *testing.T) {
 		t.Fatal("Terminate of an adopted step without pidfds did not return")
 	}
 	eventually(t, "the group gone", func() bool { return !groupHasLiveMembers(id.Pid) })
+}
+
+// A step's error names the signal ("killed by SIGTERM"), not its
+// description ("killed by terminated").
+func TestExitNamesTheSignal(t *testing.T) {
+	for _, tc := range []struct {
+		ex   Exit
+		want string
+	}{
+		{Exit{Code: -1, Signal: syscall.SIGKILL}, "killed by SIGKILL"},
+		{Exit{Code: -1, Signal: syscall.SIGTERM}, "killed by SIGTERM"},
+		{Exit{Code: -1, Signal: syscall.SIGSEGV}, "killed by SIGSEGV"},
+		{Exit{Code: 3}, "exit code 3"},
+	} {
+		if got := tc.ex.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.ex, got, tc.want)
+		}
+	}
 }

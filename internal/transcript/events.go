@@ -70,6 +70,11 @@ type usageFields struct {
 	// OpenAI: both are included in input_tokens.
 	CachedInput     count `json:"cached_input_tokens"`
 	CacheWriteInput count `json:"cache_write_input_tokens"`
+	// Anthropic: the split of cache_creation_input_tokens by duration,
+	// priced differently (1-hour writes cost 2× input, 5-minute 1.25×).
+	CacheCreationSplit *struct {
+		Ephemeral1h count `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
 	// Reasoning tokens, included in output_tokens: Codex
 	// reasoning_output_tokens, Claude output_tokens_details.thinking_tokens,
 	// OpenAI output_tokens_details.reasoning_tokens.
@@ -134,8 +139,19 @@ func (f *usageFields) anthropic() Usage {
 		OutputTokens:     f.OutputTokens.v,
 		CacheReadTokens:  f.CacheRead.v,
 		CacheWriteTokens: f.CacheCreation.v,
-		ReasoningTokens:  f.reasoning(),
+		// The split never exceeds the total it splits.
+		CacheWrite1hTokens: min(f.cacheWrite1h(), f.CacheCreation.v),
+		ReasoningTokens:    f.reasoning(),
 	}
+}
+
+// cacheWrite1h is the 1-hour part of an Anthropic cache write, 0 when the
+// usage does not split it.
+func (f *usageFields) cacheWrite1h() int64 {
+	if f.CacheCreationSplit == nil {
+		return 0
+	}
+	return f.CacheCreationSplit.Ephemeral1h.v
 }
 
 // openAI reads OpenAI-style counters: input_tokens include cache reads and

@@ -663,26 +663,29 @@ func (u *Usage) add(v Usage) {
 	u.OutputTokens = satAdd(u.OutputTokens, v.OutputTokens)
 	u.CacheReadTokens = satAdd(u.CacheReadTokens, v.CacheReadTokens)
 	u.CacheWriteTokens = satAdd(u.CacheWriteTokens, v.CacheWriteTokens)
+	u.CacheWrite1hTokens = satAdd(u.CacheWrite1hTokens, v.CacheWrite1hTokens)
 	u.ReasoningTokens = satAdd(u.ReasoningTokens, v.ReasoningTokens)
 }
 
 func (u Usage) minus(v Usage) Usage {
 	return Usage{
-		InputTokens:      u.InputTokens - v.InputTokens,
-		OutputTokens:     u.OutputTokens - v.OutputTokens,
-		CacheReadTokens:  u.CacheReadTokens - v.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens - v.CacheWriteTokens,
-		ReasoningTokens:  u.ReasoningTokens - v.ReasoningTokens,
+		InputTokens:        u.InputTokens - v.InputTokens,
+		OutputTokens:       u.OutputTokens - v.OutputTokens,
+		CacheReadTokens:    u.CacheReadTokens - v.CacheReadTokens,
+		CacheWriteTokens:   u.CacheWriteTokens - v.CacheWriteTokens,
+		CacheWrite1hTokens: u.CacheWrite1hTokens - v.CacheWrite1hTokens,
+		ReasoningTokens:    u.ReasoningTokens - v.ReasoningTokens,
 	}
 }
 
 func maxUsage(a, b Usage) Usage {
 	return Usage{
-		InputTokens:      max(a.InputTokens, b.InputTokens),
-		OutputTokens:     max(a.OutputTokens, b.OutputTokens),
-		CacheReadTokens:  max(a.CacheReadTokens, b.CacheReadTokens),
-		CacheWriteTokens: max(a.CacheWriteTokens, b.CacheWriteTokens),
-		ReasoningTokens:  max(a.ReasoningTokens, b.ReasoningTokens),
+		InputTokens:        max(a.InputTokens, b.InputTokens),
+		OutputTokens:       max(a.OutputTokens, b.OutputTokens),
+		CacheReadTokens:    max(a.CacheReadTokens, b.CacheReadTokens),
+		CacheWriteTokens:   max(a.CacheWriteTokens, b.CacheWriteTokens),
+		CacheWrite1hTokens: max(a.CacheWrite1hTokens, b.CacheWrite1hTokens),
+		ReasoningTokens:    max(a.ReasoningTokens, b.ReasoningTokens),
 	}
 }
 

@@ -62,6 +62,10 @@ type Usage struct {
 	// CacheWriteTokens are Anthropic cache_creation_input_tokens or OpenAI
 	// cache_write_input_tokens (newer Codex versions report them).
 	CacheWriteTokens int64
+	// CacheWrite1hTokens are the part of CacheWriteTokens that Anthropic
+	// wrote to the cache for one hour (usage.cache_creation.
+	// ephemeral_1h_input_tokens), priced higher than 5-minute writes.
+	CacheWrite1hTokens int64
 	// ReasoningTokens are the part of OutputTokens the agent reported as
 	// reasoning or thinking (Codex reasoning_output_tokens, Gemini thoughts,
 	// Claude thinking_tokens); 0 when it reported none.

@@ -1,4 +1,4 @@
--- 0004_step_api_unavailable (assigned number 0007; numbered after the migrations on main when written): a step that ended because the model API was
+-- 0006_step_api_unavailable: a step that ended because the model API was
 -- unavailable (overloaded, 5xx, 429 without a usage-limit reset, a cut
 -- stream, no network) counts no iteration and no failure; the run's back-off
 -- and its max_api_wait are derived from the unbroken series of such steps,

@@ -1,0 +1,187 @@
+package supervise
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A step's processes can leave its process group: Claude Code's Bash tool,
+// Gemini's run_shell_command, Codex without its sandbox and any `setsid cmd &`
+// start their own session. Killing the group misses them, and they outlive
+// the step. Where the kernel offers a writable cgroup v2 hierarchy, each step
+// runs in a cgroup of its own, created under the daemon's cgroup and named
+// after the step's tag: every process the step ever starts stays in it
+// whatever session it moves to, and one write to cgroup.kill ends them all.
+// The step's leader is born in it (clone3 with CLONE_INTO_CGROUP), so not
+// even its first fork escapes. A restarted daemon finds an adopted step's
+// cgroup from its processes' /proc/<pid>/cgroup, so nothing needs recording.
+//
+// Where there is no such hierarchy (cgroup v1 only, a read-only or
+// undelegated one), the step's processes are found by the tag in their
+// environment and as descendants of the leader (see stepProcesses).
+
+// useCgroups is false in tests of the fallback without cgroups.
+var useCgroups = true
+
+// cgroupPrefix starts the name of every step cgroup; the rest is the tag
+// with characters unfit for a file name replaced.
+const cgroupPrefix = "loopd-step-"
+
+// cgroupMount returns the mount point of the cgroup v2 hierarchy ("" when
+// there is none): /sys/fs/cgroup on most systems, /sys/fs/cgroup/unified on
+// hybrid ones.
+var cgroupMount = sync.OnceValue(func() string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// "36 25 0:31 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw"
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		if fields := strings.Fields(pre); len(fields) >= 5 && fields[3] == "/" {
+			return unescapeMount(fields[4])
+		}
+	}
+	return ""
+})
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cgroupOf returns the cgroup v2 path of a process ("/" for the root), or
+// "" when it has none or is gone.
+func cgroupOf(pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// cgroupName is the name of a step's cgroup directory.
+func cgroupName(tag string) string {
+	return cgroupPrefix + strings.Map(func(r rune) rune {
+		if r == '/' || r == ':' || r < ' ' || r == 0x7f {
+			return '-'
+		}
+		return r
+	}, tag)
+}
+
+// newCgroup creates the step's cgroup under the daemon's own and returns
+// its path and a directory fd for clone3 (the caller closes it). It returns
+// "" when cgroups cannot be used here: no v2 hierarchy, no permission, or a
+// kernel without cgroup.kill (before 5.14), whose kill would need a freezer
+// dance that is not worth its races.
+func newCgroup(tag string) (string, int) {
+	mount := cgroupMount()
+	if mount == "" || !useCgroups {
+		return "", -1
+	}
+	own := cgroupOf("self")
+	if own == "" {
+		return "", -1
+	}
+	dir := filepath.Join(mount, own, cgroupName(tag))
+	// A directory left by an earlier attempt of the same step (a daemon
+	// that died before removing it) is reused; it holds nothing alive, or
+	// that attempt's step would still be running and this one not started.
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", -1
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+		os.Remove(dir)
+		return "", -1
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return "", -1
+	}
+	return dir, fd
+}
+
+// stepCgroup returns the directory of the step cgroup that process pid is
+// in, "" when it is in none of this step's (it was started without one, or
+// moved out).
+func stepCgroup(pid int, tag string) string {
+	cg := cgroupOf(strconv.Itoa(pid))
+	mount := cgroupMount()
+	if cg == "" || mount == "" || filepath.Base(cg) != cgroupName(tag) {
+		return ""
+	}
+	return filepath.Join(mount, cg)
+}
+
+// cgroupPids lists the processes in a cgroup.
+func cgroupPids(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for f := range bytes.FieldsSeq(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killCgroup kills every process in the cgroup at once; the kernel also
+// catches processes forked while it kills.
+func killCgroup(dir string) bool {
+	return os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil
+}
+
+// removeCgroup removes a step's cgroup once its processes are gone (a
+// killed process leaves the cgroup as it exits, zombie or not). It gives up
+// after a while: an unremovable directory is harmless, and a daemon must
+// not hang on it.
+func removeCgroup(dir string) {
+	for range 100 {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,193 @@
+package supervise
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func readPids(t *testing.T, path string) []int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("pid %q in %s", f, path)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// escaper starts processes that leave the step's process group: one in a
+// session of its own (as Claude's Bash tool and Gemini's shell tool start
+// commands), one that also clears its environment (and so its tag), and a
+// plain background job. It writes their pids to escaped.pids, the one
+// without an environment's last.
+const escaper = `setsid sleep 1000 & echo $! >> escaped.pids
+sleep 1000 & echo $! >> escaped.pids
+setsid env -i /bin/sh -c 'echo $$ >> bare.pid; exec sleep 1000' &
+while [ ! -s bare.pid ]; do sleep 0.01; done
+cat bare.pid >> escaped.pids
+echo started`
+
+// modes runs a test with the step's cgroup and with the fallback without
+// one (tag and parentage).
+func modes(t *testing.T, test func(t *testing.T, withCgroup bool)) {
+	for _, withCgroup := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cgroup=%v", withCgroup), func(t *testing.T) {
+			if withCgroup {
+				if _, fd := newCgroup("loopd-probe-" + strconv.Itoa(os.Getpid())); fd < 0 {
+					t.Skip("no writable cgroup v2 hierarchy here")
+				} else {
+					syscallClose(fd)
+					os.Remove(filepath.Join(cgroupMount(), cgroupOf("self"), cgroupName("loopd-probe-"+strconv.Itoa(os.Getpid()))))
+				}
+			} else {
+				useCgroups = false
+				t.Cleanup(func() { useCgroups = true })
+			}
+			test(t, withCgroup)
+		})
+	}
+}
+
+func checkNothingLeft(t *testing.T, dir string, pids []int, cgroupLeavesNone bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for i, pid := range pids {
+		if i == len(pids)-1 && !cgroupLeavesNone {
+			break
+		}
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for i, pid := range pids {
+		if i == len(pids)-1 && !cgroupLeavesNone {
+			// Without a cgroup, a process that cleared its environment
+			// in a session of its own is beyond reach once its parent
+			// is gone: the documented limit of the fallback.
+			killIfAlive(pid)
+			continue
+		}
+		if alive(pid) {
+			t.Errorf("process %d (escaper #%d) survived the step", pid, i)
+			killIfAlive(pid)
+		}
+	}
+}
+
+func killIfAlive(pid int) {
+	if alive(pid) {
+		_ = syscallKill(pid)
+	}
+}
+
+// stop --now and timeouts (Terminate) leave nothing of the step running,
+// including what moved to its own session.
+func TestTerminateKillsEscapedProcesses(t *testing.T) {
+	modes(t, func(t *testing.T, withCgroup bool) {
+		dir := t.TempDir()
+		p, err := Start(specIn(dir, escaper+"\ntrap '' TERM; while :; do sleep 0.05; done"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withCgroup && p.cgroup == "" {
+			t.Fatal("the step has no cgroup although one could be created")
+		}
+		eventually(t, "escapers started", func() bool {
+			b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
+			return strings.Contains(string(b), "started")
+		})
+		pids := readPids(t, filepath.Join(dir, "escaped.pids"))
+		p.Terminate(200 * time.Millisecond)
+		checkNothingLeft(t, dir, pids, withCgroup)
+		if withCgroup {
+			if _, err := os.Stat(p.cgroup); !os.IsNotExist(err) {
+				t.Errorf("the step's cgroup %s was not removed: %v", p.cgroup, err)
+			}
+		}
+	})
+}
+
+// A step whose agent ends (or crashes) leaves nothing behind either.
+func TestStepEndKillsEscapedProcesses(t *testing.T) {
+	modes(t, func(t *testing.T, withCgroup bool) {
+		dir := t.TempDir()
+		p, err := Start(specIn(dir, escaper+"\nkill -9 $$"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := waitDone(t, p)
+		if ex.Signal == 0 && ex.Code == 0 {
+			t.Errorf("exit %+v: the crash was not seen", ex)
+		}
+		checkNothingLeft(t, dir, readPids(t, filepath.Join(dir, "escaped.pids")), withCgroup)
+	})
+}
+
+func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }
+func syscallClose(fd int)       { unix.Close(fd) }
+
+// A restarted daemon kills everything of an adopted step too: it finds the
+// step's cgroup from the leader's /proc/<pid>/cgroup and its other
+// processes by their tag.
+func TestAdoptedTerminateKillsEscapedProcesses(t *testing.T) {
+	modes(t, func(t *testing.T, withCgroup bool) {
+		dir := t.TempDir()
+		env := []string{}
+		if !withCgroup {
+			env = append(env, "LOOPD_SUPERVISE_TEST_NO_CGROUP=1")
+		}
+		id := startDetached(t, dir, escaper+"\ntrap '' TERM; while :; do sleep 0.05; done", env...)
+		eventually(t, "escapers started", func() bool {
+			b, _ := os.ReadFile(filepath.Join(dir, "step.log"))
+			return strings.Contains(string(b), "started")
+		})
+		p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withCgroup == (p.cgroup == "") {
+			t.Fatalf("adopted step's cgroup %q, want one: %v", p.cgroup, withCgroup)
+		}
+		p.Terminate(200 * time.Millisecond)
+		checkNothingLeft(t, dir, readPids(t, filepath.Join(dir, "escaped.pids")), withCgroup)
+	})
+}
+
+// What a step left behind when it ended while no daemon watched is swept
+// by the next daemon.
+func TestSweepKillsLeftovers(t *testing.T) {
+	modes(t, func(t *testing.T, withCgroup bool) {
+		dir := t.TempDir()
+		env := []string{}
+		if !withCgroup {
+			env = append(env, "LOOPD_SUPERVISE_TEST_NO_CGROUP=1")
+		}
+		startDetached(t, dir, escaper, env...)
+		eventually(t, "the step to end", func() bool {
+			_, ok := ReadStatus(filepath.Join(dir, "exits"), specIn(dir).Tag)
+			return ok
+		})
+		// The mini daemon exited before its step: the step's end killed
+		// nothing, and the escaped processes still run.
+		pids := readPids(t, filepath.Join(dir, "escaped.pids"))
+		if !alive(pids[0]) {
+			t.Fatal("the escaped process died with its step although no daemon watched it")
+		}
+		Sweep(specIn(dir).Tag)
+		checkNothingLeft(t, dir, pids, withCgroup)
+	})
+}

@@ -1,0 +1,184 @@
+package supervise
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// procInfo is what one /proc/<pid>/stat says about a process.
+type procInfo struct {
+	pid, ppid, pgid, sid int
+	state                byte
+	start                int64 // clock ticks since boot: with the pid, the process's identity
+}
+
+// readStat parses /proc/<pid>/stat.
+func readStat(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	// The command name (field 2) may hold spaces and parentheses; the
+	// fields after the last ')' are plain: state, ppid, pgrp, session, …
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	pi := procInfo{pid: pid, state: f[0][0]}
+	pi.ppid, _ = strconv.Atoi(f[1])
+	pi.pgid, _ = strconv.Atoi(f[2])
+	pi.sid, _ = strconv.Atoi(f[3])
+	pi.start, _ = strconv.ParseInt(f[19], 10, 64)
+	return pi, true
+}
+
+// allProcs reads every process's stat.
+func allProcs() []procInfo {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	out := make([]procInfo, 0, len(dirs))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if pi, ok := readStat(pid); ok {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// stepProcesses finds the live processes of a step, wherever they moved:
+// those in its cgroup (cg, "" for none), those whose environment carries
+// its tag (inherited by everything the step starts, unless a program
+// clears its environment), and the descendants of its leader (by parent
+// links; the daemon is a child subreaper, so an orphan of a step started by
+// this daemon is re-parented to the daemon, not to init — see
+// BecomeSubreaper — and found through the tag or the cgroup instead). The
+// leader and the members of its process group are not included: the caller
+// signals the group as a whole (a second signal could turn a graceful stop
+// into a forced one). Zombies are left out: they are dead.
+//
+// since is the leader's start time (clock ticks since boot; 0 if unknown):
+// a process started before it cannot carry the step's tag, so its
+// environment is not read (with hundreds of runs, reading every process's
+// environment at every step's end was most of the daemon's work).
+//
+// With a cgroup, its members are the step's processes: none can leave it
+// without writing another cgroup's files, and reading only them keeps a
+// step's end from costing a read of every process on the machine.
+func stepProcesses(leader int, since int64, tag, cg string) []procInfo {
+	var procs []procInfo
+	if cg != "" {
+		for _, pid := range cgroupPids(cg) {
+			if pi, ok := readStat(pid); ok && pi.pid != leader && pi.pgid != leader && pi.state != 'Z' && pi.pid != os.Getpid() {
+				procs = append(procs, pi)
+			}
+		}
+		return procs
+	}
+	procs = allProcs()
+	want := map[int]bool{}
+	if cg != "" {
+		for _, pid := range cgroupPids(cg) {
+			want[pid] = true
+		}
+	}
+	children := map[int][]int{}
+	for _, pi := range procs {
+		children[pi.ppid] = append(children[pi.ppid], pi.pid)
+	}
+	stack := append([]int(nil), children[leader]...)
+	for len(stack) > 0 {
+		pid := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if !want[pid] {
+			want[pid] = true
+			stack = append(stack, children[pid]...)
+		}
+	}
+	entry := []byte(TagEnv + "=" + tag)
+	var out []procInfo
+	for _, pi := range procs {
+		if pi.pid == leader || pi.pgid == leader || pi.state == 'Z' || pi.pid == os.Getpid() {
+			continue
+		}
+		if want[pi.pid] || (pi.start >= since && hasTagEnv(pi.pid, entry)) {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+func hasTagEnv(pid int, entry []byte) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err == nil && hasEntry(env, entry)
+}
+
+// signalProcs sends sig to each process, pinned by a pidfd and checked to
+// be the same process (pid and start time) first, so that a pid reused
+// since the scan is never signalled. It returns how many were signalled.
+func signalProcs(procs []procInfo, sig syscall.Signal) int {
+	n := 0
+	for _, pi := range procs {
+		fd, err := pidfdOpen(pi.pid, 0)
+		if err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			// No pidfds here: check and signal by pid (a window of
+			// microseconds for reuse, against never stopping the step).
+			if now, ok := readStat(pi.pid); ok && now.start == pi.start && unix.Kill(pi.pid, sig) == nil {
+				n++
+			}
+			continue
+		}
+		if now, ok := readStat(pi.pid); ok && now.start == pi.start && unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+			n++
+		}
+		unix.Close(fd)
+	}
+	return n
+}
+
+// Sweep kills whatever is left of a step whose leader ended while no
+// daemon watched it (the daemon was down): its processes by tag, and its
+// cgroup, found from them or by name under this daemon's cgroup, which it
+// then removes.
+func Sweep(tag string) {
+	procs := stepProcesses(-1, 0, tag, "")
+	cgs := map[string]bool{}
+	for _, pi := range procs {
+		if cg := stepCgroup(pi.pid, tag); cg != "" {
+			cgs[cg] = true
+		}
+	}
+	if mount, own := cgroupMount(), cgroupOf("self"); mount != "" && own != "" {
+		if dir := filepath.Join(mount, own, cgroupName(tag)); dirExists(dir) {
+			cgs[dir] = true
+		}
+	}
+	for cg := range cgs {
+		killCgroup(cg)
+	}
+	signalProcs(procs, unix.SIGKILL)
+	for cg := range cgs {
+		removeCgroup(cg)
+	}
+}
+
+func dirExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
