@@ -152,14 +152,17 @@ func TestRealClaudeKilledStepKeepsItsTokens(t *testing.T) {
 }
 
 // TestRealClaudeAPIOutageWaits (issue 15, point 3, and point 5): 529
-// overloaded, 500 and a plain 429 make the run WAIT api_unavailable with a
+// overloaded, a stream cut mid-answer and a plain 429 make the run WAIT api_unavailable with a
 // doubling back-off, counting no iteration and no failure, across a kill -9
 // of the daemon; when the API answers again the run completes; the step's
 // error holds Claude's own words. Usage is what the fake billed.
 func TestRealClaudeAPIOutageWaits(t *testing.T) {
 	e, a, srv := newRealEnv(t, "claude")
 	a.preset(e, "max_consecutive_implementation_failures=1")
-	srv.Push(fakemodel.Turn{Status: 529}, fakemodel.Turn{Status: 500}, fakemodel.Turn{Status: 429},
+	// Claude Code retries a lost connection once by itself, whatever
+	// CLAUDE_CODE_MAX_RETRIES: the second attempt is cut too.
+	cut := fakemodel.Turn{Text: "I will now", Cut: true}
+	srv.Push(fakemodel.Turn{Status: 529}, cut, cut, fakemodel.Turn{Status: 429},
 		fakemodel.Turn{Text: "All done.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 900, Output: 30, CacheRead: 100}})
 	id := e.start("Finish the work.")
 
@@ -181,7 +184,7 @@ func TestRealClaudeAPIOutageWaits(t *testing.T) {
 	if len(steps) != 4 {
 		t.Fatalf("%d steps, want 4", len(steps))
 	}
-	wantWords := []string{"API Error: 529 Overloaded", "API Error: 500 Internal server error", "API Error: Request rejected (429) · Rate limited"}
+	wantWords := []string{"API Error: 529 Overloaded", "API Error: Connection to the API was lost", "API Error: Request rejected (429) · Rate limited"}
 	for i, w := range wantWords {
 		if !strings.HasPrefix(steps[i].Error, w) || !strings.Contains(steps[i].Error, "attempt "+string(rune('1'+i))) {
 			t.Errorf("step %d error %q, want it to start with %q and name attempt %d", i+1, steps[i].Error, w, i+1)
