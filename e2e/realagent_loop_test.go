@@ -122,6 +122,13 @@ func TestRealClaudeKilledStepKeepsItsTokens(t *testing.T) {
 			srv.Push(slowTool)
 			id := e.start("Run the slow step.")
 			e.waitForFile("started", 60*time.Second)
+			// The response's final usage is in the log once Claude Code
+			// wrote its message_delta line (it may still be on its way
+			// when the tool has started, on a loaded machine).
+			eventually(t, "the message_delta line in the step's log", 30*time.Second, func() bool {
+				st := e.steps(id)
+				return len(st) > 0 && strings.Contains(string(readLog(t, st[0].LogPath)), `"type":"message_delta"`)
+			})
 			if how == "stop --now" {
 				e.must("stop", id, "--now")
 			}
