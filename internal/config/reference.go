@@ -80,7 +80,7 @@ type keyDoc struct{ def, meaning string }
 // ahead, from the product contract, and are used once the key exists.
 var keyDocs = map[string]keyDoc{
 	"agent": {meaning: "The agent preset that runs the implementation phase: `claude` (Claude Code), `codex` (Codex CLI), " +
-		"`gemini` where available, or `command` (your own `agent_command`). See [agents](agents.md)."},
+		"`gemini` (Gemini CLI), or `command` (your own `agent_command`). See [agents](agents.md)."},
 	"agent_command": {def: "from the preset", meaning: "A shell command (`sh -c`) that replaces the preset's command line. " +
 		"The prompt arrives on stdin and in `$LOOP_PROMPT_FILE`. Required with `agent=command`."},
 	"model":  {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},

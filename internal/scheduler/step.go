@@ -277,8 +277,9 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 // one step. Codex without network prints them for hours, and each one is
 // output that keeps idle_timeout from firing; past this many the step is
 // stopped like an idle one and classified as the API being unavailable.
-// Codex's own stream retries (5 by default) stay well below it.
-const maxReconnects = 10
+// Codex fails the turn itself after its own stream retries (5 by default),
+// so a run with the defaults loses nothing to this bound.
+const maxReconnects = 5
 
 // errAPIReconnects stops a step whose agent keeps reconnecting to its API.
 var errAPIReconnects = errors.New("the agent kept reconnecting to the model API")
@@ -485,9 +486,10 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		ms := until.UnixMilli()
 		st.RateLimitedUntil = &ms
 		st.Status = api.StepFailed
+		// The agent's own words first, as for every error.
 		st.Error = "the agent hit its usage limit; the run waits until " + until.Format(time.RFC3339) + " and repeats this step"
 		if res.RateLimit.Message != "" {
-			st.Error += ": " + res.RateLimit.Message
+			st.Error = res.RateLimit.Message + " (" + st.Error + ")"
 		}
 		return
 	}
