@@ -222,3 +222,138 @@ func globIn(dir, pattern string) []string {
 	m, _ := filepath.Glob(filepath.Join(dir, pattern))
 	return m
 }
+
+// escapingAgent is an agent (run as `sh agent.sh MODE`) that leaves
+// processes behind the way real agents do: one in a session of its own
+// (Claude's Bash tool, Gemini's shell tool, `setsid cmd &`) and a plain
+// background job. It writes their pids and its own to .pids, then:
+//   - linger: prints a Claude-shaped result with the completion promise
+//     and stays alive on its background job, as `claude -p` does on a
+//     run_in_background Bash job;
+//   - work: prints a line and works forever (for stop --now and
+//     step_timeout), ignoring SIGTERM;
+//   - crash: dies by SIGKILL.
+const escapingAgent = `mode=$1
+setsid sleep 1000 & echo $! >> .pids
+sleep 1000 & echo $! >> .pids
+echo $$ >> .pids
+sid=5f0c6a2e-9d1b-4c8e-a7f3-linger
+printf '%s\n' "{\"type\":\"system\",\"subtype\":\"init\",\"cwd\":\"$(pwd)\",\"session_id\":\"$sid\",\"tools\":[\"Bash\"],\"mcp_servers\":[],\"model\":\"claude-sonnet-4-5-20250929\",\"permissionMode\":\"bypassPermissions\",\"claude_code_version\":\"2.1.7\"}"
+case $mode in
+linger)
+  printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"duration_ms\":2360,\"duration_api_ms\":2325,\"num_turns\":1,\"result\":\"All work is finished.\\n<promise>COMPLETE</promise>\",\"session_id\":\"$sid\",\"total_cost_usd\":0.01,\"usage\":{\"input_tokens\":1000,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":200,\"service_tier\":\"standard\"}}"
+  wait;;
+work)
+  trap '' TERM
+  echo working
+  while :; do sleep 0.05; done;;
+crash)
+  kill -9 $$;;
+esac`
+
+// agentPids reads the pids the escaping agent wrote, once it wrote all three.
+func (e *env) agentPids() []int {
+	e.t.Helper()
+	var pids []int
+	eventually(e.t, "the agent's pids", 30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.ws, ".pids"))
+		pids = pids[:0]
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return len(pids) == 3
+	})
+	return pids
+}
+
+// nothingSurvives checks, by /proc state (a killed orphan may stay a
+// zombie), that none of pids runs any more.
+func (e *env) nothingSurvives(pids []int) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i, pid := range pids {
+		for pidAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if pidAlive(pid) {
+			e.t.Errorf("process %d (%s) outlived its step", pid, []string{"own session", "background job", "agent"}[i])
+			_ = syscallKill(pid)
+		}
+	}
+}
+
+func (e *env) useEscapingAgent(mode string, more ...string) {
+	e.t.Helper()
+	e.writeFile("agent.sh", escapingAgent, 0o755)
+	e.config(append([]string{"agent=command", "agent_command=sh " + filepath.Join(e.ws, "agent.sh") + " " + mode}, more...)...)
+}
+
+// A turn the agent ended (its result, with the promise) ends the step even
+// though the agent lingers on a background job: the step succeeds with the
+// promise, the run completes, and the leftovers are stopped — long before
+// idle_timeout would have failed the step.
+func TestLingeringAgentEndsWithItsTurn(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.useEscapingAgent("linger", "idle_timeout=60s", "max_iterations=1")
+	id := e.start("goal")
+	pids := e.agentPids()
+	if code := e.wait(id); code != 0 {
+		r := e.status(id)
+		t.Fatalf("wait exit %d, want 0 (COMPLETED); run %s %s: %s", code, r.Status, r.Reason, r.Description)
+	}
+	steps := e.steps(id)
+	if len(steps) != 1 || steps[0].Status != api.StepSucceeded || !steps[0].Promise {
+		t.Fatalf("steps %+v: want one SUCCEEDED step with the promise", steps)
+	}
+	if r := e.status(id); !strings.HasPrefix(r.Reason, "completed:promise") {
+		t.Errorf("reason %q", r.Reason)
+	}
+	if u := steps[0].Usage; u.InputTokens != 1000 || u.OutputTokens != 200 {
+		t.Errorf("usage %+v", u)
+	}
+	e.nothingSurvives(pids)
+}
+
+// stop --now, step_timeout and a crashed agent leave nothing of the step
+// running, including what moved to its own session.
+func TestStoppedStepsLeaveNothingBehind(t *testing.T) {
+	t.Run("stop --now", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		e.useEscapingAgent("work")
+		id := e.start("goal")
+		pids := e.agentPids()
+		e.must("stop", id, "--now")
+		if code := e.wait(id); code != 3 {
+			t.Fatalf("wait exit %d, want 3", code)
+		}
+		e.nothingSurvives(pids)
+	})
+	t.Run("step_timeout", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		e.useEscapingAgent("work", "step_timeout=1s", "max_iterations=1")
+		id := e.start("goal")
+		pids := e.agentPids()
+		e.wait(id)
+		if s := e.steps(id); len(s) == 0 || !strings.Contains(s[0].Error, "step_timeout") {
+			t.Errorf("steps %+v: want a step_timeout", s)
+		}
+		e.nothingSurvives(pids)
+	})
+	t.Run("agent crash", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		e.useEscapingAgent("crash", "max_iterations=1")
+		id := e.start("goal")
+		pids := e.agentPids()
+		e.wait(id)
+		if s := e.steps(id); len(s) == 0 || s[0].Status != api.StepFailed {
+			t.Errorf("steps %+v: want a FAILED step", s)
+		}
+		e.nothingSurvives(pids)
+	})
+}

@@ -212,13 +212,30 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		r.mu.Unlock()
 	}()
 	deadline, capped := r.deadline(st)
+	var turnEnded <-chan struct{}
+	if st.Phase != api.PhaseVerification {
+		// An agent that ended its turn but lingers (a background job keeps
+		// it alive) is stopped after the kill grace, not at idle_timeout.
+		tctx, stopTail := context.WithCancel(ctx)
+		var waitTail func()
+		turnEnded, waitTail = turnEnds(tctx, st.LogPath, r.s.opts.Grace)
+		defer waitTail()
+		defer stopTail()
+	}
 	ending := proc.Watch(ctx, supervise.Limits{
 		Deadline:    deadline,
 		IdleTimeout: r.cfg.IdleTimeout.Std(),
 		LogPath:     st.LogPath,
 		Grace:       r.s.opts.Grace,
 		Detach:      r.s.detach,
+		TurnEnded:   turnEnded,
 		OnKill: func(why supervise.Ending) {
+			if why == supervise.Lingered {
+				// Its turn is over and its outcome is in its log: nothing
+				// to record first (a daemon that dies now finds the step
+				// ended without a status, and it runs again).
+				return
+			}
 			// Recorded before the first signal: a daemon that dies during
 			// the kill must still know the step was stopped, and why. One
 			// attempt only: a full disk must not keep the step alive (this
@@ -277,6 +294,17 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		st.ExitCode = &code
 	}
 	cause := st.CancelCause
+	if ending == supervise.Lingered {
+		// The agent ended its turn and only lingered: the turn's outcome
+		// (read from its log below) is the step's, not the kill's.
+		st.ExitCode = nil
+		st.Status = api.StepSucceeded
+		r.log.Info("the agent ended its turn but did not exit; stopped what was left of the step",
+			zap.Int("seq", st.Seq))
+		r.readAgentOutput(st)
+		r.afterImplementation(st)
+		return
+	}
 	if ex.Recorded && ex.Code == 0 && (cause == storage.CancelUser || cause == storage.CancelDaemonStop || cause == storage.CancelMaxDuration) {
 		// It finished its work despite being asked to stop: a success
 		// is kept, not thrown away to be paid for again.
@@ -325,6 +353,12 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			r.readTests(st)
 		}
 	}
+	r.afterImplementation(st)
+}
+
+// afterImplementation records what an implementation step that ran to an
+// outcome left in the workspace: its fingerprint and the plan's progress.
+func (r *runner) afterImplementation(st *storage.Step) {
 	if st.Phase == api.PhaseImplementation && (st.Status == api.StepSucceeded || st.Status == api.StepFailed) {
 		if r.cfg.NoProgressIterations > 0 || r.usesProgress {
 			fp, err := workspace.Fingerprint(context.Background(), r.run.Workspace)
