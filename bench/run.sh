@@ -16,7 +16,10 @@ df -T "${TMPDIR:-/tmp}" | awk 'NR==2 {print "TMPDIR on " $2}'
 
 go build -o "$out/" ./cmd/loopd ./cmd/loopctl ./bench/loopbench
 if [ $# -gt 0 ]; then
-  exec "$out/loopbench" -bin "$out" "$@"
+  # Not exec: exec replaces the shell, and its EXIT trap (which removes
+  # $out) would never run.
+  "$out/loopbench" -bin "$out" "$@"
+  exit
 fi
 
 echo "== go benchmarks"

@@ -58,9 +58,11 @@ func TestClaudePresetAsRootWithoutSandboxAborts(t *testing.T) {
 	}
 
 	e.writeFile(".env", "FAKE_DONE_AT=1\nIS_SANDBOX=1\n", 0o600)
+	e.trust()
 	e.must("resume", id)
 	if code := e.wait(id); code != 0 {
-		t.Fatalf("after IS_SANDBOX=1: wait exit %d, want 0; %+v", code, e.status(id))
+		r := e.status(id)
+		t.Fatalf("after IS_SANDBOX=1: wait exit %d, want 0; %s %s", code, r.Reason, r.Description)
 	}
 	if n := len(e.invocations()); n != 1 {
 		t.Errorf("the agent ran %d times, want 1", n)
@@ -122,6 +124,7 @@ func TestStartWarnsWhenMaxCostCannotBePriced(t *testing.T) {
 	}
 	for _, tc := range cases {
 		e.config("agent=command", "agent_command=true", "model="+tc.model, "max_cost=5", "max_iterations=1")
+		e.trust()
 		r := e.loopctl("start", "goal")
 		if r.code != 0 {
 			t.Fatalf("%s: start exit %d: %s", tc.model, r.code, r.stderr)
@@ -148,6 +151,7 @@ func TestStartWarnsWhenMaxCostCannotBePriced(t *testing.T) {
 	}
 	// Without max_cost there is nothing to warn about.
 	e.config("agent=command", "agent_command=true", "model=my-local-model", "max_iterations=1")
+	e.trust()
 	if r := e.loopctl("start", "goal"); strings.Contains(r.stderr, "warning:") {
 		t.Errorf("warned without max_cost: %s", r.stderr)
 	} else {
@@ -205,7 +209,7 @@ while :; do sleep 0.05; done
 		if err := os.WriteFile(filepath.Join(dir, ".loop", "config"), []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		e.must("start", "-C", dir, "goal")
+		e.start("-C", dir, "goal")
 	}
 	eventually(t, "four steps running", 30*time.Second, func() bool { return len(globIn(marks, "up-*")) == 4 })
 	e.must("daemon", "stop", "--kill-steps")

@@ -342,6 +342,9 @@ func (c *chaos) newRun(i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r := c.ctl("trust", "-C", ws); r.code != 0 {
+		t.Fatalf("loopctl trust (%s): exit %d: %s%s", sc.name, r.code, r.stdout, r.stderr)
+	}
 	r := c.ctl("start", "-C", ws, "--name", sc.name, "make the widget work")
 	if r.code != 0 {
 		t.Fatalf("loopctl start (%s): exit %d: %s%s", sc.name, r.code, r.stdout, r.stderr)

@@ -222,10 +222,27 @@ func (e *env) must(args ...string) string {
 	return r.stdout
 }
 
-// start creates a run and returns its id.
+// start trusts the workspace's files and creates a run; it returns the
+// run's id. A workspace's .loop/config, stop file and .env are trusted
+// through the real `loopctl trust` (of the -C DIR among args, else the
+// test's workspace), as a user would before starting: the daemon's check
+// stays what it is.
 func (e *env) start(args ...string) string {
 	e.t.Helper()
+	e.trust(args...)
 	return strings.TrimSpace(e.must(append([]string{"start"}, args...)...))
+}
+
+// trust runs `loopctl trust` for the workspace a start with args uses.
+func (e *env) trust(args ...string) {
+	e.t.Helper()
+	trust := []string{"trust"}
+	for i, a := range args {
+		if a == "-C" && i+1 < len(args) {
+			trust = append(trust, "-C", args[i+1])
+		}
+	}
+	e.must(trust...)
 }
 
 func (e *env) status(id string) api.Run {

@@ -24,7 +24,7 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("quickstart: %v\n%s", err, out)
 	}
-	for _, want := range []string{"COMPLETED", "completed:promise+verify", "4 passed, 0 failed"} {
+	for _, want := range []string{"command  agent_command: ./.loop/demo-agent.sh", "COMPLETED", "completed:promise+verify", "4 passed, 0 failed"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("quickstart output lacks %q:\n%s", want, out)
 		}

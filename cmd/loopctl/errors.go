@@ -35,13 +35,15 @@ func usageErrorf(format string, args ...any) error {
 func classify(err error) (int, string) {
 	var ae *api.Error
 	switch {
+	case errors.Is(err, api.ErrNoAnswer):
+		return exitUnavailable, err.Error() + "\n  check it with `ps` and its log (LOOPD_HOME/loopd.log); `kill -CONT` a stopped daemon"
 	case errors.Is(err, api.ErrUnavailable):
 		return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
 	case errors.As(err, &ae):
 		switch ae.Code {
 		case api.CodeNotFound:
 			return exitNotFound, ae.Error()
-		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge:
+		case api.CodeBadRequest, api.CodeAmbiguous, api.CodeConflict, api.CodeTooLarge, api.CodeUntrusted:
 			return exitUsage, ae.Error()
 		case api.CodeForbidden, api.CodeShutdown, api.CodeUnavailable:
 			return exitUnavailable, ae.Error()

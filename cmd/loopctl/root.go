@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -49,6 +50,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
+		newTrustCmd(g),
 	)
 	return root
 }
@@ -99,8 +101,8 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	c := api.NewClient(sock)
 	if _, err := c.Ping(ctx); err == nil {
 		return c, nil
-	} else if !isUnavailable(err) {
-		return nil, err
+	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {
+		return nil, err // a daemon holds the socket: another one cannot help
 	}
 	if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
 		return nil, fmt.Errorf("%w: no daemon at %s (LOOPCTL_NO_AUTOSTART=1)", api.ErrUnavailable, sock)

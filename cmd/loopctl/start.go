@@ -33,7 +33,7 @@ built-in defaults < ~/.config/loop/config < .loop/config < --set.`,
 		RunE: o.run,
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.PromptFile, "prompt-file", "", "file holding the goal")
+	f.StringVar(&o.PromptFile, "prompt-file", "", "file holding the goal (at most 1 MiB; relative paths of every flag are resolved against -C DIR)")
 	f.StringVar(&o.Spec, "spec", "", "specification file referenced in the prompt")
 	f.StringVar(&o.Plan, "plan", "", "plan file: a markdown checklist the agent works through")
 	f.StringVar(&o.Name, "name", "", "a name for the run")
@@ -49,7 +49,14 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	req := api.CreateRunRequest{Workspace: ws, Goal: strings.Join(args, " "), Name: o.Name, Set: o.Set}
-	// Paths given as flags are relative to where loopctl runs.
+	// Paths given as flags are relative to -C DIR when given (like git -C,
+	// which works as if started there), else to where loopctl runs.
+	base := ""
+	if o.Dir != "" {
+		if base, err = filepath.Abs(o.Dir); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
 	for _, p := range []struct {
 		in  string
 		out *string
@@ -57,7 +64,11 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 		{o.PromptFile, &req.PromptFile}, {o.Spec, &req.SpecFile}, {o.Plan, &req.PlanFile}, {o.StopFile, &req.StopFile},
 	} {
 		if p.in != "" {
-			if *p.out, err = filepath.Abs(p.in); err != nil {
+			in := p.in
+			if base != "" && !filepath.IsAbs(in) {
+				in = filepath.Join(base, in)
+			}
+			if *p.out, err = filepath.Abs(in); err != nil {
 				return usageErrorf("%v", err)
 			}
 		}
@@ -69,7 +80,7 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	run, err := c.CreateRun(ctx, req)
 	if err != nil {
-		return err
+		return trustHint(err, o.globalOptions)
 	}
 	// Warnings go to stderr even with --json: the run is created all the
 	// same, and a script reading stdout is not disturbed.

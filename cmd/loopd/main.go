@@ -48,6 +48,7 @@ func run(args []string) int {
 	httpAddr := fs.String("http", env("LOOPD_HTTP", ""), "also serve the API over TCP on this loopback address (host:port); requests need the bearer token in HOME/http.token (env LOOPD_HTTP)")
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
+	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -107,7 +108,7 @@ func run(args []string) int {
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
-		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace,
+		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote,
 	})

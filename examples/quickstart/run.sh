@@ -15,7 +15,12 @@ loopctl="$work/bin/loopctl"
 cd "$work/project"
 trap '"$loopctl" daemon stop >/dev/null 2>&1 || true' EXIT
 
-echo "==> loopctl start --wait   (the daemon starts in the background)"
+echo "==> loopctl trust   (the daemon starts in the background)"
+# The project's .loop/config names the commands loopd runs (the demo agent,
+# go test): loopd runs a workspace's commands only once you trusted them.
+"$loopctl" trust
+echo
+echo "==> loopctl start --wait"
 status=0
 "$loopctl" start --name quickstart --wait || status=$?
 echo

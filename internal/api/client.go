@@ -19,10 +19,25 @@ import (
 // ErrUnavailable means no daemon answers on the socket.
 var ErrUnavailable = errors.New("daemon unavailable")
 
+// ErrNoAnswer means a daemon accepted the connection but did not answer in
+// time: it is stopped (SIGSTOP), hung or overloaded. It is an
+// ErrUnavailable too, but starting another daemon would not help: one
+// holds the socket.
+var ErrNoAnswer = fmt.Errorf("%w: no answer", ErrUnavailable)
+
+// DefaultTimeout bounds an ordinary request (everything but the long poll
+// of Wait and the streams of Events and Logs): a daemon frozen by SIGSTOP
+// accepts connections in the kernel and never answers them.
+const DefaultTimeout = 10 * time.Second
+
+// waitPoll is the server-side long poll of Wait.
+const waitPoll = 60 * time.Second
+
 // Client talks to loopd over its Unix socket.
 type Client struct {
-	socket string
-	http   *http.Client
+	socket  string
+	http    *http.Client
+	timeout time.Duration // of an ordinary request; 0 = none
 }
 
 // NewClient returns a Client for the daemon listening on socket.
@@ -35,8 +50,12 @@ func NewClient(socket string) *Client {
 		MaxIdleConns:    4,
 		IdleConnTimeout: 30 * time.Second,
 	}
-	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}, timeout: DefaultTimeout}
 }
+
+// SetTimeout changes the bound of an ordinary request (DefaultTimeout);
+// 0 removes it. Wait allows its long poll on top of it.
+func (c *Client) SetTimeout(d time.Duration) { c.timeout = d }
 
 // Socket is the path the client connects to.
 func (c *Client) Socket() string { return c.socket }
@@ -154,8 +173,12 @@ func (c *Client) Wait(ctx context.Context, ref RunRef) (Run, error) {
 	for {
 		var run Run
 		q := ref.query()
-		q.Set("timeout", "60s")
-		err := c.do(ctx, http.MethodGet, ref.path("/wait"), q, nil, &run)
+		q.Set("timeout", waitPoll.String())
+		within := time.Duration(0)
+		if c.timeout > 0 {
+			within = waitPoll + c.timeout
+		}
+		err := c.doWithin(ctx, within, http.MethodGet, ref.path("/wait"), q, nil, &run)
 		if err != nil {
 			return run, err
 		}
@@ -249,6 +272,25 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values) (io.Read
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	return c.doWithin(ctx, c.timeout, method, path, q, in, out)
+}
+
+// doWithin is one request and its answer, bounded by within (0 = only by
+// ctx). Running out of time is ErrNoAnswer, never the caller's own
+// deadline.
+func (c *Client) doWithin(ctx context.Context, within time.Duration, method, path string, q url.Values, in, out any) (err error) {
+	if within > 0 {
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, within)
+		defer cancel()
+		defer func() {
+			if err != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: loopd on %s did not answer within %s; it may be stopped (SIGSTOP), hung or overloaded",
+					ErrNoAnswer, c.socket, within)
+			}
+		}()
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -74,12 +74,14 @@ const (
 type Phase string
 
 const (
+	PhaseSetup          Phase = "setup"          // setup_command, once in a new worktree before iteration 1
 	PhaseImplementation Phase = "implementation" // the agent works on the goal
 	PhaseReview         Phase = "review"         // the optional reviewer command judges the work
 	PhaseVerification   Phase = "verification"   // the project's own checks
 )
 
-// Phases lists every phase in pipeline order.
+// Phases lists every phase of an iteration in pipeline order (setup is
+// not part of an iteration).
 var Phases = []Phase{PhaseImplementation, PhaseReview, PhaseVerification}
 
 // Time is a timestamp that encodes as RFC 3339 with milliseconds, and as
@@ -210,6 +212,25 @@ type Run struct {
 	Config        json.RawMessage `json:"config,omitempty"`
 	Warnings      []string        `json:"warnings,omitempty"`
 	Evaluations   []Evaluation    `json:"evaluations,omitempty"` // --debug: the last 100 evaluations
+
+	// Workspace isolation and landing (SPEC section 13).
+	Isolation     string `json:"isolation"`      // "in_place" or "worktree"
+	Worktree      string `json:"worktree"`       // the run's worktree; "" for in_place
+	Branch        string `json:"branch"`         // loop/<short-id>; "" for in_place
+	BaseBranch    string `json:"base_branch"`    // the checkout's branch when the run started
+	BaseCommit    string `json:"base_commit"`    // the checkout's HEAD when the run started
+	LandedCommit  string `json:"landed_commit"`  // what `loopctl land` made; "" until landed
+	WorktreeState string `json:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
+}
+
+// Changes is what one implementation step changed in the workspace, from the
+// change ledger (SPEC section 13).
+type Changes struct {
+	Commit       string   `json:"commit"` // "" when nothing changed
+	FilesChanged int      `json:"files_changed"`
+	Insertions   int      `json:"insertions"`
+	Deletions    int      `json:"deletions"`
+	Files        []string `json:"files"`
 }
 
 // Evaluation is one pass of the stop-condition evaluator over a run.
@@ -239,6 +260,7 @@ type Step struct {
 	Tests      *Tests     `json:"tests"`
 	Promise    bool       `json:"promise,omitempty"`
 	Pid        int        `json:"pid,omitempty"`
+	Changes    *Changes   `json:"changes"` // nil: nothing is known (not an implementation step, or no ledger)
 }
 
 // Event is one entry of the durable event log (SPEC section 9).

@@ -24,6 +24,16 @@ func LoadEnvFile(path string) ([]string, error) {
 	if err != nil {
 		return nil, fileError(path, err)
 	}
+	return ParseEnvFile(path, data)
+}
+
+// ParseEnvFile is [LoadEnvFile] of the bytes data already read from path
+// (by a caller that also hashes them, so that what is checked is what is
+// loaded).
+func ParseEnvFile(path string, data []byte) ([]string, error) {
+	if len(data) > maxEnvFileBytes {
+		return nil, fileError(path, errors.New("file is larger than 1 MiB"))
+	}
 	vars, err := godotenv.UnmarshalBytes(data)
 	if err != nil {
 		msg, line := describeEnvError(data, err)

@@ -181,6 +181,12 @@ func parseAssignment(s, file string, line int) (Entry, error) {
 	if msg != "" {
 		return Entry{}, &ConfigError{File: file, Line: line, Key: k, Msg: msg}
 	}
+	if i := strings.IndexByte(value, 0); i >= 0 {
+		// No command line, path or environment variable can carry a NUL:
+		// accepted, it would fail every step with "invalid argument".
+		return Entry{}, &ConfigError{File: file, Line: line, Key: k,
+			Msg: fmt.Sprintf("value contains a NUL byte (at byte %d): remove it", i+1)}
+	}
 	return Entry{File: file, Line: line, Key: k, Value: value}, nil
 }
 

@@ -162,6 +162,12 @@ func TestParseErrors(t *testing.T) {
 			wantCount: 1,
 		},
 		{
+			name:      "NUL byte in a value",
+			input:     "model=a\nagent_command=my-agent\x00 --fast\n",
+			wantErr:   `f:2: agent_command: value contains a NUL byte (at byte 9): remove it`,
+			wantCount: 1,
+		},
+		{
 			name:    "line too long",
 			input:   "prompt=" + strings.Repeat("x", maxLineBytes) + "\n",
 			wantErr: `f:1: line is longer than 1 MiB`,

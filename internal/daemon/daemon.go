@@ -36,6 +36,9 @@ type Options struct {
 	DebugConditions bool
 	// Grace is the time between SIGTERM and SIGKILL when a step is stopped.
 	Grace time.Duration
+	// RetryBackoff is how long a run whose runner hit an internal error
+	// waits before trying again; default 5s.
+	RetryBackoff time.Duration
 	// LogFile, when set, also receives the logs, through a core built by
 	// LogCore. It is opened only after the lock is taken, so a second
 	// daemon that refuses to start writes nothing.
@@ -118,7 +121,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
-		Grace: opts.Grace, DebugConditions: opts.DebugConditions,
+		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 	})
 
 	ln, err := listenUnix(opts.Socket)

@@ -39,6 +39,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.HandleFunc("POST /v1/trust", d.handleTrust)
+	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -48,21 +50,27 @@ func (d *Daemon) routes() http.Handler {
 // owner admits only the daemon's owner: on the Unix socket a peer with
 // the daemon's own uid (SO_PEERCRED, whatever the socket file's mode
 // says), on the optional TCP listener a request with the bearer token.
+//
+// Refusals are logged at most once per refusalLogEvery (with a count of
+// the others), and the TCP refusal says nothing about the daemon (not
+// where its token lives): whoever knocks learns only that a token is
+// needed.
 func (d *Daemon) owner(next http.Handler) http.Handler {
 	uid := os.Getuid()
+	refused := newRefusals()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := peerFrom(r.Context())
 		if p.tcp {
 			if !tokenOK(r, d.token) {
-				d.log.Warn("refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
-				d.fail(w, r, api.Errorf(api.CodeForbidden, "missing or wrong bearer token (see %s/%s)", d.opts.Home, TokenFile))
+				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
+				d.fail(w, r, api.Errorf(api.CodeForbidden, "forbidden: a valid bearer token is required"))
 				return
 			}
 			next.ServeHTTP(w, r)
 			return
 		}
 		if !p.ok || p.uid != uid {
-			d.log.Warn("refused connection from another user", zap.Int("peer_uid", p.uid), zap.Int("peer_pid", p.pid))
+			refused.note(d.log, "refused connection from another user", zap.Int("peer_uid", p.uid), zap.Int("peer_pid", p.pid))
 			d.fail(w, r, api.Errorf(api.CodeForbidden, "loopd serves only its owner (uid %d); connection from uid %d refused", uid, p.uid))
 			return
 		}
@@ -84,9 +92,12 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 		st    *scheduler.StateError
 		amb   *storage.AmbiguousError
 		large *http.MaxBytesError
+		trust *scheduler.UntrustedError
 	)
 	switch {
 	case errors.As(err, &ae):
+	case errors.As(err, &trust):
+		ae = untrustedError(trust)
 	case errors.As(err, &in):
 		ae = &api.Error{Code: api.CodeBadRequest, Message: in.Msg, Details: in.Problems}
 	case errors.As(err, &st):

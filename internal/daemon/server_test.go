@@ -244,6 +244,9 @@ func TestQuietLogStreamIsNotCut(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, ".loop", "config"), []byte("agent=command\nagent_command=echo hello; sleep 1; echo bye\n"+
 		"verify_command=echo checked; sleep 0.6\nmax_iterations=1\n"), 0o644)
 	c := api.NewClient(filepath.Join(home, "loopd.sock"))
+	if _, err := c.Trust(t.Context(), api.TrustRequest{Workspace: ws}); err != nil {
+		t.Fatal(err)
+	}
 	run, err := c.CreateRun(t.Context(), api.CreateRunRequest{Workspace: ws, Goal: "quiet"})
 	if err != nil {
 		t.Fatal(err)

@@ -199,6 +199,13 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 			return true // a step that never started has no log
 		}
 	}
+	// One close for every way out: the file may be opened late, in the
+	// loop, and any return must not leave it open.
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
 	buf := make([]byte, 32*1024)
 	running := st.Status == api.StepRunning
 	for {
@@ -211,7 +218,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 				if n > 0 {
 					w.stall()
 					if _, werr := w.WriteRunes(buf[:n]); werr != nil {
-						f.Close()
 						return false
 					}
 				}
@@ -219,7 +225,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 					break
 				}
 				if err != nil {
-					f.Close()
 					return true
 				}
 			}
@@ -227,9 +232,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 		}
 		if !follow || !running {
 			w.FlushPartial()
-			if f != nil {
-				f.Close()
-			}
 			return true
 		}
 		// Check the status before the last read, so output written just
@@ -243,9 +245,6 @@ func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, fo
 			continue // one more read to the end
 		}
 		if !d.sleep(ctx) {
-			if f != nil {
-				f.Close()
-			}
 			return false
 		}
 	}

@@ -30,6 +30,7 @@ const (
 	RunAborted          Type = "RUN_ABORTED"          // terminal: ABORTED
 	RunInterrupted      Type = "RUN_INTERRUPTED"      // terminal: INTERRUPTED
 	PostmortemWritten   Type = "POSTMORTEM_WRITTEN"   // runs/<id>/postmortem.md and summary.json exist
+	RunLanded           Type = "RUN_LANDED"           // loopctl land merged a worktree run's branch into its base branch
 )
 
 // Terminal reports whether t ends a run.

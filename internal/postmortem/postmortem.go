@@ -23,9 +23,14 @@ const (
 
 // Input is everything a report is built from.
 type Input struct {
-	Run    api.Run
-	Steps  []api.Step
+	Run   api.Run
+	Steps []api.Step
+	// Events are the run's events, or only its first and last
+	// TimelineEnds events when it has more (EventCount says how many).
 	Events []api.Event
+	// EventCount is how many events the run has in all; 0 means
+	// len(Events).
+	EventCount int
 	// LastFailureTail is the output tail of the last failing verification
 	// step (or of the last failing step when no verification failed).
 	LastFailureTail string
@@ -83,8 +88,13 @@ type Summary struct {
 }
 
 // maxTimeline bounds the timeline of very long runs: the first and the
-// last entries are kept.
-const maxTimeline = 200
+// last TimelineEnds entries are kept, and the gap says how many are left
+// out.
+const maxTimeline = 2 * TimelineEnds
+
+// TimelineEnds is how many of a run's first, and of its last, events the
+// timeline shows: all a caller needs to load.
+const TimelineEnds = 100
 
 // Build computes the summary of a run.
 func Build(in Input) Summary {
@@ -135,23 +145,37 @@ func Build(in Input) Summary {
 		}
 		s.LastFailure = f
 	}
-	s.Timeline = timeline(in.Events)
+	s.Timeline = timeline(in.Events, in.EventCount)
 	return s
 }
 
-func timeline(evs []api.Event) []TimelineEntry {
-	out := make([]TimelineEntry, 0, min(len(evs), maxTimeline+1))
-	for i, ev := range evs {
-		if len(evs) > maxTimeline && i == maxTimeline/2 {
-			out = append(out, TimelineEntry{Seq: ev.Seq, TS: ev.TS, Type: "…",
-				Detail: fmt.Sprintf("%d events omitted", len(evs)-maxTimeline)})
+// timeline summarises evs, a run's events (all of them, or only its first
+// and last TimelineEnds when total says there are more), keeping the first
+// and last TimelineEnds with the count of those left out between them.
+func timeline(evs []api.Event, total int) []TimelineEntry {
+	total = max(total, len(evs))
+	if total <= maxTimeline || len(evs) < maxTimeline {
+		out := make([]TimelineEntry, 0, len(evs))
+		for _, ev := range evs {
+			out = append(out, entry(ev))
 		}
-		if len(evs) > maxTimeline && i >= maxTimeline/2 && i < len(evs)-maxTimeline/2 {
-			continue
-		}
-		out = append(out, TimelineEntry{Seq: ev.Seq, TS: ev.TS, Type: ev.Type, Detail: ev.Summary()})
+		return out
+	}
+	out := make([]TimelineEntry, 0, maxTimeline+1)
+	for _, ev := range evs[:TimelineEnds] {
+		out = append(out, entry(ev))
+	}
+	next := evs[len(evs)-TimelineEnds]
+	out = append(out, TimelineEntry{Seq: next.Seq, TS: next.TS, Type: "…",
+		Detail: fmt.Sprintf("%d events omitted", total-maxTimeline)})
+	for _, ev := range evs[len(evs)-TimelineEnds:] {
+		out = append(out, entry(ev))
 	}
 	return out
+}
+
+func entry(ev api.Event) TimelineEntry {
+	return TimelineEntry{Seq: ev.Seq, TS: ev.TS, Type: ev.Type, Detail: ev.Summary()}
 }
 
 // Write writes postmortem.md and summary.json into dir atomically (each is

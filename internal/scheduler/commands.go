@@ -82,11 +82,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
-		b, err := os.ReadFile(cfg.PromptFile)
-		if err != nil {
-			return storage.Run{}, &InputError{Msg: "cannot read the goal", Problems: []string{err.Error()}}
+		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
+			return storage.Run{}, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
-		goal = strings.TrimSpace(string(b))
 	}
 	if goal == "" {
 		return storage.Run{}, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
@@ -99,6 +97,10 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	full.Merge(file)
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
+	}
+	envTrust, err := s.checkTrust(ctx, ws, cfg, sets)
+	if err != nil {
+		return storage.Run{}, err
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
@@ -115,7 +117,13 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 		payload["warnings"] = []string{w}
 	}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
-		return tx.InsertRun(run, payload)
+		if err := tx.InsertRun(run, payload); err != nil {
+			return err
+		}
+		if envTrust != "" {
+			return tx.RequireEnvTrust(run.ID, envTrust)
+		}
+		return nil
 	})
 	if err != nil {
 		return storage.Run{}, err
@@ -222,7 +230,7 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 
 // Pause holds a run: at once when no step runs, else after the current step.
 func (s *Scheduler) Pause(ctx context.Context, runID string) error {
-	return s.store.Write(ctx, func(tx *storage.Tx) error {
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
 		run, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -238,6 +246,12 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 		}
 		return &StateError{Msg: fmt.Sprintf("run %s has ended (%s); nothing to pause", runID, run.Status)}
 	})
+	if err == nil {
+		if r := s.runner(runID); r != nil {
+			r.poke() // a runner waiting to retry after an error pauses now
+		}
+	}
+	return err
 }
 
 // Resume continues a PAUSED, WAITING, FAILED, ABORTED or INTERRUPTED run

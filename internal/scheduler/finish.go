@@ -110,13 +110,16 @@ func (s *Scheduler) writePostmortem(runID string) error {
 	if lastFail != nil {
 		in.LastFailureTail = feedbackOutput(lastFail)
 	}
-	evs, err := s.store.Events(ctx, runID, 0, 100_000)
+	// Only the ends of the timeline: a long run has far more events than
+	// a report shows, and loading them all would grow the daemon.
+	evs, total, err := s.store.EventEnds(ctx, runID, postmortem.TimelineEnds)
 	if err != nil {
 		return err
 	}
 	for _, e := range evs {
 		in.Events = append(in.Events, EventJSON(e))
 	}
+	in.EventCount = total
 	dir := filepath.Join(s.opts.Home, "runs", runID)
 	if _, err := postmortem.Write(dir, in); err != nil {
 		return err

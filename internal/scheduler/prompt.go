@@ -1,10 +1,15 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"strings"
+
+	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
@@ -19,13 +24,42 @@ const (
 // ansi matches terminal escape sequences; they are noise in a prompt.
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07`)
 
+// MaxPromptFileBytes bounds a prompt file, like the API's request limit
+// bounds a goal given as text: a prompt is copied into every step's
+// prompt file, the run record, `status --json` and the postmortem, so an
+// unbounded one grows all of them and the daemon's memory.
+const MaxPromptFileBytes = 1 << 20
+
+// readPromptFile reads a prompt file of at most MaxPromptFileBytes.
+func readPromptFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxPromptFileBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxPromptFileBytes {
+		return "", fmt.Errorf("prompt_file %s is larger than %d KiB; keep the goal short and point to longer documents from it (spec_file, plan_file)",
+			path, MaxPromptFileBytes>>10)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 // goal is the run's goal: the prompt text, or the prompt file read afresh
 // each iteration (Ralph loops are steered by editing it while they run),
-// falling back to the text frozen at creation if the file is gone.
+// falling back to the text frozen at creation if the file is gone or has
+// grown past its limit.
 func (r *runner) goal() string {
 	if r.cfg.Prompt == "" && r.cfg.PromptFile != "" {
-		if b, err := os.ReadFile(r.cfg.PromptFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			return strings.TrimSpace(string(b))
+		text, err := readPromptFile(r.cfg.PromptFile)
+		if err == nil && text != "" {
+			return text
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.log.Warn("prompt file unusable; using the goal frozen at creation", zap.Error(err))
 		}
 	}
 	return r.run.Goal

@@ -47,6 +47,9 @@ type runner struct {
 	hist History
 	eval *stop.Evaluator
 	dir  string // LOOPD_HOME/runs/<id>
+	// envTrust is the env file the workspace picked, which every step
+	// loads only while its content is still trusted ("" when none).
+	envTrust string
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.
@@ -66,11 +69,13 @@ type runner struct {
 	next      *planned
 	nextEnv   []string
 	nextStart *started
+
+	kick chan struct{} // poke: a request arrived while the runner waits to retry
 }
 
 func newRunner(s *Scheduler, id string) *runner {
 	return &runner{s: s, id: id, log: s.log.With(zap.String("run", id)),
-		dir: filepath.Join(s.opts.Home, "runs", id)}
+		dir: filepath.Join(s.opts.Home, "runs", id), kick: make(chan struct{}, 1)}
 }
 
 // cancelStep kills the current step (or the next one, as soon as it
@@ -84,17 +89,28 @@ func (r *runner) cancelStep(cause error) <-chan struct{} {
 	}
 	r.mu.Unlock()
 	if cancel == nil {
+		r.poke()
 		return nil
 	}
 	cancel(cause)
 	return proc.Done()
 }
 
+// maxSameErrors is how many times in a row a runner may fail with the
+// same error before it ends the run ABORTED fatal:internal: an error that
+// does not go away (a run directory that cannot be created) would
+// otherwise keep the run RUNNING, retrying, forever.
+const maxSameErrors = 5
+
 // main runs the loop until the run leaves RUNNING or the daemon detaches.
-// An internal error (the database unavailable, a full disk) never ends the
-// run: the runner waits and starts over from the database, which is how a
-// restarted daemon would pick it up too.
+// An internal error (the database unavailable, a full disk) does not end
+// the run at once: the runner waits and starts over from the database,
+// which is how a restarted daemon would pick it up too. Between attempts
+// the user's stop and pause still apply, and an error that comes back
+// identical maxSameErrors times ends the run ABORTED fatal:internal.
 func (r *runner) main(recovered bool) {
+	var last string
+	same := 0
 	for attempt := 0; ; attempt++ {
 		// Only a daemon restart is a recovery; a retry after an internal
 		// error reloads the same way but announces nothing.
@@ -102,12 +118,81 @@ func (r *runner) main(recovered bool) {
 		if err == nil || errors.Is(err, errDetached) || r.s.detached() {
 			return
 		}
-		r.log.Error("run loop failed; retrying from the database", zap.Error(err), zap.Duration("backoff", r.s.opts.RetryBackoff))
+		if msg := err.Error(); msg == last {
+			same++
+		} else {
+			last, same = msg, 1
+		}
+		// A database that cannot be written (a full disk) is not the
+		// run's fault and goes away by itself: it never ends the run.
+		fatal := same >= maxSameErrors && !storage.Transient(err)
+		if done := r.settleFailed(err, fatal, same); done {
+			return
+		}
+		r.log.Error("run loop failed; retrying from the database", zap.Error(err), zap.Duration("backoff", r.s.opts.RetryBackoff),
+			zap.Int("same_error_count", same))
 		select {
 		case <-r.s.detach:
 			return
+		case <-r.kick:
 		case <-time.After(r.s.opts.RetryBackoff):
 		}
+	}
+}
+
+// settleFailed applies what must happen to a run whose runner failed
+// with err, without loading the run (loading may be what fails): a stop
+// or pause the user asked for, or, when fatal, the end of the run. done
+// reports that the run has left RUNNING and the runner must return.
+func (r *runner) settleFailed(err error, fatal bool, count int) (done bool) {
+	var d *decision
+	werr := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+		d = nil
+		f, ferr := tx.Flags(r.id)
+		if ferr != nil {
+			return ferr
+		}
+		if f.Status != api.RunRunning {
+			d = &decision{status: f.Status}
+			return nil
+		}
+		switch {
+		case f.StopRequest != "":
+			d = &decision{status: api.RunInterrupted, reason: "user_stop", event: events.RunInterrupted,
+				description: "stopped by the user while the run could not continue: " + err.Error()}
+		case f.PauseRequest:
+			d = &decision{status: api.RunPaused, event: events.RunPaused, payload: map[string]any{"run_id": r.id}}
+		case fatal:
+			d = &decision{status: api.RunAborted, reason: "fatal:internal", event: events.RunAborted,
+				description: fmt.Sprintf("loopd could not continue this run (the same error %d times in a row): %s; "+
+					"fix the cause, then `loopctl resume` the run", count, err.Error())}
+		default:
+			return nil
+		}
+		return tx.TransitionRun(r.transition(d, nil))
+	})
+	if werr != nil {
+		r.log.Warn("apply requests to a failing run", zap.String("problem", storage.Explain(werr)))
+		return false
+	}
+	if d == nil {
+		return false
+	}
+	if d.event != "" {
+		r.log.Info("run "+strings.ToLower(string(d.status)), zap.String("reason", d.reason), zap.String("description", d.description))
+		if d.status.Terminal() {
+			r.s.finished(r.id)
+		}
+	}
+	return true
+}
+
+// poke wakes a runner that waits to retry after an error, so that a stop
+// or pause asked for meanwhile applies at once.
+func (r *runner) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -154,6 +239,9 @@ func (r *runner) load() error {
 		return fmt.Errorf("load steps: %w", err)
 	}
 	r.run, r.cfg, r.set = run, cfg, set
+	if r.envTrust, err = r.s.store.RunEnvTrust(bg(), r.id); err != nil {
+		return err
+	}
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -179,7 +267,7 @@ func (r *runner) load() error {
 			r.eval.Restore(prev)
 		}
 	}
-	return os.MkdirAll(r.dir, 0o700)
+	return prepareRunDir(r.dir)
 }
 
 // decodeFrozen decodes a run's frozen config and its complete condition set
@@ -339,8 +427,7 @@ func (r *runner) following() (*planned, []string, *decision, error) {
 	}
 	env, err := r.envWithFile()
 	if err != nil {
-		return nil, nil, &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
-			description: err.Error() + "; fix the file, then `loopctl resume` the run"}, nil
+		return nil, nil, r.envFileDecision(err), nil
 	}
 	if next.Phase == api.PhaseImplementation {
 		if d := r.checkRoot(env); d != nil {

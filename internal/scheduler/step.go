@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
@@ -250,7 +249,17 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	if ending == supervise.Detached {
 		return nil, errDetached
 	}
-	r.outcome(st, proc.Exit(), ending)
+	ex := proc.Exit()
+	if ex.Recorded {
+		// The step's own record says when it ended, not when this daemon
+		// noticed: a daemon frozen for a while (SIGSTOP, a suspended VM)
+		// must not count its freeze as the step's running time.
+		if at, ok := supervise.RecordedEnd(r.files(st.Seq, st.Phase).status, r.files(st.Seq, st.Phase).tag); ok {
+			ended := max(at.UnixMilli(), st.StartedAt)
+			st.EndedAt = &ended
+		}
+	}
+	r.outcome(st, ex, ending)
 	return st, nil
 }
 
@@ -326,7 +335,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		st.Error = "no output for " + r.cfg.IdleTimeout.String() + " (idle_timeout)"
 	default:
 		switch {
-		case ending != supervise.Exited:
+		case ending != supervise.Exited && !ex.Recorded:
 			// Stopped without a recorded cause (its record failed):
 			// never a failure of the phase.
 			st.Status, st.Error = api.StepCanceled, "stopped by the daemon"
@@ -502,7 +511,7 @@ func (r *runner) envWithFile() ([]string, error) {
 	if r.cfg.EnvFile == "" {
 		return env, nil
 	}
-	vars, err := config.LoadEnvFile(r.cfg.EnvFile)
+	vars, err := r.loadEnvFile()
 	if err != nil {
 		return nil, fmt.Errorf("env_file: %w", err)
 	}

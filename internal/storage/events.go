@@ -62,6 +62,36 @@ func (s *Store) Events(ctx context.Context, runID string, after int64, limit int
 	return evs, err
 }
 
+// EventEnds returns a run's first n and last n events, in order and each
+// once, and how many events the run has in all: what a report of a run
+// with a million events shows, without loading them.
+func (s *Store) EventEnds(ctx context.Context, runID string, n int) ([]Event, int, error) {
+	var total int
+	if err := s.get(ctx, &total, `SELECT COUNT(*) FROM events WHERE run_id = ?`, runID); err != nil {
+		return nil, 0, err
+	}
+	var head, tail []Event
+	if err := s.sel(ctx, &head, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		WHERE run_id = ? ORDER BY seq LIMIT ?`, runID, n); err != nil {
+		return nil, 0, err
+	}
+	if err := s.sel(ctx, &tail, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		WHERE run_id = ? ORDER BY seq DESC LIMIT ?`, runID, n); err != nil {
+		return nil, 0, err
+	}
+	evs := head
+	var last int64
+	if len(head) > 0 {
+		last = head[len(head)-1].Seq
+	}
+	for i := len(tail) - 1; i >= 0; i-- {
+		if tail[i].Seq > last {
+			evs = append(evs, tail[i])
+		}
+	}
+	return evs, total, nil
+}
+
 // LastEventSeq returns the newest event seq (0 when there is none).
 func (s *Store) LastEventSeq(ctx context.Context) (int64, error) {
 	var seq int64

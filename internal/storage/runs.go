@@ -33,6 +33,15 @@ type Run struct {
 	StartedAt    *int64        `db:"started_at"`
 	EndedAt      *int64        `db:"ended_at"`
 	UpdatedAt    int64         `db:"updated_at"`
+
+	// Workspace isolation (SPEC section 13).
+	Isolation     string `db:"isolation"`      // "in_place" or "worktree"
+	Worktree      string `db:"worktree"`       // the run's worktree; "" for in_place
+	Branch        string `db:"branch"`         // loop/<short-id>
+	BaseBranch    string `db:"base_branch"`    // the checkout's branch when the run started
+	BaseCommit    string `db:"base_commit"`    // the checkout's HEAD when the run started
+	LandedCommit  string `db:"landed_commit"`  // what `loopctl land` made or moved the base branch to
+	WorktreeState string `db:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
 }
 
 // Stop request kinds stored in runs.stop_request.
@@ -42,14 +51,19 @@ const (
 )
 
 const runColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
-	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at`
+	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at,
+	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state`
 
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
 	r.CreatedAt, r.UpdatedAt = t.now, t.now
+	if r.Isolation == "" {
+		r.Isolation = "in_place"
+	}
 	_, err := t.namedExec(`INSERT INTO runs (`+runColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
-		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at)`, r)
+		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at,
+		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state)`, r)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}

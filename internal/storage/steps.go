@@ -91,6 +91,14 @@ type Outcome struct {
 	Fingerprint string `db:"fingerprint"`
 	PlanTask    string `db:"plan_task"`
 	PlanChecked *int   `db:"plan_checked"`
+
+	// The change ledger: the commit recording what the step changed ("" when
+	// nothing changed); the counts are nil when nothing is known.
+	ChangeCommit string  `db:"change_commit"`
+	FilesChanged *int    `db:"files_changed"`
+	Insertions   *int    `db:"insertions"`
+	Deletions    *int    `db:"deletions"`
+	ChangeFiles  Strings `db:"change_files"`
 }
 
 // CancelCause is why the daemon stopped a step.
@@ -110,9 +118,10 @@ const (
 const stepLight = `id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
 	pid, pgid, proc_start, boot_id, cancel_cause, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
 	usage_found, reported_cost_usd, priced_cost_usd, promise, rate_limited_until,
-	tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked`
+	tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
+	change_commit, files_changed, insertions, deletions`
 
-const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names`
+const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names, change_files`
 
 // InsertStep records a step as RUNNING, with its STEP_STARTED event, before
 // its process is launched: a crash between the two leaves a RUNNING step
@@ -211,6 +220,8 @@ const qFinishStep = `UPDATE steps SET status = :status, exit_code = :exit_code, 
 		tests_passed = :tests_passed, tests_failed = :tests_failed, tests_skipped = :tests_skipped,
 		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
 		fingerprint = :fingerprint, plan_checked = :plan_checked,
+		change_commit = :change_commit, files_changed = :files_changed, insertions = :insertions,
+		deletions = :deletions, change_files = :change_files,
 		pid = :pid, pgid = :pgid, proc_start = :proc_start, boot_id = :boot_id
 		WHERE id = :id AND status = 'RUNNING'`
 

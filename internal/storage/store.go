@@ -77,6 +77,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if strings.ContainsRune(path, '?') {
 		return nil, fmt.Errorf("open db: path %q must not contain '?'", path)
 	}
+	if err := ownerOnly(path); err != nil {
+		return nil, err
+	}
 	// synchronous=NORMAL in WAL mode: a commit survives any crash of loopd
 	// (kill -9 included); only a power loss may drop the last commits, never
 	// corrupt the file. FULL would fsync on every step.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -163,4 +165,47 @@ func hasEntry(nulSeparated, entry []byte) bool {
 		}
 	}
 	return false
+}
+
+// exitedUnreaped reports whether pid, a child this daemon has not reaped,
+// has exited (it is a zombie). The pid cannot be reused before the reap.
+func exitedUnreaped(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
+}
+
+// RecordedEnd returns when the step with tag recorded its exit status in
+// the exits file at path: the file's modification time, provided the
+// file's last record is this step's (a run's steps end one after the
+// other, so the newest step's record is the last one, and nothing has
+// written the file since). It reads only the file's tail.
+func RecordedEnd(path, tag string) (time.Time, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return time.Time{}, false
+	}
+	const window = 4 << 10
+	off := max(fi.Size()-window, 0)
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return time.Time{}, false
+	}
+	b = bytes.TrimRight(b, "\n")
+	last := b[bytes.LastIndexByte(b, '\n')+1:]
+	if !bytes.HasPrefix(last, []byte(tag+" exit ")) {
+		return time.Time{}, false
+	}
+	return fi.ModTime(), true
 }

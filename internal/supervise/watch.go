@@ -122,14 +122,29 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 
 // ended reports, without blocking, whether the process is done; a limit
 // that fires in the same instant as a natural exit must not turn it into a
-// kill.
+// kill. When the leader has exited but the goroutine that waits for it
+// has not run yet — a daemon frozen (SIGSTOP) past a limit wakes to find
+// both the exit and the timer ready — it waits for that goroutine: the
+// step ended by itself, before the limit was noticed.
 func (p *Process) ended() bool {
 	select {
 	case <-p.done:
 		return true
 	default:
-		return false
 	}
+	p.mu.Lock()
+	child := !p.adopted && !p.reaped && p.cmd != nil
+	p.mu.Unlock()
+	var gone bool
+	if child {
+		gone = exitedUnreaped(p.Pid)
+	} else if p.adopted {
+		gone = !Matches(p.Identity, p.tag)
+	}
+	if gone {
+		<-p.done
+	}
+	return gone
 }
 
 func (l Limits) kill(p *Process, why Ending) {

@@ -51,7 +51,7 @@ func checkInvariants(t *testing.T, r Result) {
 		}
 	}
 	known := []Format{FormatGo, FormatGoJSON, FormatPytest, FormatJest, FormatVitest, FormatMocha, FormatNodeTest,
-		FormatTAP, FormatCargo, FormatJUnit}
+		FormatTAP, FormatCargo, FormatJUnit, FormatUnittest}
 	for _, f := range r.Formats {
 		if !slices.Contains(known, f) {
 			t.Fatalf("unknown format %q", f)

@@ -2,14 +2,23 @@ package testreport
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
-// goParser reads `go test` console output, default or -v.
+// goParser reads `go test` console output, default or -v, and gotestsum's standard-verbose and
+// testname formats (which print each result too).
 //
 // Default output prints only failures (`--- FAIL:` lines, subtests indented) and one line per package
 // (`ok  \tpkg\t0.1s`, `FAIL\tpkg\t0.1s`, `FAIL\tpkg [build failed]`), so Passed and Skipped are unknown
 // unless -v output (`=== RUN`, `--- PASS:`, `--- SKIP:`) shows them.
+//
+// gotestsum --rerun-fails runs failed tests again (its `DONE 2 runs, …` line, or `(re-run 1)` after a
+// name in the testname format, says so): then the last result of each test wins, so a test that failed
+// and passed when re-run counts once, as passed. The testname format prints each result twice (go's
+// `--- FAIL:` line as the test's output, then its own `FAIL TestX (0.00s)`), so it is counted the same
+// way, by distinct test. Results are tracked per name for this, up to maxTracked names; past that the
+// counts are the plain sum of result lines.
 type goParser struct {
 	c *collector
 
@@ -18,7 +27,23 @@ type goParser struct {
 
 	passed, failed, skipped int
 	pkgFailed               int // --- FAIL lines since the last package line
+
+	rerun    bool // gotestsum re-ran failed tests
+	testname bool // gotestsum's testname format
+	tracked  []goTracked
+	index    map[string]int
+	overflow bool // more than maxTracked names: counts are plain sums
 }
+
+// goTracked is one test's results in a section, in order of first appearance.
+type goTracked struct {
+	name           string
+	last           string // "PASS", "FAIL" or "SKIP": the last result
+	failed, passed bool   // some result was
+}
+
+// maxTracked bounds the names a goParser remembers results of.
+const maxTracked = 10_000
 
 func newGoParser(c *collector) *goParser { return &goParser{c: c} }
 
@@ -54,8 +79,82 @@ func (p *goParser) line(s string) {
 			p.see()
 		}
 	case 'F':
-		p.failLine(s)
+		if !p.testnameLine(s) {
+			p.failLine(s)
+		}
+	case 'P', 'S':
+		p.testnameLine(s)
+	case 'D':
+		// gotestsum's "DONE 2 runs, 6 tests, 1 skipped, 3 failures in 0.4s".
+		if rest, ok := strings.CutPrefix(s, "DONE "); ok {
+			n, tail, _ := strings.Cut(rest, " ")
+			if runs, ok := atoi(n); ok && runs > 1 && strings.HasPrefix(tail, "runs, ") {
+				p.rerun = true
+			}
+		}
 	}
+}
+
+// testnameLine handles gotestsum's testname format: "PASS TestX (0.00s)", "FAIL TestX (re-run 1)
+// (0.00s)", "SKIP TestX (0.00s)". It reports whether s was one.
+func (p *goParser) testnameLine(s string) bool {
+	status, rest, ok := strings.Cut(s, " ")
+	if !ok || (status != "PASS" && status != "FAIL" && status != "SKIP") {
+		return false
+	}
+	name, rest, ok := strings.Cut(rest, " (")
+	if !ok || name == "" || strings.ContainsAny(name, " \t") || !strings.HasSuffix(rest, "s)") {
+		return false
+	}
+	if strings.HasPrefix(rest, "re-run ") {
+		p.rerun = true
+		if _, rest, ok = strings.Cut(rest, ") ("); !ok {
+			return false
+		}
+	}
+	if _, err := strconv.ParseFloat(strings.TrimSuffix(rest, "s)"), 64); err != nil {
+		return false
+	}
+	p.testname = true
+	p.verbose = true
+	p.record(name, status)
+	p.see()
+	return true
+}
+
+// record notes a test's result.
+func (p *goParser) record(name, status string) {
+	switch status {
+	case "PASS":
+		p.passed++
+	case "FAIL":
+		p.failed++
+	case "SKIP":
+		p.skipped++
+	}
+	name = truncateName(strings.TrimSpace(name))
+	switch status {
+	case "FAIL":
+		p.c.fail(name)
+	case "PASS":
+		p.c.pass(name)
+	}
+	if i, ok := p.index[name]; ok {
+		t := &p.tracked[i]
+		t.last = status
+		t.failed = t.failed || status == "FAIL"
+		t.passed = t.passed || status == "PASS"
+		return
+	}
+	if len(p.tracked) >= maxTracked {
+		p.overflow = true // too many to remember: counts stay plain sums
+		return
+	}
+	if p.index == nil {
+		p.index = make(map[string]int)
+	}
+	p.index[name] = len(p.tracked)
+	p.tracked = append(p.tracked, goTracked{name: name, last: status, failed: status == "FAIL", passed: status == "PASS"})
 }
 
 // result handles "--- PASS: TestX (0.00s)" lines, indented for subtests.
@@ -71,20 +170,14 @@ func (p *goParser) result(s string) {
 		return
 	}
 	switch status {
-	case "PASS":
-		p.passed++
+	case "PASS", "SKIP":
 		p.verbose = true
-		p.c.pass(name)
 	case "FAIL":
-		p.failed++
 		p.pkgFailed++
-		p.c.fail(name)
-	case "SKIP":
-		p.skipped++
-		p.verbose = true
 	default:
 		return
 	}
+	p.record(name, status)
 	p.see()
 }
 
@@ -109,8 +202,7 @@ func (p *goParser) failLine(s string) {
 	if p.pkgFailed == 0 {
 		// The package failed but no test did: a panic in TestMain or init, a timeout, a test binary
 		// that exited early. Count it as one failure so it is never lost.
-		p.failed++
-		p.c.fail(pkg)
+		p.record(pkg, "FAIL")
 	}
 	p.pkgFailed = 0
 }
@@ -118,6 +210,33 @@ func (p *goParser) failLine(s string) {
 func (p *goParser) boundary() {
 	if !p.seen {
 		return
+	}
+	// By distinct test, the last result winning, when gotestsum re-ran
+	// tests or printed each result twice.
+	distinct := (p.rerun || p.testname) && !p.overflow
+	if distinct {
+		p.passed, p.failed, p.skipped = 0, 0, 0
+	}
+	for _, t := range p.tracked {
+		if !distinct {
+			break
+		}
+		switch t.last {
+		case "PASS":
+			p.passed++
+		case "FAIL":
+			p.failed++
+		case "SKIP":
+			p.skipped++
+		}
+		// Names were handed over as results came: take back those a
+		// later result overruled.
+		if t.failed && t.last != "FAIL" {
+			p.c.failedNames.remove(t.name)
+		}
+		if t.passed && t.last != "PASS" {
+			p.c.passedNames.remove(t.name)
+		}
 	}
 	s := section{passed: unknown, failed: known(p.failed), skipped: unknown}
 	if p.verbose {

@@ -12,8 +12,9 @@ const maxTAPDepth = 32
 // indented four spaces per level (TAP 14, Perl's Test::More, node --test-reporter=tap), and `Bail out!`.
 //
 // Counting, without a trailer: leaves only — a point whose subtests were printed before it is their
-// parent and counts only if it failed while none of them did; SKIP and TODO points count as skipped
-// (a TODO failure is not a failure, per TAP); planned points that never appeared count as failed. A
+// parent and counts only if it failed while none of them did; TODO points and `ok … # SKIP` count as
+// skipped (a TODO failure is not a failure, per TAP), `not ok … # SKIP` as failed, as TAP::Parser counts
+// it; planned points that never appeared count as failed. A
 // trailer of `# pass N` / `# fail N` comments (node, tape) is the authority when present; node's (with
 // `# cancelled` or `# duration_ms`) makes the stream FormatNodeTest. Names join subtest names with " > ".
 type tapParser struct {
@@ -156,13 +157,13 @@ func (p *tapParser) point(depth int, t string) {
 	if len(numStr) > 0 && desc != "" && rest[len(numStr)] != ' ' {
 		return // "ok 1x"
 	}
-	desc = strings.TrimPrefix(desc, "- ")
-	var directive string
-	if i := strings.Index(desc, "#"); i >= 0 && (i == 0 || desc[i-1] == ' ') {
-		directive = strings.ToUpper(strings.TrimLeft(desc[i+1:], " "))
-		desc = strings.TrimSpace(desc[:i])
-	}
-	skip := strings.HasPrefix(directive, "SKIP") || strings.HasPrefix(directive, "TODO")
+	desc, directive := tapDirective(desc)
+	desc = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(desc, "-"), " "))
+	// TODO: skipped, never a failure, whether it failed or (a bonus)
+	// passed. SKIP: skipped, unless the point says "not ok", which
+	// TAP::Parser counts as a failure.
+	todo := directive == "TODO"
+	skip := todo || (directive == "SKIP" && ok)
 
 	if depth == 0 && hasNum && p.inStream && p.top > 0 && num <= p.lastNum {
 		p.endStream() // numbering restarted: the next file's stream
@@ -188,7 +189,7 @@ func (p *tapParser) point(depth int, t string) {
 		desc = numStr
 	}
 	name := p.path(depth, desc)
-	failed := !ok && !skip
+	failed := !ok && !todo
 	lvl := &p.levels[depth]
 	lvl.points++
 	if failed {
@@ -249,3 +250,35 @@ func (p *tapParser) endStream() {
 }
 
 func (p *tapParser) boundary() { p.endStream() }
+
+// tapDirective splits a test point's description from its directive, the way TAP::Parser does: the
+// first '#' not escaped with a backslash, optional whitespace, then SKIP or TODO in any case, ending at
+// a word boundary ("# skip why", "#TODO", "-# SKIP"; not "# Skipped", not "#42"). directive is "SKIP",
+// "TODO" or "" (no directive: desc is the whole text).
+func tapDirective(text string) (desc, directive string) {
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '\\':
+			i++ // an escaped character, '#' included
+			continue
+		case '#':
+		default:
+			continue
+		}
+		rest := strings.TrimLeft(text[i+1:], " \t")
+		if len(rest) < 4 {
+			return text, ""
+		}
+		word := strings.ToUpper(rest[:4])
+		if (word != "SKIP" && word != "TODO") || (len(rest) > 4 && isWordByte(rest[4])) {
+			return text, ""
+		}
+		return strings.TrimSpace(text[:i]), word
+	}
+	return text, ""
+}
+
+// isWordByte is a byte of a regular-expression word (\w).
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}

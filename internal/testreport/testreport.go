@@ -10,8 +10,8 @@
 // Parse reads the output once, line by line (lines are capped at MaxLineLen, ANSI colour and other
 // escape sequences are stripped, a trailing CR is dropped and a line overwritten with bare CRs keeps only
 // what a terminal would show). Every line goes to every runner parser (go test, go test -json, pytest,
-// the JavaScript family, TAP, cargo); each parser matches only its runner's distinctive lines and keeps a
-// little state (a package, a test binary, a TAP stream, a describe stack). There is no up-front "which
+// the JavaScript family, TAP, cargo, Python unittest); each parser matches only its runner's distinctive
+// lines and keeps a little state (a package, a test binary, a TAP stream, a describe stack). There is no up-front "which
 // runner is this" guess, so a log that holds several runners' output — `make test` with build logs
 // around it, `go test ./... && pytest`, or several verification commands behind loopd's `$ <command>`
 // header lines — is read as the sum of its parts.
@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -93,6 +94,8 @@ const (
 	FormatCargo Format = "cargo"
 	// FormatJUnit is a JUnit XML report read by ParseJUnit.
 	FormatJUnit Format = "junit"
+	// FormatUnittest is Python unittest output (python -m unittest, default or -v).
+	FormatUnittest Format = "unittest"
 )
 
 // Limits that keep memory bounded whatever the size of the output.
@@ -210,6 +213,7 @@ func Parse(r io.Reader) (Result, error) {
 		newJSParser(c),
 		newTAPParser(c),
 		newCargoParser(c),
+		newUnittestParser(c),
 	}
 	boundary := func() {
 		for _, p := range parsers {
@@ -474,6 +478,15 @@ func (s *nameSet) add(name string) {
 	name = strings.Clone(name)
 	s.seen[name] = struct{}{}
 	s.list = append(s.list, name)
+}
+
+// remove takes name out of the set, if it is there.
+func (s *nameSet) remove(name string) {
+	if _, ok := s.seen[name]; !ok {
+		return
+	}
+	delete(s.seen, name)
+	s.list = slices.DeleteFunc(s.list, func(n string) bool { return n == name })
 }
 
 // truncateName cuts name to at most MaxNameLen bytes at a rune boundary.

@@ -165,7 +165,7 @@ func TestFixturesCoverEveryFormat(t *testing.T) {
 		}
 	}
 	for _, f := range []Format{FormatGo, FormatGoJSON, FormatPytest, FormatJest, FormatVitest, FormatMocha,
-		FormatNodeTest, FormatTAP, FormatCargo, FormatJUnit} {
+		FormatNodeTest, FormatTAP, FormatCargo, FormatJUnit, FormatUnittest} {
 		if !seen[f] {
 			t.Errorf("no fixture recognised as %q", f)
 		}

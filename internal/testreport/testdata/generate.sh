@@ -172,6 +172,33 @@ bin="$js/node_modules/.bin"
 	out unknown/make.txt make build
 )
 
+# ---- gotestsum --rerun-fails (fetched through the Go module proxy, not a dependency) --------------------
+(
+	cd "$work/go-flaky" || exit 1
+	for f in standard-verbose testname; do
+		rm -f "$work/flaky-marker"
+		out "go/gotestsum_rerun_${f//-/_}.txt" env FLAKY_MARKER="$work/flaky-marker" \
+			go run gotest.tools/gotestsum@v1.13.0 --format "$f" --rerun-fails=2 --packages ./... -- -count=1
+	done
+)
+
+# ---- Python unittest -----------------------------------------------------------------------------------
+(
+	export PYTHONDONTWRITEBYTECODE=1
+	cd "$work/unittest" || exit 1
+	out unittest/fail.txt python3 -m unittest
+	out unittest/fail_verbose.txt python3 -m unittest -v
+	out unittest/pass.txt python3 -m unittest tests.test_calc.TestStrings
+	cd "$work/unittest-broken" || exit 1
+	out unittest/import_error.txt python3 -m unittest -v
+)
+
+# ---- TAP directives from Test::More ---------------------------------------------------------------------
+(
+	cd "$work/tap" || exit 1
+	out tap/perl_directives.txt perl t/directives.t
+)
+
 # ---- the exact tool versions that produced the fixtures ------------------------------------------------
 {
 	echo "go:        $(go version)"
@@ -183,6 +210,8 @@ bin="$js/node_modules/.bin"
 	echo "mocha:     $("$bin/mocha" --version)"
 	echo "cargo:     $(cargo --version); $(rustc --version)"
 	echo "perl:      $(perl -e 'print $^V') Test::More $(perl -MTest::More -e 'print $Test::More::VERSION')"
+	echo "gotestsum: $(go run gotest.tools/gotestsum@v1.13.0 --version)"
+	echo "python3:   $(python3 --version 2>&1) (unittest)"
 	echo "gcc/make:  $(gcc --version | head -1); $(make --version | head -1)"
 } >"$here/versions.txt"
 echo "versions.txt: written"

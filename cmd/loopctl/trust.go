@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+type trustOptions struct {
+	*globalOptions
+	Revoke bool
+}
+
+func newTrustCmd(g *globalOptions) *cobra.Command {
+	o := &trustOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "trust [-C DIR] [--revoke]",
+		Short: "Review and trust the commands and environment a workspace's files set",
+		Long: `A workspace's .loop/config, its stop file's custom_script conditions and
+its env file (.env) name commands and environment that loopd would run. loopd
+runs them only once you have trusted their exact content, like direnv allow:
+loopctl start refuses a workspace whose files are new or changed since.
+
+trust prints every command and every environment variable name these files
+set (never a value), then records their content hashes for you in the
+daemon's database. Files you name yourself (--set, --stop-file, your
+~/.config/loop/config) need no trust. --revoke forgets what was trusted.`,
+		Example: `  loopctl trust
+  loopctl trust -C ~/src/cloned-repo
+  loopctl trust --revoke`,
+		Args: cobra.NoArgs,
+		RunE: o.run,
+	}
+	cmd.Flags().BoolVar(&o.Revoke, "revoke", false, "forget the workspace's trusted files")
+	return cmd
+}
+
+func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
+	ws, err := o.workspace()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	c, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	if o.Revoke {
+		rep, err := c.Revoke(ctx, ws)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return printJSON(o.Out, rep)
+		}
+		if len(rep.Revoked) == 0 {
+			fmt.Fprintf(o.Out, "nothing was trusted in %s\n", rep.Workspace)
+			return nil
+		}
+		fmt.Fprintf(o.Out, "no longer trusted in %s:\n", rep.Workspace)
+		for _, p := range rep.Revoked {
+			fmt.Fprintf(o.Out, "  %s\n", relTo(rep.Workspace, p))
+		}
+		return nil
+	}
+	rep, err := c.Trust(ctx, api.TrustRequest{Workspace: ws})
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return printJSON(o.Out, rep)
+	}
+	printTrust(o.Out, rep)
+	return nil
+}
+
+// printTrust shows what the user just trusted: per file, its state before
+// and everything it makes loopd run or put in the environment.
+func printTrust(w io.Writer, rep api.TrustReport) {
+	if len(rep.Files) == 0 {
+		fmt.Fprintf(w, "nothing to trust in %s: no file there names commands or environment\n", rep.Workspace)
+		return
+	}
+	fmt.Fprintf(w, "trusted in %s — loopd will run what these files set:\n", rep.Workspace)
+	for _, f := range rep.Files {
+		state := "new"
+		switch f.Status {
+		case "changed":
+			state = "changed since trusted at " + f.PreviouslyTrustedAt.UTC().Format("2006-01-02 15:04:05Z")
+		case "trusted":
+			state = "unchanged"
+		}
+		fmt.Fprintf(w, "\n%s  (%s, sha256 %s)\n", relTo(rep.Workspace, f.Path), state, f.SHA256[:12])
+		for _, ch := range f.Changes {
+			fmt.Fprintf(w, "  changed: %s\n", ch)
+		}
+		for _, c := range f.Commands {
+			fmt.Fprintf(w, "  command  %s: %s\n", c.Key, c.Command)
+		}
+		if len(f.Env) > 0 {
+			fmt.Fprintf(w, "  environment: %s\n", strings.Join(f.Env, " "))
+		}
+		if len(f.Settings) > 0 {
+			fmt.Fprintf(w, "  settings: %s\n", strings.Join(f.Settings, " "))
+		}
+	}
+}
+
+// relTo shows path relative to the workspace when it is inside it.
+func relTo(ws, path string) string {
+	if rel, err := filepath.Rel(ws, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+// trustHint adds to a refused start how to trust the workspace: `loopctl
+// trust`, with -C when the workspace is not the one of the current
+// directory.
+func trustHint(err error, g *globalOptions) error {
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeUntrusted {
+		return err
+	}
+	hint := "loopctl trust"
+	if g.Dir != "" {
+		hint += " -C " + shellWord(g.Dir)
+	}
+	return &exitError{code: exitUsage, msg: ae.Error() + "\n  review what they run and trust them: " + hint + "\n  then start again"}
+}
+
+// shellWord quotes s for a shell command line when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./~+@%:,=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

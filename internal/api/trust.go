@@ -1,0 +1,68 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// CodeUntrusted refuses a run whose workspace files name commands or
+// environment the user has not trusted (or changed since): `loopctl
+// trust` reviews and trusts them. Details lists each file and what
+// changed.
+const CodeUntrusted ErrorCode = "untrusted"
+
+// TrustRequest asks the daemon to trust a workspace's files.
+type TrustRequest struct {
+	Workspace string `json:"workspace"` // absolute
+}
+
+// TrustCommand is one command a trusted file names.
+type TrustCommand struct {
+	Key     string `json:"key"` // config key, or a custom_script's JSON path in a stop file
+	Command string `json:"command"`
+}
+
+// TrustFile is one workspace file that needs trust and what it sets.
+type TrustFile struct {
+	Path   string `json:"path"`
+	Kind   string `json:"kind"` // config, stop, env
+	SHA256 string `json:"sha256"`
+	// Status is the file's state before this trust: "new", "changed" or
+	// "trusted" (unchanged).
+	Status string `json:"status"`
+	// PreviouslyTrustedAt is when the earlier content was trusted
+	// (changed, trusted); null for new files.
+	PreviouslyTrustedAt *Time          `json:"previously_trusted_at"`
+	Changes             []string       `json:"changes,omitempty"`
+	Commands            []TrustCommand `json:"commands"`
+	Env                 []string       `json:"env"`      // variable names only, never values
+	Settings            []string       `json:"settings"` // config keys that are not commands
+}
+
+// TrustReport answers POST /v1/trust: the files now trusted.
+type TrustReport struct {
+	Workspace string      `json:"workspace"`
+	TrustedAt Time        `json:"trusted_at"`
+	Files     []TrustFile `json:"files"`
+}
+
+// RevokeReport answers DELETE /v1/trust: the files no longer trusted.
+type RevokeReport struct {
+	Workspace string   `json:"workspace"`
+	Revoked   []string `json:"revoked"`
+}
+
+// Trust records the content of a workspace's files as trusted.
+func (c *Client) Trust(ctx context.Context, req TrustRequest) (TrustReport, error) {
+	var rep TrustReport
+	err := c.do(ctx, http.MethodPost, "/v1/trust", nil, req, &rep)
+	return rep, err
+}
+
+// Revoke forgets what was trusted in a workspace.
+func (c *Client) Revoke(ctx context.Context, workspace string) (RevokeReport, error) {
+	var rep RevokeReport
+	err := c.do(ctx, http.MethodDelete, "/v1/trust", url.Values{"workspace": {workspace}}, nil, &rep)
+	return rep, err
+}

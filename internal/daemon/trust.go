@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"net/http"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/scheduler"
+	"github.com/loopd/loopd/internal/trust"
+)
+
+// handleTrust records a workspace's files as trusted (loopctl trust).
+func (d *Daemon) handleTrust(w http.ResponseWriter, r *http.Request) {
+	var req api.TrustRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	res, err := d.sched.Trust(r.Context(), req.Workspace)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	rep := api.TrustReport{Workspace: res.Workspace, TrustedAt: api.Time{Time: res.TrustedAt}, Files: []api.TrustFile{}}
+	for _, v := range res.Verdicts {
+		rep.Files = append(rep.Files, trustFileJSON(v))
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// handleRevoke forgets a workspace's trusted files (loopctl trust --revoke).
+func (d *Daemon) handleRevoke(w http.ResponseWriter, r *http.Request) {
+	ws, paths, err := d.sched.Revoke(r.Context(), r.URL.Query().Get("workspace"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if paths == nil {
+		paths = []string{}
+	}
+	writeJSON(w, http.StatusOK, api.RevokeReport{Workspace: ws, Revoked: paths})
+}
+
+func trustFileJSON(v trust.Verdict) api.TrustFile {
+	f := api.TrustFile{Path: v.File.Path, Kind: string(v.File.Kind), SHA256: v.File.SHA256, Status: string(v.Status),
+		Changes: v.Changes, Commands: []api.TrustCommand{}, Env: v.File.Env, Settings: v.File.Settings}
+	if !v.TrustedAt.IsZero() {
+		f.PreviouslyTrustedAt = &api.Time{Time: v.TrustedAt}
+	}
+	for _, c := range v.File.Commands {
+		f.Commands = append(f.Commands, api.TrustCommand{Key: c.Key, Command: c.Command})
+	}
+	if f.Env == nil {
+		f.Env = []string{}
+	}
+	if f.Settings == nil {
+		f.Settings = []string{}
+	}
+	return f
+}
+
+// untrustedError is the API form of a refused run.
+func untrustedError(e *scheduler.UntrustedError) *api.Error {
+	return &api.Error{Status: http.StatusForbidden, Code: api.CodeUntrusted, Message: e.Message(), Details: e.Problems()}
+}

@@ -1,0 +1,63 @@
+package postmortem
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+func events(seqs ...int64) []api.Event {
+	out := make([]api.Event, len(seqs))
+	for i, s := range seqs {
+		out[i] = api.Event{Seq: s, Type: "STEP_FINISHED", Payload: []byte(`{}`)}
+	}
+	return out
+}
+
+func seqRange(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// The timeline keeps the first and last TimelineEnds events and says how
+// many it left out, whether it was given every event or only the ends
+// with the total; the newest event is never dropped.
+func TestTimeline(t *testing.T) {
+	ends := append(seqRange(1, TimelineEnds), seqRange(100_000-TimelineEnds+1, 100_000)...)
+	for _, tc := range []struct {
+		name      string
+		evs       []api.Event
+		total     int
+		wantLen   int
+		wantGap   string
+		wantFirst int64
+		wantLast  int64
+	}{
+		{"short run, all events", events(seqRange(1, 50)...), 0, 50, "", 1, 50},
+		{"long run, all events", events(seqRange(1, 250)...), 0, maxTimeline + 1, "50 events omitted", 1, 250},
+		{"a million-event run, ends only", events(ends...), 100_000, maxTimeline + 1, fmt.Sprintf("%d events omitted", 100_000-maxTimeline), 1, 100_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timeline(tc.evs, tc.total)
+			if len(got) != tc.wantLen {
+				t.Fatalf("%d entries, want %d", len(got), tc.wantLen)
+			}
+			if got[0].Seq != tc.wantFirst || got[len(got)-1].Seq != tc.wantLast {
+				t.Errorf("first %d last %d, want %d and %d", got[0].Seq, got[len(got)-1].Seq, tc.wantFirst, tc.wantLast)
+			}
+			gap := ""
+			for _, e := range got {
+				if e.Type == "…" {
+					gap = e.Detail
+				}
+			}
+			if gap != tc.wantGap {
+				t.Errorf("gap %q, want %q", gap, tc.wantGap)
+			}
+		})
+	}
+}

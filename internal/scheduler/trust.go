@@ -1,0 +1,230 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/trust"
+)
+
+// UntrustedError refuses a new run whose workspace files name commands or
+// environment the user has not trusted, or changed since: nothing was
+// created.
+type UntrustedError struct {
+	Workspace string
+	Verdicts  []trust.Verdict // the untrusted ones, in trust.Inspect's order
+}
+
+func (e *UntrustedError) Error() string {
+	return e.Message() + ":\n  " + strings.Join(e.Problems(), "\n  ")
+}
+
+// Message is the refusal's first line.
+func (e *UntrustedError) Message() string {
+	return fmt.Sprintf("workspace %s has files that name commands or environment you have not trusted; nothing was created", e.Workspace)
+}
+
+// Problems is one line per file: its path and what changed.
+func (e *UntrustedError) Problems() []string {
+	out := make([]string, len(e.Verdicts))
+	for i, v := range e.Verdicts {
+		out[i] = v.Problem()
+	}
+	return out
+}
+
+// records reads a workspace's trust records, keyed by path.
+func (s *Scheduler) records(ctx context.Context, ws string) (map[string]trust.Record, error) {
+	rows, err := s.store.TrustedFiles(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]trust.Record, len(rows))
+	for _, r := range rows {
+		var was trust.File
+		_ = json.Unmarshal([]byte(r.Summary), &was) // a summary is only used to say what changed
+		out[r.Path] = trust.Record{SHA256: r.SHA256, TrustedAt: time.UnixMilli(r.TrustedAt), Was: was}
+	}
+	return out, nil
+}
+
+// checkTrust is CreateRun's trust check, on a valid config: it returns the
+// env file the run must find still trusted at every step ("" when none),
+// or an *UntrustedError.
+func (s *Scheduler) checkTrust(ctx context.Context, ws string, cfg config.Config, sets []string) (string, error) {
+	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg, Sets: sets})
+	if err != nil {
+		return "", &InputError{Msg: "cannot read the workspace's files; nothing was created", Problems: []string{err.Error()}}
+	}
+	if len(files) == 0 {
+		return "", nil
+	}
+	recs, err := s.records(ctx, ws)
+	if err != nil {
+		return "", err
+	}
+	if bad := trust.Untrusted(trust.Check(files, recs)); len(bad) > 0 {
+		return "", &UntrustedError{Workspace: ws, Verdicts: bad}
+	}
+	return trust.EnvFile(files), nil
+}
+
+// TrustResult is what Trust found and recorded.
+type TrustResult struct {
+	Workspace string
+	// Verdicts are the files now trusted, with their state before (new,
+	// changed with what changed, or trusted already).
+	Verdicts  []trust.Verdict
+	TrustedAt time.Time
+}
+
+// Trust validates a workspace's files as a new run there would (config,
+// stop file, env file: errors come first and nothing is trusted), then
+// records the content hashes of those that need trust, replacing what was
+// trusted in the workspace before.
+func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, error) {
+	ws, err := resolveWorkspace(workspace)
+	if err != nil {
+		return TrustResult{}, err
+	}
+	cfg, err := loadForTrust(ws)
+	if err != nil {
+		return TrustResult{}, &InputError{Msg: "invalid configuration; nothing was trusted", Problems: problems(err)}
+	}
+	file, err := loadStopFile(cfg)
+	if err != nil {
+		return TrustResult{}, err
+	}
+	if err := file.Validate(ws); err != nil {
+		return TrustResult{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was trusted", Problems: problems(err)}
+	}
+	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg})
+	if err != nil {
+		return TrustResult{}, &InputError{Msg: "cannot read the workspace's files; nothing was trusted", Problems: []string{err.Error()}}
+	}
+	recs, err := s.records(ctx, ws)
+	if err != nil {
+		return TrustResult{}, err
+	}
+	res := TrustResult{Workspace: ws, Verdicts: trust.Check(files, recs)}
+	rows := make([]storage.TrustedFile, len(files))
+	for i, f := range files {
+		was := f
+		was.Path = ""
+		b, err := json.Marshal(was)
+		if err != nil {
+			return TrustResult{}, fmt.Errorf("encode trust summary: %w", err)
+		}
+		rows[i] = storage.TrustedFile{Path: f.Path, Kind: string(f.Kind), SHA256: f.SHA256, Summary: string(b)}
+	}
+	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+		res.TrustedAt = time.UnixMilli(tx.Now())
+		return tx.TrustFiles(ws, rows)
+	})
+	if err != nil {
+		return TrustResult{}, err
+	}
+	s.log.Info("workspace trusted", zap.String("workspace", ws), zap.Int("files", len(files)))
+	return res, nil
+}
+
+// loadForTrust resolves a workspace's config as `loopctl start` would
+// there with no --set. A workspace that gives no goal of its own is
+// loaded as if the goal came from the command line (start "GOAL"), which
+// changes none of the files that need trust.
+func loadForTrust(ws string) (config.Config, error) {
+	cfg, err := config.Load(config.LoadOptions{Workspace: ws})
+	if err == nil || !onlyNoGoal(err) {
+		return cfg, err
+	}
+	return config.Load(config.LoadOptions{Workspace: ws, Sets: []string{"prompt=loopctl trust"}})
+}
+
+// onlyNoGoal reports whether err's only problem is the missing goal.
+func onlyNoGoal(err error) bool {
+	for _, p := range problems(err) {
+		if !strings.Contains(p, "no goal") {
+			return false
+		}
+	}
+	return true
+}
+
+// Revoke forgets every trusted file of a workspace and returns their
+// paths (none when nothing was trusted).
+func (s *Scheduler) Revoke(ctx context.Context, workspace string) (string, []string, error) {
+	ws, err := resolveWorkspace(workspace)
+	if err != nil {
+		return "", nil, err
+	}
+	var paths []string
+	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+		var err error
+		paths, err = tx.RevokeTrust(ws)
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	s.log.Info("workspace trust revoked", zap.String("workspace", ws), zap.Int("files", len(paths)))
+	return ws, paths, nil
+}
+
+// untrustedEnvError is an env file that changed (or was revoked) since the
+// run was created: it is not loaded, and the run stops.
+type untrustedEnvError struct {
+	path      string
+	trustedAt time.Time // zero: no longer trusted at all
+}
+
+func (e *untrustedEnvError) Error() string {
+	if e.trustedAt.IsZero() {
+		return fmt.Sprintf("env file %s is no longer trusted (loopctl trust --revoke); it was not loaded", e.path)
+	}
+	return fmt.Sprintf("env file %s changed since it was trusted at %s; it was not loaded", e.path, e.trustedAt.UTC().Format(time.RFC3339))
+}
+
+// loadEnvFile reads the run's env file for a step. When the workspace
+// picked it, its bytes must still be the trusted ones: they are read once,
+// hashed and, only if trusted, parsed, so what is checked is what is
+// loaded.
+func (r *runner) loadEnvFile() ([]string, error) {
+	if r.envTrust == "" {
+		return config.LoadEnvFile(r.cfg.EnvFile)
+	}
+	data, err := trust.ReadFile(r.envTrust)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.s.store.TrustedFile(bg(), r.run.Workspace, r.envTrust)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil, &untrustedEnvError{path: r.envTrust}
+	case err != nil:
+		return nil, err
+	case rec.SHA256 != trust.Sum(data):
+		return nil, &untrustedEnvError{path: r.envTrust, trustedAt: time.UnixMilli(rec.TrustedAt)}
+	}
+	return config.ParseEnvFile(r.envTrust, data)
+}
+
+// envFileDecision ends the run when a step's env file cannot be loaded.
+func (r *runner) envFileDecision(err error) *decision {
+	var ue *untrustedEnvError
+	if errors.As(err, &ue) {
+		return &decision{status: api.RunAborted, reason: "fatal:untrusted_env_file", event: events.RunAborted,
+			description: ue.Error() + "; review it, run `loopctl trust -C " + r.run.Workspace + "`, then `loopctl resume " + r.id + "`"}
+	}
+	return &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
+		description: err.Error() + "; fix the file, then `loopctl resume` the run"}
+}

@@ -1,0 +1,3 @@
+module example.com/flaky
+
+go 1.26

@@ -1,0 +1,6 @@
+import unittest
+
+
+class TestOK(unittest.TestCase):
+    def test_fine(self):
+        self.assertTrue(True)

@@ -1,0 +1,126 @@
+package trust
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/loopd/loopd/internal/config"
+)
+
+// maxFileBytes bounds a file read to be described and hashed.
+const maxFileBytes = 4 << 20
+
+// Inputs are what Inspect needs to know which files a run would use.
+type Inputs struct {
+	// Workspace is the canonical workspace directory.
+	Workspace string
+	// Config is the resolved, valid configuration (config.Load with Sets).
+	Config config.Config
+	// Sets are the --set arguments (flags included) the config was
+	// resolved with; none for loopctl trust.
+	Sets []string
+	// UserConfig is the user config file; "" means config.UserConfigPath.
+	UserConfig string
+}
+
+// Inspect reads the workspace's files that need trust and describes them,
+// in a fixed order: .loop/config, the stop file, the env file. A file
+// that sets nothing (a config of comments, a stop file without
+// custom_script, an empty env file) needs no trust and is left out.
+func Inspect(in Inputs) ([]File, error) {
+	var files []File
+	var ch Chooser
+	cfgPath := filepath.Join(in.Workspace, config.WorkspaceConfig)
+	data, err := ReadFile(cfgPath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		f, err := DescribeConfig(cfgPath, data)
+		if err != nil {
+			return nil, err
+		}
+		if !f.Empty() {
+			files = append(files, f)
+		}
+		ch.Workspace, _ = config.Parse(bytes.NewReader(data), cfgPath)
+	}
+	user := in.UserConfig
+	if user == "" {
+		user, _ = config.UserConfigPath()
+	}
+	if user != "" {
+		ch.User, _ = config.ParseFile(user) // validated by config.Load already
+	}
+	ch.Sets, _ = config.ParseSets(in.Sets)
+
+	if ch.Origin("stop_file", in.Config.StopFile != "") == OriginWorkspace {
+		f, err := describeFile(in.Config.StopFile, DescribeStop)
+		if err != nil {
+			return nil, err
+		}
+		if len(f.Commands) > 0 {
+			files = append(files, f)
+		}
+	}
+	if ch.Origin("env_file", in.Config.EnvFile != "") == OriginWorkspace {
+		f, err := describeFile(in.Config.EnvFile, DescribeEnv)
+		if err != nil {
+			return nil, err
+		}
+		if !f.Empty() {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// EnvFile returns the path of the env file among files ("" when none): a
+// run loads it at every step, so it must still be trusted then.
+func EnvFile(files []File) string {
+	for _, f := range files {
+		if f.Kind == KindEnv {
+			return f.Path
+		}
+	}
+	return ""
+}
+
+func describeFile(path string, describe func(string, []byte) (File, error)) (File, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return File{}, err
+	}
+	return describe(path, data)
+}
+
+// ReadFile reads a whole regular file of at most 4 MiB: the bytes that
+// are described, hashed and, for an env file, loaded.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFileBytes)
+	}
+	return data, nil
+}

@@ -1,0 +1,347 @@
+// Package trust decides which of a workspace's files name commands or
+// environment that loopd would run, describes what they set, and compares
+// them with what the user trusted (loopctl trust), like direnv's allow.
+//
+// A cloned repository's .loop/config, stop file and env file are written
+// by whoever wrote the repository. loopd runs what they name only after
+// the user has trusted their exact content (a SHA-256 of the bytes).
+// What the user types (--set, flags) and the user's own config file need
+// no trust; neither do files the user named there.
+//
+// The functions that read bytes (DescribeConfig, DescribeStop,
+// DescribeEnv), decide (Chooser, Check) and compare (Changes) are pure;
+// Inspect reads the files.
+package trust
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/joho/godotenv"
+
+	"github.com/loopd/loopd/internal/config"
+)
+
+// Kind is what a trusted file is to loopd.
+type Kind string
+
+const (
+	// KindConfig is the workspace config file, .loop/config: every key it
+	// sets steers a run (commands, files fed to the agent, webhooks).
+	KindConfig Kind = "config"
+	// KindStop is the stop file the workspace picked (default
+	// .loop/stop.json) when it names at least one custom_script.
+	KindStop Kind = "stop"
+	// KindEnv is the env file the workspace picked (default .env) when it
+	// sets at least one variable: PATH, LD_PRELOAD, BASH_ENV… of every
+	// step.
+	KindEnv Kind = "env"
+)
+
+// Command is one command a file names.
+type Command struct {
+	// Key is the config key (agent_command…), or the JSON path of a
+	// custom_script condition in a stop file (conditions[0]).
+	Key string `json:"key"`
+	// Command is the command as loopd runs it (for a custom_script, the
+	// script and its arguments).
+	Command string `json:"command"`
+}
+
+// File is one workspace file that needs trust, and what it sets.
+type File struct {
+	Path   string `json:"path"` // absolute
+	Kind   Kind   `json:"kind"`
+	SHA256 string `json:"sha256"` // of the exact bytes described
+	// Commands are the commands it names, in file order.
+	Commands []Command `json:"commands,omitempty"`
+	// Env are the names of the variables an env file sets, sorted (never
+	// their values: they may be secrets).
+	Env []string `json:"env,omitempty"`
+	// Settings are the config keys that are not commands, in file order.
+	Settings []string `json:"settings,omitempty"`
+}
+
+// Empty reports whether f sets nothing, so it needs no trust.
+func (f File) Empty() bool { return len(f.Commands) == 0 && len(f.Env) == 0 && len(f.Settings) == 0 }
+
+// Sum is the hex SHA-256 of data, the content hash trust records.
+func Sum(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
+}
+
+// IsCommandKey reports whether a config key's value is a shell command
+// loopd runs: every key named *_command (agent_command, review_command,
+// verify_command, setup_command, notify_command, postmortem_command…).
+func IsCommandKey(key string) bool { return strings.HasSuffix(key, "_command") }
+
+// DescribeConfig describes a workspace config file's content. Syntax
+// errors are returned as config reports them; unknown keys are the
+// loader's business (it reports them before trust is checked).
+func DescribeConfig(path string, data []byte) (File, error) {
+	entries, err := config.Parse(bytes.NewReader(data), path)
+	if err != nil {
+		return File{}, err
+	}
+	f := File{Path: path, Kind: KindConfig, SHA256: Sum(data)}
+	for _, e := range entries {
+		if IsCommandKey(e.Key) {
+			if e.Value != "" {
+				f.Commands = append(f.Commands, Command{Key: e.Key, Command: e.Value})
+			} else if !slices.Contains(f.Settings, e.Key) {
+				f.Settings = append(f.Settings, e.Key) // clears a command: still a setting
+			}
+			continue
+		}
+		if !slices.Contains(f.Settings, e.Key) {
+			f.Settings = append(f.Settings, e.Key)
+		}
+	}
+	return f, nil
+}
+
+// DescribeStop describes a stop file's content: its custom_script
+// conditions, wherever they are nested (all, any, not).
+func DescribeStop(path string, data []byte) (File, error) {
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return File{}, fmt.Errorf("%s: %w", path, err)
+	}
+	f := File{Path: path, Kind: KindStop, SHA256: Sum(data)}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "custom_script" {
+				f.Commands = append(f.Commands, Command{Key: strings.TrimPrefix(at, "."), Command: scriptCommand(v)})
+			}
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				walk(v[k], at+"."+k)
+			}
+		case []any:
+			for i, e := range v {
+				walk(e, at+"["+strconv.Itoa(i)+"]")
+			}
+		}
+	}
+	walk(doc, "")
+	return f, nil
+}
+
+// scriptCommand renders a custom_script condition as the command it runs.
+func scriptCommand(c map[string]any) string {
+	parts := []string{fmt.Sprint(c["script"])}
+	if args, ok := c["args"].([]any); ok {
+		for _, a := range args {
+			parts = append(parts, shellQuote(fmt.Sprint(a)))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a shell when it holds anything but plain word
+// characters, so that arguments with spaces show as one.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// DescribeEnv describes an env file's content: the names of the variables
+// it sets, never their values.
+func DescribeEnv(path string, data []byte) (File, error) {
+	vars, err := godotenv.UnmarshalBytes(data)
+	if err != nil {
+		// godotenv quotes the file's content in its messages: not here.
+		return File{}, fmt.Errorf("%s: invalid env file", path)
+	}
+	return File{Path: path, Kind: KindEnv, SHA256: Sum(data), Env: slices.Sorted(maps.Keys(vars))}, nil
+}
+
+// Origin says who picked a file loopd reads.
+type Origin int
+
+const (
+	// OriginNone: no file is used for the key.
+	OriginNone Origin = iota
+	// OriginUser: the user named it (--set, a flag, or the user config
+	// file); it needs no trust.
+	OriginUser
+	// OriginWorkspace: the workspace picked it (its .loop/config, or the
+	// default such as .env); it needs trust.
+	OriginWorkspace
+)
+
+// Chooser tells who picked the file of a path key (stop_file, env_file),
+// from the keys each layer sets.
+type Chooser struct {
+	User, Workspace, Sets []config.Entry
+}
+
+// Origin applies the layers' precedence (user config < .loop/config <
+// --set) to key; used says whether the resolved config uses a file for it
+// (a default such as .env counts as the workspace's choice).
+func (c Chooser) Origin(key string, used bool) Origin {
+	if !used {
+		return OriginNone
+	}
+	sets := func(es []config.Entry) bool {
+		return slices.ContainsFunc(es, func(e config.Entry) bool { return e.Key == key })
+	}
+	switch {
+	case sets(c.Sets):
+		return OriginUser
+	case sets(c.Workspace):
+		return OriginWorkspace
+	case sets(c.User):
+		return OriginUser
+	}
+	return OriginWorkspace
+}
+
+// Record is what the trust store holds for one file.
+type Record struct {
+	SHA256    string
+	TrustedAt time.Time
+	// Was is the file as it was described when trusted (without Path).
+	Was File
+}
+
+// Status is a file's trust state.
+type Status string
+
+const (
+	StatusTrusted Status = "trusted" // trusted with this exact content
+	StatusNew     Status = "new"     // never trusted (or revoked)
+	StatusChanged Status = "changed" // trusted once, changed since
+)
+
+// Verdict is one file's trust state against the store.
+type Verdict struct {
+	File      File
+	Status    Status
+	TrustedAt time.Time // when it was trusted (trusted, changed); zero for new
+	Changes   []string  // what changed since (changed), see Changes
+}
+
+// Check compares files with the records, keyed by path.
+func Check(files []File, records map[string]Record) []Verdict {
+	out := make([]Verdict, 0, len(files))
+	for _, f := range files {
+		rec, ok := records[f.Path]
+		switch {
+		case !ok:
+			out = append(out, Verdict{File: f, Status: StatusNew})
+		case rec.SHA256 == f.SHA256:
+			out = append(out, Verdict{File: f, Status: StatusTrusted, TrustedAt: rec.TrustedAt})
+		default:
+			out = append(out, Verdict{File: f, Status: StatusChanged, TrustedAt: rec.TrustedAt, Changes: Changes(rec.Was, f)})
+		}
+	}
+	return out
+}
+
+// Untrusted returns the verdicts that are not StatusTrusted.
+func Untrusted(vs []Verdict) []Verdict {
+	return slices.DeleteFunc(slices.Clone(vs), func(v Verdict) bool { return v.Status == StatusTrusted })
+}
+
+// Problem words an untrusted verdict for a refusal: the file and what
+// changed.
+func (v Verdict) Problem() string {
+	switch v.Status {
+	case StatusNew:
+		return fmt.Sprintf("%s: not trusted (%s)", v.File.Path, v.File.Summary())
+	case StatusChanged:
+		msg := fmt.Sprintf("%s: changed since trusted at %s", v.File.Path, v.TrustedAt.UTC().Format(time.RFC3339))
+		if len(v.Changes) > 0 {
+			msg += " (" + strings.Join(v.Changes, "; ") + ")"
+		}
+		return msg
+	}
+	return v.File.Path + ": trusted"
+}
+
+// Summary counts what a file sets, for one line.
+func (f File) Summary() string {
+	var parts []string
+	plural := func(n int, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return strconv.Itoa(n) + " " + one + "s"
+	}
+	if n := len(f.Commands); n > 0 {
+		parts = append(parts, plural(n, "command"))
+	}
+	if n := len(f.Env); n > 0 {
+		parts = append(parts, plural(n, "environment variable"))
+	}
+	if n := len(f.Settings); n > 0 {
+		parts = append(parts, plural(n, "setting"))
+	}
+	if len(parts) == 0 {
+		return "sets nothing"
+	}
+	return "sets " + strings.Join(parts, ", ")
+}
+
+// Changes lists what differs between a file as trusted (was) and as it is
+// (now): commands added, changed or removed by key, environment variables
+// and settings added or removed. Its content may differ in ways that show
+// here as nothing (a comment, a value of a setting, of a variable).
+func Changes(was, now File) []string {
+	var out []string
+	cmds := func(f File) map[string]string {
+		m := map[string]string{}
+		for _, c := range f.Commands {
+			if prev, ok := m[c.Key]; ok {
+				m[c.Key] = prev + "\n" + c.Command // verify_command repeats
+			} else {
+				m[c.Key] = c.Command
+			}
+		}
+		return m
+	}
+	w, n := cmds(was), cmds(now)
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		if old, ok := w[k]; !ok {
+			out = append(out, "command "+k+" added")
+		} else if old != n[k] {
+			out = append(out, "command "+k+" changed")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		if _, ok := n[k]; !ok {
+			out = append(out, "command "+k+" removed")
+		}
+	}
+	out = append(out, setDiff("environment variable", was.Env, now.Env)...)
+	out = append(out, setDiff("setting", was.Settings, now.Settings)...)
+	return out
+}
+
+func setDiff(what string, was, now []string) []string {
+	var out []string
+	for _, k := range now {
+		if !slices.Contains(was, k) {
+			out = append(out, what+" "+k+" added")
+		}
+	}
+	for _, k := range was {
+		if !slices.Contains(now, k) {
+			out = append(out, what+" "+k+" removed")
+		}
+	}
+	return out
+}
