@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -360,4 +362,50 @@ func TestStoppedStepsLeaveNothingBehind(t *testing.T) {
 		}
 		e.nothingSurvives(pids)
 	})
+}
+
+// `loopctl logs` shows an agent's stream-json as a transcript (its tool call
+// with the command, the result with its cost and usage), --raw the lines as
+// written, and --follow streams the transcript while the step runs.
+func TestLogsRenderATranscript(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1", "FAKE_COST=0.25", "FAKE_WAIT_FILE=go"), "max_iterations=1")
+	id := e.start("goal")
+	e.runningStep(id, 1)
+
+	// Follow while the step runs, then let it finish.
+	follow := exec.Command(filepath.Join(binDir, "loopctl"), "logs", id, "--follow")
+	follow.Dir, follow.Env = e.ws, e.environ()
+	var followed bytes.Buffer
+	follow.Stdout = &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the followed transcript to show the session", 10*time.Second, func() bool {
+		return strings.Contains(e.must("logs", id), "── claude-sonnet-4-5-20250929 · session")
+	})
+	e.release("go")
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("logs --follow: %v", err)
+	}
+	e.wait(id)
+
+	rendered := e.must("logs", id)
+	for _, want := range []string{"==> #1 implementation (iteration 1) <==", "── claude-sonnet-4-5-20250929 · session 5f0c6a2e",
+		"$ ls", "· usage 1000 in · 200 out", "■ success · 1 turn · $0.2500 · 1000 in · 200 out", "<promise>COMPLETE</promise>"} {
+		if !strings.Contains(rendered, want) {
+			t.Errorf("logs lacks %q:\n%s", want, rendered)
+		}
+	}
+	if strings.Contains(rendered, `"type":"assistant"`) {
+		t.Errorf("logs shows raw stream-json:\n%s", rendered)
+	}
+	if got := followed.String(); !strings.Contains(got, "$ ls") || !strings.Contains(got, "■ success") {
+		t.Errorf("logs --follow:\n%s", got)
+	}
+	raw := e.must("logs", id, "--raw")
+	if !strings.Contains(raw, `"type":"assistant"`) || !strings.Contains(raw, `"type":"result"`) || strings.Contains(raw, "■ success") {
+		t.Errorf("logs --raw:\n%s", raw)
+	}
 }

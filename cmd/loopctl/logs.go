@@ -10,28 +10,35 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/transcript"
 )
 
 type logsOptions struct {
 	*globalOptions
 	Step   int
 	Follow bool
+	Raw    bool
 }
 
 func newLogsCmd(g *globalOptions) *cobra.Command {
 	o := &logsOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "logs RUN",
-		Short: "Print the output of a run's steps (or one step); --follow streams it live",
+		Short: "Print the output of a run's steps (or one step) as a readable transcript; --follow streams it live",
 		Long: `Print the output of a run's steps in order, with a header line before each
-step, or of one step (--step N, the # in loopctl steps). With --follow, output
-is streamed as it is written and the command ends when the run (or the step)
-does. --json prints NDJSON objects {"seq","phase","text"}.`,
+step, or of one step (--step N, the # in loopctl steps). An agent's
+stream-json (Claude Code, Codex, Gemini CLI) is shown as a transcript: its
+messages, tool calls with their commands, their results (the first lines),
+errors and usage per message; other output as it is. --raw prints the lines
+as the agent wrote them. With --follow, output is streamed as it is written
+and the command ends when the run (or the step) does. --json prints NDJSON
+objects {"seq","phase","text"} of the raw output.`,
 		Args: runArg,
 		RunE: o.run,
 	}
 	cmd.Flags().IntVar(&o.Step, "step", 0, "only this step (its # in `loopctl steps`)")
 	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "stream output as it is written, until the run (or the step) ends")
+	cmd.Flags().BoolVar(&o.Raw, "raw", false, "print the output as the agent wrote it (stream-json lines), not as a transcript")
 	return cmd
 }
 
@@ -49,8 +56,19 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	defer body.Close()
-	if _, err := io.Copy(o.Out, body); err != nil && ctx.Err() == nil {
+	out := o.Out
+	var r *transcript.Renderer
+	if !o.Raw && !o.JSON {
+		r = transcript.NewRenderer(o.Out)
+		out = r
+	}
+	if _, err := io.Copy(out, body); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("read logs: %w", err)
+	}
+	if r != nil {
+		if err := r.Flush(); err != nil {
+			return fmt.Errorf("write logs: %w", err)
+		}
 	}
 	return nil
 }
