@@ -100,7 +100,7 @@ func cgroupName(tag string) string {
 			return '-'
 		}
 		return r
-	}, tag)
+	}, strings.TrimPrefix(tag, "loopd-step:")) // "loopd-step-<run>-<seq>"
 }
 
 // newCgroup creates the step's cgroup under the daemon's own and returns
