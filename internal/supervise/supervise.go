@@ -425,12 +425,19 @@ func (p *Process) waitChild() {
 // (and to those inside it, again): with SIGKILL and a cgroup, all at once
 // through cgroup.kill; otherwise each process of stepProcesses. The caller
 // holds p.mu.
+//
+// With a cgroup, only its members are looked at: nothing of the step can
+// leave it (moving a process out takes privileges an agent's tools do not
+// use), and reading one file beats scanning every process on the machine
+// at the end of every step.
 func (p *Process) killEscaped(sig syscall.Signal) int {
-	n := 0
-	if sig == unix.SIGKILL && p.cgroup != "" && killCgroup(p.cgroup) {
-		n++
+	if p.cgroup != "" {
+		if sig == unix.SIGKILL && killCgroup(p.cgroup) {
+			return 1
+		}
+		return signalProcs(cgroupMembers(p.cgroup, p.Pid), sig)
 	}
-	return n + signalProcs(stepProcesses(p.Pid, p.tag, p.cgroup), sig)
+	return signalProcs(stepProcesses(p.Pid, p.tag, "", p.StartTicks), sig)
 }
 
 // logFailure reads what a gated wrapper wrote before it had its log: a

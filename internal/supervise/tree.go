@@ -68,8 +68,12 @@ func allProcs() []procInfo {
 // BecomeSubreaper — and found through the tag or the cgroup instead). The
 // leader and the members of its process group are not included: the caller
 // signals the group as a whole (a second signal could turn a graceful stop
-// into a forced one). Zombies are left out: they are dead.
-func stepProcesses(leader int, tag, cg string) []procInfo {
+// into a forced one). Zombies are left out: they are dead. Processes that
+// started before since (clock ticks since boot: the leader's start) cannot
+// be the step's, and their environments are not read: most processes of a
+// machine are older than any step, and reading each one's environment at
+// every step's end would cost more than the step's start.
+func stepProcesses(leader int, tag, cg string, since int64) []procInfo {
 	procs := allProcs()
 	want := map[int]bool{}
 	if cg != "" {
@@ -93,10 +97,22 @@ func stepProcesses(leader int, tag, cg string) []procInfo {
 	entry := []byte(TagEnv + "=" + tag)
 	var out []procInfo
 	for _, pi := range procs {
-		if pi.pid == leader || pi.pgid == leader || pi.state == 'Z' || pi.pid == os.Getpid() {
+		if pi.pid == leader || pi.pgid == leader || pi.state == 'Z' || pi.pid == os.Getpid() || pi.start < since {
 			continue
 		}
 		if want[pi.pid] || hasTagEnv(pi.pid, entry) {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// cgroupMembers lists the live processes of a step's cgroup outside the
+// leader's process group (which the caller signals as a whole).
+func cgroupMembers(cg string, leader int) []procInfo {
+	var out []procInfo
+	for _, pid := range cgroupPids(cg) {
+		if pi, ok := readStat(pid); ok && pi.pid != leader && pi.pgid != leader && pi.state != 'Z' {
 			out = append(out, pi)
 		}
 	}
@@ -139,7 +155,7 @@ func signalProcs(procs []procInfo, sig syscall.Signal) int {
 // cgroup, found from them or by name under this daemon's cgroup, which it
 // then removes.
 func Sweep(tag string) {
-	procs := stepProcesses(-1, tag, "")
+	procs := stepProcesses(-1, tag, "", 0)
 	cgs := map[string]bool{}
 	for _, pi := range procs {
 		if cg := stepCgroup(pi.pid, tag); cg != "" {
