@@ -176,7 +176,12 @@ func TestSweepKillsLeftovers(t *testing.T) {
 		if !withCgroup {
 			env = append(env, "LOOPD_SUPERVISE_TEST_NO_CGROUP=1")
 		}
-		startDetached(t, dir, escaper, env...)
+		// The step ends only once the mini daemon has exited: a daemon
+		// that saw it end would have killed its leftovers.
+		startDetached(t, dir, escaper+"\nwhile [ ! -f release ]; do sleep 0.01; done", env...)
+		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, "the step to end", func() bool {
 			_, ok := ReadStatus(filepath.Join(dir, "exits"), specIn(dir).Tag)
 			return ok
