@@ -60,7 +60,7 @@ func TestClaudePresetAsRootWithoutSandboxAborts(t *testing.T) {
 	}
 
 	e.writeFile(".env", "FAKE_DONE_AT=1\nIS_SANDBOX=1\n", 0o600)
-	e.trust()
+	e.trust() // the changed env file is loaded only once trusted again
 	e.must("resume", id)
 	if code := e.wait(id); code != 0 {
 		r := e.status(id)

@@ -64,9 +64,13 @@ func TestStopNowKillsTheWholeGroup(t *testing.T) {
 	id := e.start("goal")
 	step := e.runningStep(id, 1)
 	childFile := filepath.Join(e.ws, ".child-pid")
-	eventually(t, "the agent's background child", 10*time.Second, func() bool { _, err := os.Stat(childFile); return err == nil })
-	b, _ := os.ReadFile(childFile)
-	child, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	// The file exists before the pid is written into it: wait for the pid.
+	var child int
+	eventually(t, "the agent's background child", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(childFile)
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return child > 0
+	})
 	if !groupAlive(step.Pid) || !pidAlive(child) {
 		t.Fatalf("the step group %d / child %d is not running before the stop", step.Pid, child)
 	}

@@ -54,6 +54,8 @@ type env struct {
 	daemon *exec.Cmd
 	logs   []string // daemon log files, one per start
 	exited chan struct{}
+	// daemonEnv is added to the daemon's environment (not loopctl's).
+	daemonEnv []string
 }
 
 func newEnv(t *testing.T) *env {
@@ -89,7 +91,7 @@ func (e *env) startDaemon(args ...string) {
 		e.t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(binDir, "loopd"), append([]string{"--log-level", "debug", "--kill-grace", "1s"}, args...)...)
-	cmd.Env = e.environ()
+	cmd.Env = e.environ(e.daemonEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/loopd/loopd/internal/api"
@@ -38,7 +39,10 @@ func classify(err error) (int, string) {
 	case errors.Is(err, api.ErrNoAnswer):
 		return exitUnavailable, err.Error() + "\n  check it with `ps` and its log (LOOPD_HOME/loopd.log); `kill -CONT` a stopped daemon"
 	case errors.Is(err, api.ErrUnavailable):
-		return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
+		if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
+			return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
+		}
+		return exitUnavailable, err.Error()
 	case errors.As(err, &ae):
 		switch ae.Code {
 		case api.CodeNotFound:

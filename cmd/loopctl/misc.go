@@ -38,7 +38,7 @@ func newPostmortemCmd(g *globalOptions) *cobra.Command {
 }
 
 func newDaemonCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{Use: "daemon", Short: "Inspect or stop the daemon"}
+	cmd := &cobra.Command{Use: "daemon", Short: "Inspect or stop the daemon; install it as a systemd user service"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "Show whether the daemon runs, and its pid, version, home and active runs (exit 69 when not running)",
@@ -109,7 +109,7 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	stop.Flags().BoolVar(&killSteps, "kill-steps", false, "also stop running steps (their runs continue when the daemon is next started)")
-	cmd.AddCommand(stop)
+	cmd.AddCommand(stop, newDaemonInstallCmd(g), newDaemonUninstallCmd(g))
 	return cmd
 }
 
@@ -125,9 +125,16 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print loopctl's version (and the running daemon's)",
-		Args:  cobra.NoArgs,
+		Long: `Print loopctl's version, and the running daemon's when one answers (this
+command never starts a daemon). The version is set when the binaries are built
+(scripts/release); a build from a checkout says "dev". --json adds the commit
+the binary was built from, when the build recorded it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := map[string]any{"loopctl": api.Version}
+			out := map[string]any{"loopctl": api.BuildVersion()}
+			if c := api.BuildCommit(); c != "" {
+				out["commit"] = c
+			}
 			if sock, err := g.socketPath(); err == nil {
 				if info, err := api.NewClient(sock).Ping(cmd.Context()); err == nil {
 					out["loopd"] = info.Version
@@ -136,7 +143,7 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 			if g.JSON {
 				return printJSON(g.Out, out)
 			}
-			fmt.Fprintf(g.Out, "loopctl %s\n", api.Version)
+			fmt.Fprintf(g.Out, "loopctl %s\n", api.BuildVersion())
 			if v, ok := out["loopd"]; ok {
 				fmt.Fprintf(g.Out, "loopd   %s (running)\n", v)
 			}

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +42,9 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 70 internal error; 124 wait --timeout elapsed; 130 interrupted.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       api.BuildVersion(),
 	}
+	root.SetVersionTemplate("loopctl {{.Version}}\n")
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorf("%v", err) })
@@ -51,7 +57,9 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
 		newTrustCmd(g),
+		newManCmd(g),
 	)
+	addCompletions(root, g)
 	return root
 }
 
@@ -103,6 +111,10 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 		return c, nil
 	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {
 		return nil, err // a daemon holds the socket: another one cannot help
+	} else if errors.Is(err, fs.ErrPermission) {
+		// Someone else's socket (or a directory we cannot enter): a daemon
+		// may well be there, and starting our own on that path would fail.
+		return nil, permissionError(sock)
 	}
 	if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
 		return nil, fmt.Errorf("%w: no daemon at %s (LOOPCTL_NO_AUTOSTART=1)", api.ErrUnavailable, sock)
@@ -130,4 +142,31 @@ func runArg(cmd *cobra.Command, args []string) error {
 		return usageErrorf("%s needs exactly one RUN: a run id, a unique id prefix, or last", cmd.CommandPath())
 	}
 	return nil
+}
+
+// permissionError says what happened when connecting to sock was refused
+// by the file system: whose socket (or directory) it is, and how to reach a
+// daemon of one's own.
+func permissionError(sock string) error {
+	whose := "it belongs to another user"
+	for p := sock; ; p = filepath.Dir(p) {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			owner := "uid " + strconv.Itoa(int(st.Uid))
+			if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil {
+				owner += " (" + u.Username + ")"
+			}
+			whose = "it belongs to " + owner
+			if p != sock {
+				whose = "it is in " + p + ", which belongs to " + owner
+			}
+			break
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	return &exitError{code: exitUnavailable, msg: fmt.Sprintf("permission denied on the daemon socket %s: %s, "+
+		"and a daemon serves only the user who started it (you are uid %d)\n"+
+		"  to use a daemon of your own, unset LOOPD_SOCKET and --socket, or set LOOPD_HOME to a directory you own", sock, whose, os.Getuid())}
 }

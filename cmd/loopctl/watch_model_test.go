@@ -31,7 +31,7 @@ func runningRun() api.Run {
 			{Type: "completion", Kind: "success", Description: "when promise, verify hold after the same iteration"},
 			{Type: "max_consecutive_failures", Kind: "failure", Description: "after 3 consecutive verification failures",
 				Progress: fraction(2.0 / 3), Reason: "2/3 consecutive verification failures"},
-			{Type: "max_iterations", Kind: "limit", Description: "after 10 iterations", Progress: fraction(0.3), Reason: "Iteration 3/10"},
+			{Type: "max_iterations", Kind: "limit", Description: "after 10 iterations", Progress: fraction(0.3), Reason: "3/10 done"},
 			{Type: "max_cost", Kind: "limit", Description: "when cost reaches $1.00", Reason: "cost unknown: model not priced", Unmeasured: true},
 		},
 		CurrentStep: &api.Step{Seq: 7, Phase: api.PhaseVerification, Iteration: 3, Status: api.StepRunning, StartedAt: api.Time{Time: t0}},
@@ -99,7 +99,7 @@ func TestWatchViewShowsRunConditionsAndOutput(t *testing.T) {
 
 	// Bars are width/5 = 20 cells; percentages are floored, as in status.
 	iter := lineWith(t, lines, "after 10 iterations")
-	if s := iter.String(); !strings.Contains(s, strings.Repeat("█", 6)+strings.Repeat("░", 14)+"   30%") || !strings.Contains(s, "Iteration 3/10") {
+	if s := iter.String(); !strings.Contains(s, strings.Repeat("█", 6)+strings.Repeat("░", 14)+"   30%") || !strings.Contains(s, "3/10 done") {
 		t.Errorf("iterations row = %q", s)
 	}
 	streak := lineWith(t, lines, "after 3 consecutive verification failures")

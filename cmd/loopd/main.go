@@ -49,6 +49,7 @@ func run(args []string) int {
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
 	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
+	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -62,7 +63,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if *version {
-		fmt.Println("loopd", api.Version)
+		fmt.Println("loopd", api.BuildVersion())
 		return exitOK
 	}
 	if *maxRuns < 1 {
@@ -107,10 +108,10 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.Version,
+		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.BuildVersion(),
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
-		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote,
+		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff,
 	})
 	var locked *daemon.LockedError
 	switch {
@@ -154,6 +155,16 @@ func envInt(key string, def int) int {
 			return n
 		}
 		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a number\n", key, v)
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v := os.Getenv(key); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a duration such as 2s\n", key, v)
 	}
 	return def
 }

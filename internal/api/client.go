@@ -341,7 +341,9 @@ func (c *Client) transportError(err error) error {
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return fmt.Errorf("%w: %s: %v", ErrUnavailable, c.socket, opErr.Err)
+		// Both wrapped: callers tell "no daemon" (ENOENT, ECONNREFUSED)
+		// from "not yours" (EACCES) with errors.Is.
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, c.socket, opErr.Err)
 	}
 	return fmt.Errorf("%w: connection to %s lost: %v", ErrUnavailable, c.socket, err)
 }

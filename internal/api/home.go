@@ -40,7 +40,3 @@ func SocketPath() (string, error) {
 	}
 	return filepath.Join(home, "loopd.sock"), nil
 }
-
-// Version is the version of both binaries; set at build time with
-// -ldflags "-X github.com/loopd/loopd/internal/api.Version=v1.2.3".
-var Version = "dev"

@@ -214,6 +214,21 @@ type Config struct {
 	// bounds PostmortemCommand.
 	PostmortemTimeout Duration `json:"postmortem_timeout"`
 
+	// NotifyCommand (key notify_command, default none) is a shell command
+	// run for each notification (see NotifyOn), with the event's JSON on
+	// stdin and LOOP_* variables describing it.
+	NotifyCommand string `json:"notify_command"`
+	// NotifyWebhook (key notify_webhook, default none) is an http(s) URL
+	// that receives a POST of JSON for each notification, shaped for Slack,
+	// Discord and ntfy incoming webhooks alike.
+	NotifyWebhook string `json:"notify_webhook"`
+	// NotifyDesktop (key notify_desktop, default false) shows each
+	// notification with notify-send when a desktop session exists.
+	NotifyDesktop bool `json:"notify_desktop"`
+	// NotifyOn (key notify_on, default ended,waiting) lists the run changes
+	// that notify: ended, waiting, completed, failed, aborted, paused.
+	NotifyOn []string `json:"notify_on"`
+
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
 	// "input,output[,cache_read[,cache_write]]" in USD per million tokens; an
@@ -239,6 +254,7 @@ func Default() Config {
 		MaxConsecutiveVerificationFailures:   3,
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
+		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},
 	}
 }
 
@@ -336,5 +352,6 @@ func (c Config) clone() Config {
 	c.VerifyCommands = slices.Clone(c.VerifyCommands)
 	c.Completion = slices.Clone(c.Completion)
 	c.Prices = maps.Clone(c.Prices)
+	c.NotifyOn = slices.Clone(c.NotifyOn)
 	return c
 }

@@ -51,9 +51,11 @@
 //	verify_command = go vet ./...
 //	step_timeout = 30m
 //
-// '#' starts a comment only as the first non-blank character of a line, since
-// shell commands in values may contain it. Whitespace around keys and values
-// is trimmed. A value wholly in double quotes is unquoted with \" and \\
+// A line whose first non-blank character is '#' is a comment, and a value may
+// end with one: "max_cost=10  # USD". A '#' starts a trailing comment only
+// after a space or tab and outside quotes, so "grep -c '#' log", "a#b" and
+// prompt="fix # 12" keep theirs; quote a value to keep a " #" in it (see
+// [StripComment]). Whitespace around keys and values is trimmed. A value wholly in double quotes is unquoted with \" and \\
 // escapes; a value wholly in single quotes is literal; see [Parse] for the
 // details. Durations are humantime ("1h 30m", "90s", "1day") or Go ("1h30m",
 // "1.5h") strings; counts are whole numbers, optionally grouped as 1_000_000;

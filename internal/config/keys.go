@@ -80,6 +80,10 @@ var keys = []key{
 	pathKey("env_file", mustExist, func(c *Config) *string { return &c.EnvFile }),
 	textKey("postmortem_command", func(c *Config) *string { return &c.PostmortemCommand }),
 	durationKey("postmortem_timeout", atLeastASecond, func(c *Config) *Duration { return &c.PostmortemTimeout }),
+	textKey("notify_command", func(c *Config) *string { return &c.NotifyCommand }),
+	{name: "notify_webhook", set: setNotifyWebhook, check: checkNotifyWebhook},
+	boolKey("notify_desktop", func(c *Config) *bool { return &c.NotifyDesktop }),
+	{name: "notify_on", set: setNotifyOn, check: checkNotifyOn},
 }
 
 // lookupKey returns the key named name.

@@ -59,7 +59,8 @@ func TestKeys(t *testing.T) {
 		{name: "agent codex with the default Claude model", config: "agent=codex", wantErr: `{cfg}:1: model: "claude-sonnet-4-5" is a Claude model, which agent "codex" cannot run; set model to a model Codex runs`},
 		{name: "agent codex with a Claude model set", config: "model=claude-opus-4-5\nagent=codex", wantErr: `{cfg}:1: model: "claude-opus-4-5" is a Claude model, which agent "codex" cannot run; set model to a model Codex runs`},
 		{name: "agent codex with agent_command may name any model", config: "agent=codex\nagent_command=my-codex", get: agentCommand, want: "my-codex"},
-		{name: "agent_command", config: `agent_command=claude -p --model "$M" # with a hash`, get: agentCommand, want: `claude -p --model "$M" # with a hash`},
+		{name: "agent_command", config: `agent_command=claude -p --model "$M" # a comment`, get: agentCommand, want: `claude -p --model "$M"`},
+		{name: "agent_command keeps a quoted hash", config: `agent_command=claude -p --append-system-prompt "rule # 1"`, get: agentCommand, want: `claude -p --append-system-prompt "rule # 1"`},
 		{name: "model", config: "model = claude-opus-4-5", get: model, want: "claude-opus-4-5"},
 		{name: "model empty", config: "model=", wantErr: `{cfg}:1: model: must not be empty`},
 

@@ -49,7 +49,8 @@ func QuoteValue(v string) string {
 	}
 	first, _ := utf8.DecodeRuneInString(v)
 	last, _ := utf8.DecodeLastRuneInString(v)
-	if !unicode.IsSpace(first) && !unicode.IsSpace(last) && first != '"' && first != '\'' {
+	if !unicode.IsSpace(first) && !unicode.IsSpace(last) && first != '"' && first != '\'' &&
+		StripComment(v) == v {
 		return v
 	}
 	if !strings.Contains(v, "'") {
@@ -86,9 +87,11 @@ func fileError(path string, err error) *ConfigError {
 // errors. The format:
 //
 //   - one key=value per line; blank lines are skipped;
-//   - a line whose first non-blank character is '#' is a comment; a '#'
-//     anywhere else is part of the value, since shell commands may contain
-//     one;
+//   - a line whose first non-blank character is '#' is a comment;
+//   - a value may end with a comment: a '#' after a space or tab, outside
+//     '…' and "…" quotes, starts it (see [StripComment]); a '#' right after
+//     another character, as in a#b or http://host/#frag, or inside quotes,
+//     is part of the value;
 //   - whitespace around the key and around the value is trimmed;
 //   - a value wholly enclosed in double quotes is unquoted, with \" and \\
 //     as escapes (any other backslash is kept); a value wholly enclosed in
@@ -118,6 +121,9 @@ func Parse(r io.Reader, file string) ([]Entry, error) {
 		if text == "" || text[0] == '#' {
 			continue
 		}
+		if k, v, ok := strings.Cut(text, "="); ok {
+			text = k + "=" + StripComment(v)
+		}
 		e, err := parseAssignment(text, file, line)
 		if err != nil {
 			errs = append(errs, err)
@@ -136,8 +142,8 @@ func Parse(r io.Reader, file string) ([]Entry, error) {
 }
 
 // ParseSets parses "key=value" arguments of --set. Each follows the rules of
-// a config line (trimming, quotes) except that '#' starts no comment and a
-// value may span lines. Entries have File [SetFile] and Line the 1-based
+// a config line (trimming, quotes) except that '#' starts no comment (the
+// shell has already removed the user's comments) and a value may span lines. Entries have File [SetFile] and Line the 1-based
 // position. Like [Parse], it returns the entries that parsed with every
 // error.
 func ParseSets(sets []string) ([]Entry, error) {
@@ -154,6 +160,55 @@ func ParseSets(sets []string) ([]Entry, error) {
 		entries = append(entries, e)
 	}
 	return entries, errors.Join(errs...)
+}
+
+// StripComment removes a trailing comment from the raw value of a config
+// line (the text after its '='): a '#' that follows a space or tab and is
+// not inside '…' or "…" quotes starts the comment, which runs to the end of
+// the line. So
+//
+//	max_cost=10            # USD            → 10
+//	verify_command=go test ./... # all      → go test ./...
+//	review_command=grep -c '#' out          → unchanged: no space before #
+//	prompt="fix issue # 12"                 → unchanged: the # is quoted
+//	completion_promise=DONE#1               → unchanged: no space before #
+//
+// Quotes are tracked as a POSIX shell tracks them (\ escapes inside "…").
+// When a quote is never closed — an apostrophe in prose, as in
+// prompt=don't panic # note — quoting is ignored and the first " #" starts
+// the comment, so an apostrophe cannot swallow a comment. The value is
+// returned as it was, untrimmed, when it has no comment.
+func StripComment(v string) string {
+	cut := -1      // the first " #" outside quotes
+	firstAny := -1 // the first " #" anywhere, for an unclosed quote
+	var quote byte
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == '#' && i > 0 && (v[i-1] == ' ' || v[i-1] == '\t') {
+			if firstAny < 0 {
+				firstAny = i
+			}
+			if quote == 0 {
+				cut = i
+				break
+			}
+		}
+		switch {
+		case quote == 0 && (c == '\'' || c == '"'):
+			quote = c
+		case quote == '"' && c == '\\':
+			i++ // \" and \\ inside double quotes
+		case quote != 0 && c == quote:
+			quote = 0
+		}
+	}
+	if cut < 0 && quote != 0 {
+		cut = firstAny
+	}
+	if cut < 0 {
+		return v
+	}
+	return v[:cut]
 }
 
 // parseAssignment parses one "key=value".

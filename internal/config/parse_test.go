@@ -35,12 +35,32 @@ func TestParse(t *testing.T) {
 			},
 		},
 		{
-			name:  "hash inside a value is not a comment",
-			input: "verify_command=make test # all of them\nreview_command=grep -c '#' x\n",
+			name:  "a trailing comment after a space or tab",
+			input: "verify_command=make test # all of them\nmax_cost=10\t# USD\nenv_file= # off\nagent=claude   # claude, codex or command\n",
 			want: []Entry{
-				{File: "f", Line: 1, Key: "verify_command", Value: "make test # all of them"},
-				{File: "f", Line: 2, Key: "review_command", Value: "grep -c '#' x"},
+				{File: "f", Line: 1, Key: "verify_command", Value: "make test"},
+				{File: "f", Line: 2, Key: "max_cost", Value: "10"},
+				{File: "f", Line: 3, Key: "env_file", Value: ""},
+				{File: "f", Line: 4, Key: "agent", Value: "claude"},
 			},
+		},
+		{
+			name: "a hash without a space before it, or inside quotes, is part of the value",
+			input: "review_command=grep -c '#' x\ncompletion_promise=DONE#1\nprompt=\"fix issue # 12\"\n" +
+				"verify_command=grep -q \"a # b\" f # checks\nverify_command='#x' # c\nprompt=http://host/#frag\n",
+			want: []Entry{
+				{File: "f", Line: 1, Key: "review_command", Value: "grep -c '#' x"},
+				{File: "f", Line: 2, Key: "completion_promise", Value: "DONE#1"},
+				{File: "f", Line: 3, Key: "prompt", Value: "fix issue # 12"},
+				{File: "f", Line: 4, Key: "verify_command", Value: `grep -q "a # b" f`},
+				{File: "f", Line: 5, Key: "verify_command", Value: "#x"},
+				{File: "f", Line: 6, Key: "prompt", Value: "http://host/#frag"},
+			},
+		},
+		{
+			name:  "an apostrophe cannot swallow a comment",
+			input: "prompt=don't panic # a note\n",
+			want:  []Entry{{File: "f", Line: 1, Key: "prompt", Value: "don't panic"}},
 		},
 		{
 			name:  "equals sign inside a value",
@@ -260,6 +280,9 @@ func TestQuoteValue(t *testing.T) {
 		{"'quoted' it's ", `"'quoted' it's "`},
 		{`"a\b" it's `, `"\"a\\b\" it's "`},
 		{"# not a comment", "# not a comment"},
+		{"make # all", "'make # all'"},
+		{"it's # here", `"it's # here"`},
+		{"a#b", "a#b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -297,6 +320,7 @@ func FuzzParse(f *testing.F) {
 		"price.gpt-4o = 2.5, 10",
 		"k=  'a' ",
 		"k=\"\\\"\"",
+		"verify_command=go test ./... # all\nprompt=\"a # b\" # c\nprompt=don't # x",
 	} {
 		f.Add(s)
 	}

@@ -19,7 +19,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/notify"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -49,6 +51,9 @@ type Options struct {
 	// addresses unless HTTPAllowRemote.
 	HTTPAddr        string
 	HTTPAllowRemote bool
+	// NotifyBackoff is the delay before a failed webhook's second attempt,
+	// doubled for each further one (default 2s).
+	NotifyBackoff time.Duration
 }
 
 // Daemon is a running loopd.
@@ -58,6 +63,7 @@ type Daemon struct {
 	store   *storage.Store
 	bus     *events.Bus
 	sched   *scheduler.Scheduler
+	notify  *notify.Notifier
 	started time.Time
 
 	token string // bearer token of the TCP listener, "" without one
@@ -123,6 +129,13 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 	})
+	// The outbox hook is installed before the first write: every state
+	// change from now on enqueues its notifications in its own transaction.
+	d.notify = notify.New(notify.Options{Store: d.store, Bus: d.bus, Logger: opts.Logger, Backoff: opts.NotifyBackoff,
+		Describe: func(ctx context.Context, run storage.Run) (api.Run, error) {
+			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
+		}})
+	d.store.SetEventHook(d.notify.Hook)
 
 	ln, err := listenUnix(opts.Socket)
 	if err != nil {
@@ -170,6 +183,9 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		return nil
 	})
+	// Notifications are delivered beside the runs, never in their way; the
+	// ones in flight at shutdown stay due for the next daemon.
+	g.Go(func() error { return d.notify.Run(schedCtx) })
 	for _, l := range []net.Listener{ln, tcp} {
 		if l == nil {
 			continue

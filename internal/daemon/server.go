@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
@@ -41,6 +42,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
+	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -61,7 +63,7 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := peerFrom(r.Context())
 		if p.tcp {
-			if !tokenOK(r, d.token) {
+			if !d.authorizedTCP(r) {
 				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
 				d.fail(w, r, api.Errorf(api.CodeForbidden, "forbidden: a valid bearer token is required"))
 				return

@@ -162,9 +162,12 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 			if !follow || only > 0 {
 				return
 			}
-			// No such step yet: wait for the next one, or the end of the run.
+			// No such step yet: wait for the next one, or the end of the
+			// run. A PAUSED or WAITING run has not ended: its next step
+			// comes after resume (or the reset), and the follower goes on,
+			// as watch does.
 			cur, err := d.store.Run(ctx, run.ID)
-			if err != nil || cur.Status.Terminal() || cur.Status == api.RunPaused {
+			if err != nil || cur.Status.Terminal() {
 				return
 			}
 			if !d.sleep(ctx) {

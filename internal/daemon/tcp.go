@@ -80,3 +80,11 @@ func tokenOK(r *http.Request, token string) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
+
+// authorizedTCP is the one place a request on the TCP listener is
+// authorized, for the JSON API and /metrics alike: the bearer token in
+// LOOPD_HOME/http.token. (The dashboard's session cookie is to be checked
+// here too, so that every route accepts either.)
+func (d *Daemon) authorizedTCP(r *http.Request) bool {
+	return tokenOK(r, d.token)
+}

@@ -31,6 +31,8 @@ const (
 	RunInterrupted      Type = "RUN_INTERRUPTED"      // terminal: INTERRUPTED
 	PostmortemWritten   Type = "POSTMORTEM_WRITTEN"   // runs/<id>/postmortem.md and summary.json exist
 	RunLanded           Type = "RUN_LANDED"           // loopctl land merged a worktree run's branch into its base branch
+	NotificationSent    Type = "NOTIFICATION_SENT"    // a notification was delivered (one channel, one attempt)
+	NotificationFailed  Type = "NOTIFICATION_FAILED"  // a notification attempt failed; final says whether it is retried
 )
 
 // Terminal reports whether t ends a run.

@@ -134,7 +134,7 @@ func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
 		it, limit := int64(c.Iteration), int64(cond.Count)
 		return counter(it, limit,
 			func() string { return "Reached " + plural(limit, "iteration") },
-			func() string { return ratio("Iteration ", it, limit, "") })
+			func() string { return ratio("", it, limit, " done") })
 	case MaxDuration:
 		if cond.Duration <= 0 {
 			return failed("duration must be positive (got %s)", FormatDuration(cond.Duration))

@@ -42,9 +42,9 @@ func runCondCases(t *testing.T, cases []condCase) {
 func TestMaxIterationsTriggersAtCount(t *testing.T) {
 	c := MaxIterations{Count: 3}
 	runCondCases(t, []condCase{
-		{"zero", c, Context{Iteration: 0}, false, 0, "Iteration 0/3"},
-		{"one", c, Context{Iteration: 1}, false, 1.0 / 3, "Iteration 1/3"},
-		{"two", c, Context{Iteration: 2}, false, 2.0 / 3, "Iteration 2/3"},
+		{"zero", c, Context{Iteration: 0}, false, 0, "0/3 done"},
+		{"one", c, Context{Iteration: 1}, false, 1.0 / 3, "1/3 done"},
+		{"two", c, Context{Iteration: 2}, false, 2.0 / 3, "2/3 done"},
 		{"at count", c, Context{Iteration: 3}, true, 1, "Reached 3 iterations"},
 		{"past count", c, Context{Iteration: 9}, true, 1, "Reached 3 iterations"},
 	})

@@ -188,7 +188,7 @@ type Result struct {
 	Met       bool      `json:"met"`
 	// Progress toward being met, 0..1; nil when not measurable. A met condition has 1.
 	Progress *float64 `json:"progress"`
-	// Reason is the human detail: "Iteration 3/7", a script's output, "timed out".
+	// Reason is the human detail: "3/7 done", a script's output, "timed out".
 	Reason      string `json:"reason,omitempty"`
 	Description string `json:"description"`
 	// TimedOut reports that the condition ran out of time; it is then not met.

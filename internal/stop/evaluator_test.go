@@ -429,7 +429,7 @@ func TestHistoryKeepsTheLast100Evaluations(t *testing.T) {
 		if want := int64(51 + i); ev.Step != want {
 			t.Fatalf("history[%d].Step = %d, want %d", i, ev.Step, want)
 		}
-		if len(ev.Results) != 1 || ev.Results[0].Reason != "Iteration "+strconv.Itoa(int(ev.Step))+"/1000" {
+		if len(ev.Results) != 1 || ev.Results[0].Reason != strconv.Itoa(int(ev.Step))+"/1000 done" {
 			t.Fatalf("history[%d] results %+v", i, ev.Results)
 		}
 	}

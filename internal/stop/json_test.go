@@ -254,7 +254,7 @@ func TestSetJSONRoundTrip(t *testing.T) {
 func TestResultJSONRoundTrip(t *testing.T) {
 	p := 0.5
 	r := Result{Condition: Or(MaxIterations{Count: 4}, UserSignal{}), Class: ClassSuccess, Index: 2, Progress: &p,
-		Reason: "Iteration 2/4", Description: "d", Duration: time.Millisecond, Cached: true}
+		Reason: "2/4 done", Description: "d", Duration: time.Millisecond, Cached: true}
 	enc, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,11 @@ func (t *Tx) Event(runID string, stepID *int64, typ events.Type, payload any) (i
 		return 0, err
 	}
 	t.lastSeq = seq
+	if t.hook != nil {
+		if err := t.hook(t, Event{Seq: seq, RunID: runID, StepID: stepID, Type: typ, TS: t.now, Payload: string(body)}); err != nil {
+			return 0, err
+		}
+	}
 	return seq, nil
 }
 

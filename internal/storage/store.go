@@ -70,6 +70,7 @@ type Store struct {
 	ckpt   *checkpointer
 	notify func(int64)
 	now    func() time.Time
+	hook   EventHook // called in the transaction of every event; nil for none
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -169,6 +170,7 @@ type Tx struct {
 	ctx     context.Context
 	now     int64
 	lastSeq int64
+	hook    EventHook
 }
 
 // Now is the transaction's timestamp in Unix milliseconds: every row a
@@ -183,7 +185,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now()}
+	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err

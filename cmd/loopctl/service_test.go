@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRenderUnit(t *testing.T) {
+	got := renderUnit(unitConfig{Loopd: "/home/ann/go/bin/loopd", Home: "/home/ann/.local/state/loop",
+		Path: "/home/ann/go/bin:/usr/bin:/bin"})
+	want := `# Written by loopctl daemon install; remove with loopctl daemon uninstall.
+[Unit]
+Description=loopd: runs autonomous coding-agent loops
+
+[Service]
+Type=simple
+Environment=LOOPD_HOME=/home/ann/.local/state/loop
+Environment=PATH=/home/ann/go/bin:/usr/bin:/bin
+ExecStart=/home/ann/go/bin/loopd --home /home/ann/.local/state/loop
+Restart=on-failure
+RestartSec=2s
+RestartPreventExitStatus=64 75
+KillMode=process
+TimeoutStopSec=30s
+
+[Install]
+WantedBy=default.target
+`
+	if got != want {
+		t.Fatalf("unit:\n%s\nwant:\n%s", got, want)
+	}
+	// Spaces, quotes and specifiers survive systemd's parsing.
+	odd := renderUnit(unitConfig{Loopd: "/opt/my tools/loopd", Home: `/home/a"b/100%`, Path: "/bin"})
+	for _, want := range []string{`ExecStart="/opt/my tools/loopd" --home "/home/a\"b/100%%"`, `Environment="LOOPD_HOME=/home/a\"b/100%%"`} {
+		if !strings.Contains(odd, want) {
+			t.Errorf("unit lacks %s:\n%s", want, odd)
+		}
+	}
+}
+
+// serviceWorld is a home, a config dir and a loopd on PATH, isolated from
+// the machine's.
+func serviceWorld(t *testing.T) (unit, loopd, home string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loopd = filepath.Join(bin, "loopd")
+	if err := os.WriteFile(loopd, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home = filepath.Join(dir, "state")
+	t.Setenv("PATH", bin)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	t.Setenv("LOOPD_HOME", home)
+	t.Setenv("LOOPD_SOCKET", "")
+	return filepath.Join(dir, "config", "systemd", "user", "loopd.service"), loopd, home
+}
+
+// runService runs daemon install or uninstall with a fake systemd that
+// records its systemctl calls (nil: no systemd).
+func runService(t *testing.T, calls *[]string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	o := &serviceOptions{globalOptions: &globalOptions{Out: &out, Err: &errOut}}
+	o.systemd = func() bool { return calls != nil }
+	o.systemctl = func(_ context.Context, a ...string) error {
+		*calls = append(*calls, strings.Join(a, " "))
+		return nil
+	}
+	var cmd = installCmd(o)
+	if args[0] == "uninstall" {
+		cmd = uninstallCmd(o)
+	}
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "")
+	cmd.SetArgs(args[1:])
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	err := cmd.ExecuteContext(t.Context())
+	return out.String(), errOut.String(), err
+}
+
+func TestDaemonInstallPrintChangesNothing(t *testing.T) {
+	unit, loopd, home := serviceWorld(t)
+	out, _, err := runService(t, nil, "install", "--print")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != renderUnit(unitConfig{Loopd: loopd, Home: home, Path: os.Getenv("PATH")}) {
+		t.Errorf("--print printed:\n%s", out)
+	}
+	if _, err := os.Stat(unit); !os.IsNotExist(err) {
+		t.Errorf("--print wrote %s", unit)
+	}
+}
+
+func TestDaemonInstallWithoutSystemd(t *testing.T) {
+	unit, loopd, home := serviceWorld(t)
+	out, errOut, err := runService(t, nil, "install", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != renderUnit(unitConfig{Loopd: loopd, Home: home, Path: os.Getenv("PATH")}) {
+		t.Errorf("unit file:\n%s", b)
+	}
+	for _, want := range []string{"systemctl --user daemon-reload", "systemctl --user enable --now loopd.service", "loginctl enable-linger"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("install did not say to run %q:\n%s", want, errOut)
+		}
+	}
+	var res map[string]any
+	if json.Unmarshal([]byte(out), &res) != nil || res["unit"] != unit || res["enabled"] != false {
+		t.Errorf("--json = %s", out)
+	}
+	// Uninstall removes it.
+	if _, _, err := runService(t, nil, "uninstall"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(unit); !os.IsNotExist(err) {
+		t.Errorf("uninstall left %s", unit)
+	}
+}
+
+func TestDaemonInstallWithSystemd(t *testing.T) {
+	unit, _, _ := serviceWorld(t)
+	var calls []string
+	if _, errOut, err := runService(t, &calls, "install"); err != nil {
+		t.Fatalf("%v: %s", err, errOut)
+	}
+	if _, err := os.Stat(unit); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(calls, "; "); got != "daemon-reload; enable --now loopd.service" {
+		t.Errorf("systemctl calls: %s", got)
+	}
+	calls = calls[:0]
+	if _, _, err := runService(t, &calls, "uninstall"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(calls, "; "); got != "disable --now loopd.service; daemon-reload" {
+		t.Errorf("systemctl calls: %s", got)
+	}
+	if _, err := os.Stat(unit); !os.IsNotExist(err) {
+		t.Errorf("uninstall left %s", unit)
+	}
+}

@@ -1,0 +1,171 @@
+// Package metrics exposes loopd's state in the Prometheus text format
+// (GET /metrics): runs by status, steps by phase and status, a histogram
+// of step durations, token and cost totals, events by type, and how long
+// WAITING runs have waited.
+//
+// Every number is read from the database when Prometheus scrapes, not
+// kept in memory: the values are the same before and after a daemon
+// restart, and counters only go down if the database is replaced. The
+// steps are aggregated in one pass per scrape; events are counted
+// incrementally (each scrape reads only the events after the last one it
+// counted).
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// DurationBuckets are the upper bounds, in seconds, of the step duration
+// histogram: agent steps take minutes, verification seconds to minutes.
+var DurationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}
+
+// Handler returns the /metrics handler for store, with Go runtime and
+// process metrics beside loopd's own.
+func Handler(store *storage.Store, log *zap.Logger) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(store, log), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(log), ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Collector reads loopd's metrics from the database at each scrape.
+type Collector struct {
+	store *storage.Store
+	log   *zap.Logger
+	now   func() time.Time
+
+	mu      sync.Mutex
+	events  map[string]int64 // by type, up to seq
+	counted int64
+
+	runs, steps, stepDuration, tokens, cost, eventsTotal, waiting, waitingLongest *prometheus.Desc
+}
+
+// NewCollector returns a Collector over store.
+func NewCollector(store *storage.Store, log *zap.Logger) *Collector {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Collector{
+		store: store, log: log.Named("metrics"), now: time.Now, events: map[string]int64{},
+		runs: prometheus.NewDesc("loopd_runs", "Runs by status.", []string{"status"}, nil),
+		steps: prometheus.NewDesc("loopd_steps", "Steps by phase and status (RUNNING steps included).",
+			[]string{"phase", "status"}, nil),
+		stepDuration: prometheus.NewDesc("loopd_step_duration_seconds", "Duration of ended steps, by phase and status.",
+			[]string{"phase", "status"}, nil),
+		tokens: prometheus.NewDesc("loopd_tokens_total", "Tokens used by steps, by phase and kind (input excludes cache reads and writes).",
+			[]string{"phase", "kind"}, nil),
+		cost: prometheus.NewDesc("loopd_cost_usd_total", "Cost of steps in USD, by phase: priced where the model is known, else as the agent reported.",
+			[]string{"phase"}, nil),
+		eventsTotal: prometheus.NewDesc("loopd_events_total", "Events recorded, by type.", []string{"type"}, nil),
+		waiting: prometheus.NewDesc("loopd_waiting_seconds", "Total time the runs now WAITING (usage limit, model API trouble) have been waiting.",
+			nil, nil),
+		waitingLongest: prometheus.NewDesc("loopd_waiting_longest_seconds", "How long the longest-waiting WAITING run has waited (0 when none waits).",
+			nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.runs, c.steps, c.stepDuration, c.tokens, c.cost, c.eventsTotal, c.waiting, c.waitingLongest} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. A failed query drops its
+// metrics from this scrape and reports the error to the handler.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if counts, err := c.store.RunCounts(ctx); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.runs, err)
+	} else {
+		statuses := []api.RunStatus{api.RunPending, api.RunRunning, api.RunPaused, api.RunWaiting,
+			api.RunCompleted, api.RunFailed, api.RunAborted, api.RunInterrupted}
+		for _, s := range statuses { // every status, 0 included: dashboards need no absent series
+			ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(counts[string(s)]), string(s))
+		}
+	}
+	c.collectSteps(ctx, ch)
+	c.collectEvents(ctx, ch)
+	if since, err := c.store.WaitingSince(ctx); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.waiting, err)
+	} else {
+		now := c.now().UnixMilli()
+		var total, longest float64
+		for _, ms := range since {
+			d := float64(max(now-ms, 0)) / 1000
+			total += d
+			longest = max(longest, d)
+		}
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, total)
+		ch <- prometheus.MustNewConstMetric(c.waitingLongest, prometheus.GaugeValue, longest)
+	}
+}
+
+func (c *Collector) collectSteps(ctx context.Context, ch chan<- prometheus.Metric) {
+	totals, err := c.store.StepTotals(ctx, DurationBuckets)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.steps, err)
+		return
+	}
+	type usage struct {
+		in, out, cr, cw int64
+		cost            float64
+	}
+	byPhase := map[string]*usage{}
+	for _, t := range totals {
+		ch <- prometheus.MustNewConstMetric(c.steps, prometheus.GaugeValue, float64(t.Count), t.Phase, t.Status)
+		if t.Ended > 0 {
+			buckets := make(map[float64]uint64, len(DurationBuckets))
+			for i, b := range DurationBuckets {
+				buckets[b] = uint64(t.Buckets[i])
+			}
+			ch <- prometheus.MustNewConstHistogram(c.stepDuration, uint64(t.Ended), t.DurationSum, buckets, t.Phase, t.Status)
+		}
+		u := byPhase[t.Phase]
+		if u == nil {
+			u = &usage{}
+			byPhase[t.Phase] = u
+		}
+		u.in += t.InputTokens
+		u.out += t.OutputTokens
+		u.cr += t.CacheReadTokens
+		u.cw += t.CacheWriteTokens
+		u.cost += t.CostUSD
+	}
+	for phase, u := range byPhase {
+		for kind, n := range map[string]int64{"input": u.in, "output": u.out, "cache_read": u.cr, "cache_write": u.cw} {
+			ch <- prometheus.MustNewConstMetric(c.tokens, prometheus.CounterValue, float64(n), phase, kind)
+		}
+		ch <- prometheus.MustNewConstMetric(c.cost, prometheus.CounterValue, u.cost, phase)
+	}
+}
+
+func (c *Collector) collectEvents(ctx context.Context, ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts, last, err := c.store.EventCounts(ctx, c.counted)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.eventsTotal, err)
+		return
+	}
+	for typ, n := range counts {
+		c.events[typ] += n
+	}
+	c.counted = last
+	for typ, n := range c.events {
+		ch <- prometheus.MustNewConstMetric(c.eventsTotal, prometheus.CounterValue, float64(n), typ)
+	}
+}

@@ -1,0 +1,332 @@
+// Package notify tells the user when a run ends, waits or pauses: a
+// command of theirs, a webhook (Slack, Discord, ntfy…), or a desktop
+// notification, as the run's notify_* config keys ask.
+//
+// Delivery is durable and never holds a run up. The notifier's Hook runs
+// inside the transaction that records the run's state change and its
+// event, and writes one outbox row per channel (storage.Notification): the
+// state change and "a notification is due" commit together or not at all.
+// Run delivers due rows in the background, outside any run's path, and
+// records each attempt as a NOTIFICATION_SENT or NOTIFICATION_FAILED event
+// in the same transaction that updates the row. A daemon killed while a
+// notification is due finds the row still pending when it restarts and
+// sends it then; a delivered row is never sent again. (A crash in the
+// instant between a delivery and its record repeats that one delivery:
+// an outside system cannot take part in loopd's transaction.)
+//
+// Webhooks are retried with exponential back-off (Options.Backoff doubling
+// up to Options.MaxBackoff, at most Options.MaxAttempts attempts) when the
+// receiver answers 408, 425, 429 or 5xx or cannot be reached; commands and
+// desktop notifications are attempted once.
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// Options configure a Notifier. Store, Bus and Describe are required.
+type Options struct {
+	Store *storage.Store
+	// Bus wakes the notifier after commits (new outbox rows commit with an
+	// event); it ends Run when closed.
+	Bus *events.Bus
+	// Describe builds the wire view of a run for the message.
+	Describe func(ctx context.Context, run storage.Run) (api.Run, error)
+	Logger   *zap.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Backoff is the delay before a webhook's second attempt, doubled for
+	// each further one up to MaxBackoff (defaults 2s and 10m); MaxAttempts
+	// bounds the attempts (default 10: about 17 minutes of retrying).
+	Backoff     time.Duration
+	MaxBackoff  time.Duration
+	MaxAttempts int
+	// HTTPClient posts webhooks (default: a client with a 15s timeout).
+	HTTPClient *http.Client
+	// CommandTimeout bounds notify_command (default 60s).
+	CommandTimeout time.Duration
+	// Environ is the environment notify-send and the desktop check see
+	// (default os.Environ).
+	Environ func() []string
+	// Parallel bounds deliveries in flight (default 4).
+	Parallel int
+}
+
+// Notifier delivers the notification outbox. Create it with New, install
+// Hook on the store before any write, and run Run.
+type Notifier struct {
+	opts Options
+	log  *zap.Logger
+
+	mu       sync.Mutex
+	inflight map[int64]bool
+	done     chan struct{} // a delivery ended: look again
+}
+
+// New returns a Notifier with opts' defaults filled in.
+func New(opts Options) *Notifier {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 2 * time.Second
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 10 * time.Minute
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 10
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+	}
+	if opts.CommandTimeout <= 0 {
+		opts.CommandTimeout = time.Minute
+	}
+	if opts.Environ == nil {
+		opts.Environ = os.Environ
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 4
+	}
+	return &Notifier{opts: opts, log: opts.Logger.Named("notify"), inflight: map[int64]bool{}, done: make(chan struct{}, 1)}
+}
+
+// Hook is the storage.EventHook that fills the outbox: for an event that
+// reports a notifiable change (terminal, WAITING, PAUSED) of a run whose
+// frozen config has a channel and lists the change in notify_on, it
+// enqueues one row per channel in the event's own transaction.
+func (n *Notifier) Hook(tx *storage.Tx, ev storage.Event) error {
+	status, ok := statusOf(ev.Type)
+	if !ok || ev.RunID == "" {
+		return nil
+	}
+	raw, err := tx.RunConfig(ev.RunID)
+	if err != nil {
+		return err
+	}
+	var cfg config.Config
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		// A config this binary cannot read must not fail the state change.
+		n.log.Warn("run config unreadable; no notification", zap.String("run", ev.RunID), zap.Error(err))
+		return nil
+	}
+	if !cfg.Notifying() || !cfg.Notifies(string(status)) {
+		return nil
+	}
+	for _, ch := range channels(cfg) {
+		if err := tx.EnqueueNotification(ev.RunID, ev.Seq, string(ev.Type), ch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// channels lists the configured channels.
+func channels(cfg config.Config) []string {
+	var out []string
+	if cfg.NotifyCommand != "" {
+		out = append(out, ChannelCommand)
+	}
+	if cfg.NotifyWebhook != "" {
+		out = append(out, ChannelWebhook)
+	}
+	if cfg.NotifyDesktop {
+		out = append(out, ChannelDesktop)
+	}
+	return out
+}
+
+// batch is how many pending rows one look at the outbox reads.
+const batch = 64
+
+// Run delivers due notifications until ctx is done or the bus closes. It
+// waits for every delivery it started before returning; a delivery cut
+// short by ctx is not recorded, so it is due again after a restart.
+func (n *Notifier) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	after := n.opts.Bus.Seq()
+	for {
+		wake := n.startDue(ctx, &wg)
+		waitCtx, stop := context.WithCancel(ctx)
+		var timer *time.Timer
+		if !wake.IsZero() {
+			timer = time.AfterFunc(max(time.Until(wake), 0), stop)
+		}
+		go func() {
+			select {
+			case <-n.done:
+				stop()
+			case <-waitCtx.Done():
+			}
+		}()
+		seq, err := n.opts.Bus.Wait(waitCtx, after)
+		stop()
+		if timer != nil {
+			timer.Stop()
+		}
+		after = max(after, seq)
+		if errors.Is(err, events.ErrClosed) || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// startDue starts the due rows that are not in flight, as far as the
+// parallelism allows, and returns when to look again (zero: when woken).
+func (n *Notifier) startDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
+	now := n.opts.Now()
+	pending, err := n.opts.Store.PendingNotifications(ctx, batch)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("read the notification outbox", zap.Error(err))
+		}
+		return now.Add(time.Second)
+	}
+	var next time.Time
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, row := range pending {
+		if n.inflight[row.ID] {
+			continue
+		}
+		due := time.UnixMilli(row.NextAt)
+		if due.After(now) || len(n.inflight) >= n.opts.Parallel {
+			t := due
+			if t.Before(now) {
+				t = now
+			}
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+			if len(n.inflight) >= n.opts.Parallel {
+				return time.Time{} // a delivery ending wakes us
+			}
+			continue
+		}
+		n.inflight[row.ID] = true
+		wg.Go(func() {
+			n.deliver(ctx, row)
+			n.mu.Lock()
+			delete(n.inflight, row.ID)
+			n.mu.Unlock()
+			select {
+			case n.done <- struct{}{}:
+			default:
+			}
+		})
+	}
+	if len(pending) == batch && next.IsZero() {
+		next = now.Add(100 * time.Millisecond) // more rows than one batch
+	}
+	return next
+}
+
+// deliver makes one attempt at a row and records it.
+func (n *Notifier) deliver(ctx context.Context, row storage.Notification) {
+	log := n.log.With(zap.String("run", row.RunID), zap.Int64("event_seq", row.EventSeq), zap.String("channel", row.Channel))
+	attempt := row.Attempts + 1
+	m, cfg, err := n.message(ctx, row)
+	if err == nil {
+		switch row.Channel {
+		case ChannelCommand:
+			err = runCommand(ctx, cfg.NotifyCommand, n.opts.CommandTimeout, m)
+		case ChannelWebhook:
+			err = postWebhook(ctx, n.opts.HTTPClient, cfg.NotifyWebhook, m)
+		case ChannelDesktop:
+			err = notifySend(ctx, n.opts.Environ(), m)
+		default:
+			err = &attemptError{msg: "unknown channel " + row.Channel}
+		}
+	}
+	if ctx.Err() != nil {
+		return // shutting down: the row stays due for the next daemon
+	}
+	payload := map[string]any{"run_id": row.RunID, "channel": row.Channel, "event": row.EventType,
+		"event_seq": row.EventSeq, "attempt": attempt}
+	state, nextAt, typ, lastErr := storage.NotificationSent, n.opts.Now().UnixMilli(), events.NotificationSent, ""
+	if err != nil {
+		lastErr = err.Error()
+		var ae *attemptError
+		retry := errors.As(err, &ae) && ae.retry && attempt < n.opts.MaxAttempts
+		if ae != nil && ae.code != 0 {
+			payload["status_code"] = ae.code
+		}
+		typ, payload["error"], payload["final"] = events.NotificationFailed, lastErr, !retry
+		state = storage.NotificationFailed
+		if retry {
+			state = storage.NotificationPending
+			nextAt = n.opts.Now().Add(n.backoff(attempt)).UnixMilli()
+			payload["retry_at"] = api.Millis(nextAt)
+		}
+	}
+	err = n.opts.Store.Write(context.WithoutCancel(ctx), func(tx *storage.Tx) error {
+		if err := tx.RecordNotificationAttempt(row.ID, attempt, state, nextAt, lastErr); err != nil {
+			return err
+		}
+		_, err := tx.Event(row.RunID, nil, typ, payload)
+		return err
+	})
+	switch {
+	case err != nil:
+		log.Error("record notification attempt", zap.Error(err))
+	case typ == events.NotificationSent:
+		log.Info("notification sent", zap.Int("attempt", attempt))
+	default:
+		log.Warn("notification failed", zap.Int("attempt", attempt), zap.String("error", lastErr), zap.Bool("final", state != storage.NotificationPending))
+	}
+}
+
+// backoff is the delay after failed attempt number attempt (1-based).
+func (n *Notifier) backoff(attempt int) time.Duration {
+	d := n.opts.Backoff
+	for range attempt - 1 {
+		if d >= n.opts.MaxBackoff/2 {
+			return n.opts.MaxBackoff
+		}
+		d *= 2
+	}
+	return min(d, n.opts.MaxBackoff)
+}
+
+// message builds a row's message and reads its run's frozen config.
+func (n *Notifier) message(ctx context.Context, row storage.Notification) (Message, config.Config, error) {
+	var cfg config.Config
+	ev, err := n.opts.Store.EventBySeq(ctx, row.EventSeq)
+	if err != nil {
+		return Message{}, cfg, &attemptError{msg: "read event: " + err.Error()}
+	}
+	run, err := n.opts.Store.Run(ctx, row.RunID)
+	if err != nil {
+		return Message{}, cfg, &attemptError{msg: "read run: " + err.Error()}
+	}
+	if err := json.Unmarshal([]byte(run.Config), &cfg); err != nil {
+		return Message{}, cfg, &attemptError{msg: "read run config: " + err.Error()}
+	}
+	view, err := n.opts.Describe(ctx, run)
+	if err != nil {
+		return Message{}, cfg, &attemptError{msg: "describe run: " + err.Error()}
+	}
+	wire := api.Event{Seq: ev.Seq, RunID: ev.RunID, StepID: ev.StepID, Type: string(ev.Type), TS: api.Millis(ev.TS),
+		Payload: json.RawMessage(ev.Payload)}
+	return newMessage(wire, view), cfg, nil
+}

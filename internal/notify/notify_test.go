@@ -1,0 +1,121 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+func TestMessage(t *testing.T) {
+	run := api.Run{ID: "0123456789abcdef", Name: "parser", Workspace: "/src/p", Goal: "make the parser\nhandle quotes",
+		Iteration: 4, Usage: api.Usage{CostUSD: 1.5}, Config: json.RawMessage(`{"notify_webhook":"https://secret"}`)}
+	tests := []struct {
+		name  string
+		ev    api.Event
+		title string
+		text  []string
+	}{
+		{"failed", api.Event{Type: "RUN_FAILED", Payload: json.RawMessage(`{"reason":"max_consecutive_failures:verification:3","description":"after 3 consecutive verification failures"}`)},
+			"loopd: parser FAILED", []string{"loopd run parser FAILED: max_consecutive_failures:verification:3\nafter 3 consecutive verification failures\n/src/p · 4 iteration(s) · $1.50\nGoal: make the parser"}},
+		{"waiting", api.Event{Type: "RUN_WAITING", Payload: json.RawMessage(`{"until":"2026-11-24T20:00:00.000Z","reason":"usage limit reached"}`)},
+			"loopd: parser WAITING", []string{"loopd run parser is WAITING until ", ": usage limit reached\nIt resumes by itself."}},
+		{"paused", api.Event{Type: "RUN_PAUSED", Payload: json.RawMessage(`{"run_id":"0123456789abcdef"}`)},
+			"loopd: parser PAUSED", []string{"loopd run parser is PAUSED (loopctl resume 01234567)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMessage(tt.ev, run)
+			if m.Title != tt.title || m.Content != m.Text {
+				t.Errorf("title %q, content %q", m.Title, m.Content)
+			}
+			for _, want := range tt.text {
+				if !strings.Contains(m.Text, want) {
+					t.Errorf("text %q lacks %q", m.Text, want)
+				}
+			}
+			if m.Run.Config != nil {
+				t.Error("the message carries the run's config")
+			}
+		})
+	}
+	long := newMessage(api.Event{Type: "RUN_ABORTED", Payload: json.RawMessage(`{"description":"` + strings.Repeat("é", 3000) + `"}`)}, run)
+	if len(long.Text) > maxText || !strings.HasSuffix(long.Text, "…") {
+		t.Errorf("a long text is %d bytes, want ≤ %d and marked cut", len(long.Text), maxText)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	n := New(Options{Backoff: time.Second, MaxBackoff: 10 * time.Second})
+	var got []time.Duration
+	for a := range 6 {
+		got = append(got, n.backoff(a+1))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("backoff = %v, want %v", got, want)
+		}
+	}
+}
+
+// A webhook's answer decides between delivered, retry and give up.
+func TestPostWebhook(t *testing.T) {
+	for _, tt := range []struct {
+		code  int
+		ok    bool
+		retry bool
+	}{{200, true, false}, {204, true, false}, {500, false, true}, {503, false, true}, {429, false, true},
+		{404, false, false}, {400, false, false}, {401, false, false}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var m Message
+			if json.NewDecoder(r.Body).Decode(&m) != nil || m.Text != "hi" || m.Content != "hi" {
+				w.WriteHeader(http.StatusTeapot)
+				return
+			}
+			w.WriteHeader(tt.code)
+		}))
+		err := postWebhook(context.Background(), srv.Client(), srv.URL, Message{Text: "hi", Content: "hi"})
+		srv.Close()
+		var ae *attemptError
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("%d: %v, want delivered", tt.code, err)
+		case !tt.ok && (!errors.As(err, &ae) || ae.retry != tt.retry || ae.code != tt.code):
+			t.Errorf("%d: %#v, want retry=%v", tt.code, err, tt.retry)
+		}
+	}
+	// Unreachable: retried, and the error does not repeat the URL (a
+	// webhook URL is a secret).
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL + "/services/SECRET"
+	srv.Close()
+	err := postWebhook(context.Background(), http.DefaultClient, url, Message{})
+	var ae *attemptError
+	if !errors.As(err, &ae) || !ae.retry || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("unreachable: %v", err)
+	}
+}
+
+func TestDesktopSession(t *testing.T) {
+	for _, tt := range []struct {
+		env  []string
+		want bool
+	}{
+		{[]string{"DISPLAY=:0"}, true},
+		{[]string{"WAYLAND_DISPLAY=wayland-0"}, true},
+		{[]string{"DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus"}, true},
+		{[]string{"HOME=/root", "XDG_RUNTIME_DIR=" + t.TempDir()}, false},
+		{nil, false},
+	} {
+		if got, why := desktopSession(tt.env); got != tt.want || (!got && why == "") {
+			t.Errorf("desktopSession(%v) = %v %q", tt.env, got, why)
+		}
+	}
+}

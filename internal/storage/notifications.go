@@ -1,0 +1,110 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Notification states.
+const (
+	NotificationPending = "pending" // due at NextAt
+	NotificationSent    = "sent"    // delivered
+	NotificationFailed  = "failed"  // given up: the last attempt failed for good
+)
+
+// Notification is a row of the notification outbox: one channel's
+// delivery of one event.
+type Notification struct {
+	ID        int64  `db:"id"`
+	RunID     string `db:"run_id"`
+	EventSeq  int64  `db:"event_seq"`
+	EventType string `db:"event_type"`
+	Channel   string `db:"channel"`
+	State     string `db:"state"`
+	Attempts  int    `db:"attempts"`
+	NextAt    int64  `db:"next_at"`
+	CreatedAt int64  `db:"created_at"`
+	DoneAt    *int64 `db:"done_at"`
+	LastError string `db:"last_error"`
+}
+
+// EventHook is called inside the transaction of every event, right after
+// the event is inserted: what it writes commits or rolls back with the
+// event and the state change beside it. It must be fast and must not use
+// the Store (only tx): the writer's one connection is held.
+type EventHook func(tx *Tx, ev Event) error
+
+// SetEventHook installs the hook; used once at daemon start, before any
+// write.
+func (s *Store) SetEventHook(fn EventHook) { s.hook = fn }
+
+// RunConfig returns a run's frozen config JSON, read in the transaction.
+func (t *Tx) RunConfig(runID string) (string, error) {
+	var cfg string
+	if err := t.get(&cfg, `SELECT config FROM runs WHERE id = ?`, runID); err != nil {
+		return "", fmt.Errorf("read run %s config: %w", runID, err)
+	}
+	return cfg, nil
+}
+
+// EnqueueNotification adds a pending notification for one channel of an
+// event, due now. A second one for the same event and channel is ignored.
+func (t *Tx) EnqueueNotification(runID string, eventSeq int64, eventType, channel string) error {
+	_, err := t.exec(`INSERT INTO notifications (run_id, event_seq, event_type, channel, next_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_seq, channel) DO NOTHING`,
+		runID, eventSeq, eventType, channel, t.now, t.now)
+	if err != nil {
+		return fmt.Errorf("enqueue %s notification: %w", channel, err)
+	}
+	return nil
+}
+
+// RecordNotificationAttempt records the end of attempt number attempts
+// (1-based) of notification id: still pending and due again at nextAt, or
+// sent, or failed for good. It is a compare-and-set on the attempt count,
+// so an attempt recorded twice is refused with ErrConflict.
+func (t *Tx) RecordNotificationAttempt(id int64, attempts int, state string, nextAt int64, lastError string) error {
+	var doneAt *int64
+	if state != NotificationPending {
+		doneAt = &t.now
+	}
+	res, err := t.exec(`UPDATE notifications SET state = ?, attempts = ?, next_at = ?, done_at = ?, last_error = ?
+		WHERE id = ? AND state = 'pending' AND attempts = ?`, state, attempts, nextAt, doneAt, lastError, id, attempts-1)
+	if err != nil {
+		return fmt.Errorf("record notification attempt: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("notification %d attempt %d: %w", id, attempts, ErrConflict)
+	}
+	return nil
+}
+
+// Notifications returns a run's notifications in the order they were
+// enqueued.
+func (s *Store) Notifications(ctx context.Context, runID string) ([]Notification, error) {
+	var ns []Notification
+	err := s.sel(ctx, &ns, `SELECT id, run_id, event_seq, event_type, channel, state, attempts, next_at, created_at,
+		done_at, last_error FROM notifications WHERE run_id = ? ORDER BY id`, runID)
+	return ns, err
+}
+
+// EventBySeq returns one event.
+func (s *Store) EventBySeq(ctx context.Context, seq int64) (Event, error) {
+	var ev Event
+	err := s.get(ctx, &ev, `SELECT seq, run_id, step_id, type, ts, payload FROM events WHERE seq = ?`, seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Event{}, fmt.Errorf("event %d: %w", seq, ErrNotFound)
+	}
+	return ev, err
+}
+
+// PendingNotifications returns up to limit pending notifications, the
+// earliest due first.
+func (s *Store) PendingNotifications(ctx context.Context, limit int) ([]Notification, error) {
+	var ns []Notification
+	err := s.sel(ctx, &ns, `SELECT id, run_id, event_seq, event_type, channel, state, attempts, next_at, created_at,
+		done_at, last_error FROM notifications WHERE state = 'pending' ORDER BY next_at, id LIMIT ?`, limit)
+	return ns, err
+}
