@@ -185,3 +185,23 @@ func removeCgroup(dir string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// PruneCgroups removes the empty step cgroups under this process's cgroup:
+// those of steps that ended while no daemon watched them, or whose
+// processes someone else killed. A live step's cgroup holds processes, and
+// removing a non-empty cgroup fails, so it stays (for adoption). It returns
+// how many were removed. The daemon calls it at start.
+func PruneCgroups() int {
+	mount, own := cgroupMount(), cgroupOf("self")
+	if mount == "" || own == "" {
+		return 0
+	}
+	dirs, _ := filepath.Glob(filepath.Join(mount, own, cgroupPrefix+"*"))
+	n := 0
+	for _, d := range dirs {
+		if os.Remove(d) == nil {
+			n++
+		}
+	}
+	return n
+}

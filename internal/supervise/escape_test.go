@@ -196,3 +196,39 @@ func TestSweepKillsLeftovers(t *testing.T) {
 		checkNothingLeft(t, dir, pids, withCgroup)
 	})
 }
+
+// The empty cgroup of a step whose processes someone else killed is
+// removed by PruneCgroups; a live step's is kept.
+func TestPruneCgroups(t *testing.T) {
+	dead, live := t.TempDir(), t.TempDir()
+	pd, err := Start(specIn(dead, "sleep 1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := Start(specIn(live, "sleep 1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pd.cgroup == "" {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	t.Cleanup(func() { pl.Terminate(time.Second) })
+	// Killed by someone else: the cgroup is empty but still there (its
+	// daemon, this test, removes it only when its waitChild sees the end).
+	keep := pd.cgroup
+	pd.mu.Lock()
+	pd.cgroup = "" // as if its daemon had died: nobody removes it
+	pd.mu.Unlock()
+	_ = syscallKill(pd.Pid)
+	<-pd.Done()
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the killed step's cgroup is gone already: %v", err)
+	}
+	PruneCgroups()
+	if _, err := os.Stat(keep); !os.IsNotExist(err) {
+		t.Errorf("the empty cgroup %s survived PruneCgroups: %v", keep, err)
+	}
+	if _, err := os.Stat(pl.cgroup); err != nil {
+		t.Errorf("the live step's cgroup was removed: %v", err)
+	}
+}

@@ -34,7 +34,10 @@ func TestMain(m *testing.M) {
 		_ = json.NewEncoder(os.Stdout).Encode(id)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// Steps the tests killed by hand leave their cgroups behind.
+	PruneCgroups()
+	os.Exit(code)
 }
 
 func specIn(dir string, commands ...string) Spec {
