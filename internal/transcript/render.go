@@ -590,7 +590,11 @@ func (r *Renderer) toolCall(name string, input json.RawMessage) {
 	var args map[string]any
 	_ = json.Unmarshal(input, &args)
 	if cmd, ok := args["command"].(string); ok && cmd != "" {
-		r.printf("$ %s%s\n", oneLine(capText(cmd, textBytes)), prefixed("    # ", nonShell(name)))
+		note := nonShell(name)
+		if bg, _ := args["run_in_background"].(bool); bg {
+			note = joinNonEmpty(", ", note, "in the background")
+		}
+		r.printf("$ %s%s\n", oneLine(capText(cmd, textBytes)), prefixed("    # ", note))
 		return
 	}
 	for _, k := range []string{"file_path", "path", "absolute_path", "pattern", "url", "query"} {

@@ -41,6 +41,9 @@ func TestClassifyTurnLine(t *testing.T) {
 		{"claude_cache_1h.jsonl", true},
 		{"codex_exec.jsonl", true},
 		{"codex_usage_limit.jsonl", true}, // turn.failed ends the turn too
+		// System notices after the result (the background task stopped)
+		// start no new turn.
+		{"claude-2.1.328-background-job.jsonl", true},
 		{"plain_text_promise.txt", false},
 		{"generic_usage.txt", false},
 	} {
