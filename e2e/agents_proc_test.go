@@ -529,3 +529,27 @@ func TestRealClaudeLingeringOnABackgroundJob(t *testing.T) {
 		t.Error("the step ended without the agent lingering: the test proves nothing")
 	}
 }
+
+// A step adopted by a restarted daemon is stopped whole too: the new
+// daemon finds the step's cgroup (or its processes by tag) and `stop --now`
+// leaves nothing of it, the processes in their own session included.
+func TestAdoptedStepLeavesNothingBehind(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.useEscapingAgent("work")
+	id := e.start("goal")
+	pids := e.agentPids()
+	e.killDaemon()
+	for _, pid := range pids {
+		if !pidAlive(pid) {
+			t.Fatalf("process %d died with the daemon", pid)
+		}
+	}
+	e.startDaemon()
+	eventually(t, "STEP_ADOPTED", 10*time.Second, func() bool { return countType(e.events(id), "STEP_ADOPTED") == 1 })
+	e.must("stop", id, "--now")
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait exit %d, want 3", code)
+	}
+	e.nothingSurvives(pids)
+}

@@ -212,7 +212,7 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	}()
 	deadline, capped := r.deadline(st)
 	var turnEnded <-chan struct{}
-	if st.Phase != api.PhaseVerification {
+	if st.Phase == api.PhaseImplementation || st.Phase == api.PhaseReview {
 		// An agent that ended its turn but lingers (a background job keeps
 		// it alive) is stopped after the kill grace, not at idle_timeout.
 		tctx, stopTail := context.WithCancel(ctx)
