@@ -20,9 +20,12 @@ import (
 // It must never reap a child that os/exec waits for, or that Wait fails
 // with ECHILD and the exit status is lost. Its own children are either step
 // leaders (each in a session of its own, registered here from before it can
-// exit until waitChild reaps it) or helpers such as git and custom_script
-// (in the daemon's session). An orphan of a step is in neither: it is in a
-// step's session or one it made itself. Only such zombies are reaped.
+// exit until waitChild reaps it) or helpers such as git, custom_script and
+// notification commands (in the daemon's session, each leading its own
+// process group or in the daemon's). An orphan is neither: it is in a step's
+// session or one it made itself, or — an orphan of a helper — in the
+// daemon's session but in the helper's process group, which it does not
+// lead. Only such zombies are reaped.
 
 var leaders = struct {
 	sync.RWMutex
@@ -83,11 +86,16 @@ func reapOrphans() {
 	if err != nil {
 		return
 	}
+	ownPgid := unix.Getpgrp()
 	leaders.RLock()
 	defer leaders.RUnlock()
 	for _, pi := range allProcs() {
-		if pi.ppid != self || pi.state != 'Z' || pi.sid == ownSid || leaders.pids[pi.pid] {
+		if pi.ppid != self || pi.state != 'Z' || leaders.pids[pi.pid] {
 			continue
+		}
+		helperOrphan := pi.sid == ownSid && pi.pgid != pi.pid && pi.pgid != ownPgid
+		if pi.sid == ownSid && !helperOrphan {
+			continue // a child os/exec waits for
 		}
 		var info unix.Siginfo
 		_ = unix.Waitid(unix.P_PID, pi.pid, &info, unix.WEXITED|unix.WNOHANG, nil)
