@@ -58,6 +58,10 @@ func TestClassifyTurnLine(t *testing.T) {
 		`{"type":"result","subtype":"success"}`:               TurnEnded,
 		`not json {"type":"result"}`:                          TurnNone,
 		`{"type":"result"`:                                    TurnNone, // cut short
+		// Gemini CLI 0.61.0, captured (gemini-0.61.0-tool-promise.jsonl).
+		`{"type":"init","timestamp":"2026-11-24T19:47:10.692Z","session_id":"34403f9e-63b1-4d6f-b2f9-7809309f8e22","model":"gemini-2.5-flash"}`:                                                                         TurnActive,
+		`{"type":"tool_result","timestamp":"2026-11-24T19:47:10.846Z","tool_id":"run_shell_command__run_shell_command_1795549630726_0","status":"success","output":"hello"}`:                                            TurnActive,
+		`{"type":"result","timestamp":"2026-11-24T19:47:10.857Z","status":"success","stats":{"total_tokens":3972,"input_tokens":3850,"output_tokens":110,"cached":1300,"input":2550,"duration_ms":166,"tool_calls":1}}`: TurnEnded,
 	} {
 		if got := ClassifyTurnLine([]byte(line)); got != want {
 			t.Errorf("%s: %v, want %v", line, got, want)
