@@ -11,9 +11,6 @@ import (
 )
 
 const (
-	// turnPoll is how often a running agent step's log is read for the end
-	// of its turn.
-	turnPoll = 100 * time.Millisecond
 	// maxTurnLine bounds the part of one log line held while it is being
 	// written; a longer line (a huge tool result) is a sign of work.
 	maxTurnLine = 1 << 20
@@ -32,7 +29,10 @@ func turnEnds(ctx context.Context, path string, grace time.Duration) (<-chan str
 		defer close(done)
 		t := turnTail{path: path}
 		defer t.close()
-		tk := time.NewTicker(turnPoll)
+		// A tenth of the grace: the step ends at most that much after it,
+		// and a thousand concurrent steps read their logs a few thousand
+		// times a second, not ten thousand.
+		tk := time.NewTicker(min(max(grace/10, 100*time.Millisecond), time.Second))
 		defer tk.Stop()
 		var since time.Time // when the turn ended; zero while it has not
 		for {
