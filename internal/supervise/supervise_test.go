@@ -277,6 +277,7 @@ func TestWatchLimits(t *testing.T) {
 			func(l Limits) Limits { l.IdleTimeout = 300 * time.Millisecond; return l }, false, Exited},
 		{"canceled", "sleep 30", func(l Limits) Limits { return l }, true, Canceled},
 		{"detached", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.Detach = ch; return l }, false, Detached},
+		{"turn ended, lingering", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.TurnEnded = ch; return l }, false, Lingered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
