@@ -32,6 +32,10 @@ import (
 // useCgroups is false in tests of the fallback without cgroups.
 var useCgroups = true
 
+// testCgroupHook, when set by a test, is called with a step's new cgroup
+// before the step is started in it.
+var testCgroupHook func(dir string)
+
 // cgroupPrefix starts the name of every step cgroup; the rest is the tag
 // with characters unfit for a file name replaced.
 const cgroupPrefix = "loopd-step-"

@@ -232,3 +232,26 @@ func TestPruneCgroups(t *testing.T) {
 		t.Errorf("the live step's cgroup was removed: %v", err)
 	}
 }
+
+// A step that cannot be started in its cgroup (clone3 refused: a seccomp
+// filter, an old kernel, the cgroup removed meanwhile) is started without
+// one.
+func TestStartFallsBackWithoutItsCgroup(t *testing.T) {
+	dir := t.TempDir()
+	removed := ""
+	testCgroupHook = func(cg string) { removed = cg; os.Remove(cg) }
+	t.Cleanup(func() { testCgroupHook = nil })
+	p, err := Start(specIn(dir, "echo ran"))
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if removed == "" {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	if ex := waitDone(t, p); ex.Code != 0 || p.cgroup != "" {
+		t.Errorf("exit %+v, cgroup %q: want the step run without a cgroup", ex, p.cgroup)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "step.log")); !strings.Contains(string(b), "ran") {
+		t.Errorf("log %q", b)
+	}
+}

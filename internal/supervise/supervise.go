@@ -243,34 +243,42 @@ func Start(spec Spec) (*Process, error) {
 		closeAll(gateW, logErr)
 		return nil, fmt.Errorf("open step stdin: %w", err)
 	}
-	cmd := &exec.Cmd{
-		Path:   "/bin/sh",
-		Args:   append(args, spec.Commands...),
-		Dir:    spec.Dir,
-		Env:    append(spec.Env[:len(spec.Env):len(spec.Env)], TagEnv+"="+spec.Tag),
-		Stdin:  stdin,
-		Stdout: out,
-		Stderr: out,
-		// Setsid: own session and process group, no controlling terminal,
-		// so neither the daemon's death nor a Ctrl+C in its terminal
-		// reaches the step.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	newCmd := func() *exec.Cmd {
+		cmd := &exec.Cmd{
+			Path:   "/bin/sh",
+			Args:   append(args, spec.Commands...),
+			Dir:    spec.Dir,
+			Env:    append(spec.Env[:len(spec.Env):len(spec.Env)], TagEnv+"="+spec.Tag),
+			Stdin:  stdin,
+			Stdout: out,
+			Stderr: out,
+			// Setsid: own session and process group, no controlling
+			// terminal, so neither the daemon's death nor a Ctrl+C in its
+			// terminal reaches the step.
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		}
+		if gateR != nil {
+			cmd.ExtraFiles = []*os.File{gateR} // fd 3
+		}
+		return cmd
 	}
-	if gateR != nil {
-		cmd.ExtraFiles = []*os.File{gateR} // fd 3
-	}
+	cmd := newCmd()
 	cg, cgfd := newCgroup(spec.Tag)
+	if cgfd >= 0 && testCgroupHook != nil {
+		testCgroupHook(cg)
+	}
 	if cgfd >= 0 {
 		// Born in its cgroup: not even the leader's first fork escapes.
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
 	}
 	err = startRegistered(cmd)
 	if err != nil && cgfd >= 0 {
-		// clone3 refused (a seccomp filter, an old kernel): without the
-		// cgroup, the step's processes are found by tag and parentage.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = false, 0
+		// clone3 refused (a seccomp filter, an old kernel, a cgroup
+		// removed meanwhile): without the cgroup, the step's processes are
+		// found by tag and parentage. A Cmd starts only once: a new one.
 		os.Remove(cg)
 		cg = ""
+		cmd = newCmd()
 		err = startRegistered(cmd)
 	}
 	if cgfd >= 0 {
