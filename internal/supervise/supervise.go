@@ -430,9 +430,9 @@ func (p *Process) waitChild() {
 }
 
 // killEscaped sends sig to the step's processes outside its process group
-// (and to those inside it, again): with SIGKILL and a cgroup, all at once
-// through cgroup.kill; otherwise each process of stepProcesses. The caller
-// holds p.mu.
+// (the caller signals the group as a whole): with SIGKILL and a cgroup, to
+// everything in the cgroup at once through cgroup.kill, the group included;
+// otherwise to each such process. The caller holds p.mu.
 //
 // With a cgroup, only its members are looked at: nothing of the step can
 // leave it (moving a process out takes privileges an agent's tools do not
