@@ -39,6 +39,7 @@ type Renderer struct {
 	err    error
 	line   []byte // the current line: leading blanks, or a JSON line being written
 	inText bool   // the current line is plain text, written as it comes
+	head   []byte // the first bytes of the current plain-text line
 	skip   int    // bytes of an oversized line being skipped; 0 when none
 
 	streamed   bool              // Claude partial messages: usage comes with message_delta
@@ -95,6 +96,7 @@ func (r *Renderer) hold(b []byte) {
 		if i >= 0 && b[i] != '{' {
 			r.flushDelta()
 			r.inText = true
+			r.head = append(append(r.head[:0], r.line...), b[:min(len(b), len(stepHeader))]...)
 			r.write(r.line)
 			r.line = r.line[:0]
 			r.write(b)
@@ -116,6 +118,9 @@ func (r *Renderer) endLine() {
 	if r.inText {
 		r.inText = false
 		r.write([]byte{'\n'})
+		if bytes.HasPrefix(bytes.TrimLeft(r.head, " \t"), []byte(stepHeader)) {
+			r.newStep()
+		}
 		return
 	}
 	line := r.line
@@ -135,6 +140,18 @@ func (r *Renderer) endLine() {
 	if cap(r.line) > 64<<10 {
 		r.line = nil // release a large buffer
 	}
+}
+
+// stepHeader starts the line `loopctl logs` prints before each step's
+// output; what the renderer learned about one agent does not carry over to
+// the next step.
+const stepHeader = "==> #"
+
+func (r *Renderer) newStep() {
+	r.streamed, r.lastText = false, ""
+	clear(r.usageShown)
+	clear(r.tools)
+	r.order = r.order[:0]
 }
 
 func isBlankLine(b []byte) bool { return len(bytes.Trim(b, " \t\r")) == 0 }

@@ -138,3 +138,28 @@ func TestRenderSkipsHugeLines(t *testing.T) {
 		t.Errorf("the renderer holds %d bytes after the huge line", cap(r.line))
 	}
 }
+
+// What the renderer learned of one step (Claude's partial messages, which
+// move usage to message_delta) does not carry over to the next step that
+// `loopctl logs` prints after its header.
+func TestRenderResetsAtEachStep(t *testing.T) {
+	partial, err := os.ReadFile("testdata/claude-2.1.328-background-job.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	basic, err := os.ReadFile("testdata/claude_basic.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r := NewRenderer(&out)
+	r.Write([]byte(`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m"}}}` + "\n"))
+	r.Write(partial)
+	r.Write([]byte("\n==> #2 implementation (iteration 2) <==\n"))
+	r.Write(basic)
+	r.Flush()
+	_, second, _ := strings.Cut(out.String(), "==> #2")
+	if !strings.Contains(second, "· usage 10 in · 5 out · 21570 cache write") {
+		t.Errorf("the second step's message usage is missing:\n%s", out.String())
+	}
+}
