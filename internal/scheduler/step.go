@@ -610,7 +610,7 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 	}
 	// Its leader is gone: whatever it left running while no daemon
 	// watched (a background job in a session of its own) goes now.
-	supervise.Sweep(f.tag)
+	supervise.Sweep(f.tag, time.UnixMilli(st.StartedAt))
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's

@@ -3,6 +3,7 @@ package supervise
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -178,6 +179,7 @@ func TestSweepKillsLeftovers(t *testing.T) {
 		}
 		// The step ends only once the mini daemon has exited: a daemon
 		// that saw it end would have killed its leftovers.
+		started := time.Now()
 		startDetached(t, dir, escaper+"\nwhile [ ! -f release ]; do sleep 0.01; done", env...)
 		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -192,7 +194,7 @@ func TestSweepKillsLeftovers(t *testing.T) {
 		if !alive(pids[0]) {
 			t.Fatal("the escaped process died with its step although no daemon watched it")
 		}
-		Sweep(specIn(dir).Tag)
+		Sweep(specIn(dir).Tag, started)
 		checkNothingLeft(t, dir, pids, withCgroup)
 	})
 }
@@ -253,5 +255,30 @@ func TestStartFallsBackWithoutItsCgroup(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "step.log")); !strings.Contains(string(b), "ran") {
 		t.Errorf("log %q", b)
+	}
+}
+
+// ticksAt places a wall-clock time on /proc's clock: a process started
+// after it has a start time at or after it, so Sweep never skips a
+// process of the step.
+func TestTicksAt(t *testing.T) {
+	if ticksAt(time.Time{}) != 0 {
+		t.Error("the zero time must select every process")
+	}
+	before := time.Now()
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	start, err := StartTicks(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ticksAt(before); got == 0 || got > start {
+		t.Errorf("ticksAt(before the process) = %d, its start time %d", got, start)
+	}
+	if got := ticksAt(before.Add(time.Hour)); got <= start {
+		t.Errorf("ticksAt(an hour later) = %d, not after the start time %d", got, start)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -153,9 +155,10 @@ func signalProcs(procs []procInfo, sig syscall.Signal) int {
 // Sweep kills whatever is left of a step whose leader ended while no
 // daemon watched it (the daemon was down): its processes by tag, and its
 // cgroup, found from them or by name under this daemon's cgroup, which it
-// then removes.
-func Sweep(tag string) {
-	procs := stepProcesses(-1, tag, "", 0)
+// then removes. started is when the step started: older processes are not
+// looked at (zero: all are).
+func Sweep(tag string, started time.Time) {
+	procs := stepProcesses(-1, tag, "", ticksAt(started))
 	cgs := map[string]bool{}
 	for _, pi := range procs {
 		if cg := stepCgroup(pi.pid, tag); cg != "" {
@@ -174,6 +177,37 @@ func Sweep(tag string) {
 	for cg := range cgs {
 		removeCgroup(cg)
 	}
+}
+
+// userHZ is the unit of /proc/<pid>/stat's start times: USER_HZ, 100 on
+// every Linux architecture's ABI.
+const userHZ = 100
+
+// bootTime is when the machine booted (/proc/stat btime), zero if unknown.
+var bootTime = sync.OnceValue(func() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return time.Unix(sec, 0)
+			}
+		}
+	}
+	return time.Time{}
+})
+
+// ticksAt converts a wall-clock time into a start time in clock ticks
+// since boot, with a few seconds of margin for clock adjustments; 0 (every
+// process) when it cannot.
+func ticksAt(t time.Time) int64 {
+	boot := bootTime()
+	if t.IsZero() || boot.IsZero() {
+		return 0
+	}
+	return max(int64(t.Sub(boot).Seconds()-5)*userHZ, 0)
 }
 
 func dirExists(path string) bool {
