@@ -226,6 +226,7 @@ func TestPruneCgroups(t *testing.T) {
 	if _, err := os.Stat(keep); err != nil {
 		t.Fatalf("the killed step's cgroup is gone already: %v", err)
 	}
+	eventually(t, "the killed step's cgroup to empty", func() bool { return len(cgroupPids(keep)) == 0 })
 	PruneCgroups()
 	if _, err := os.Stat(keep); !os.IsNotExist(err) {
 		t.Errorf("the empty cgroup %s survived PruneCgroups: %v", keep, err)
