@@ -298,22 +298,21 @@ func (r *runner) deadline(st *storage.Step) (time.Time, bool) {
 // the kill, so this holds after a restart too), not by the exit code the
 // kill produced.
 func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.Ending) {
+	if ending == supervise.Lingered {
+		// The agent ended its turn and only lingered: the step ends as if
+		// it had exited by itself, and the turn's outcome (read from its
+		// log below: an error, a usage limit, the promise) decides. Its
+		// exit code stays unknown: it was stopped.
+		r.log.Info("the agent ended its turn but did not exit; stopped what was left of the step",
+			zap.Int("seq", st.Seq))
+		ex, ending = supervise.Exit{Code: 0, Recorded: true}, supervise.Exited
+		defer func() { st.ExitCode = nil }()
+	}
 	if ex.Code >= 0 {
 		code := ex.Code
 		st.ExitCode = &code
 	}
 	cause := st.CancelCause
-	if ending == supervise.Lingered {
-		// The agent ended its turn and only lingered: the turn's outcome
-		// (read from its log below) is the step's, not the kill's.
-		st.ExitCode = nil
-		st.Status = api.StepSucceeded
-		r.log.Info("the agent ended its turn but did not exit; stopped what was left of the step",
-			zap.Int("seq", st.Seq))
-		r.readAgentOutput(st)
-		r.afterImplementation(st)
-		return
-	}
 	if ex.Recorded && ex.Code == 0 && (cause == storage.CancelUser || cause == storage.CancelDaemonStop || cause == storage.CancelMaxDuration) {
 		// It finished its work despite being asked to stop: a success
 		// is kept, not thrown away to be paid for again.
