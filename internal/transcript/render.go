@@ -459,6 +459,13 @@ func (r *Renderer) claudeAssistant(ev renderEvent) {
 func (r *Renderer) claudeUser(ev renderEvent) {
 	var msg claudeShown
 	if json.Unmarshal(ev.Message, &msg) != nil {
+		// A prompt (replayed user message): its content is a string.
+		var prompt struct {
+			Content string `json:"content"`
+		}
+		if json.Unmarshal(ev.Message, &prompt) == nil {
+			r.text("» ", capText(prompt.Content, inputBytes*2))
+		}
 		return
 	}
 	for _, c := range msg.Content {

@@ -163,3 +163,17 @@ func TestRenderResetsAtEachStep(t *testing.T) {
 		t.Errorf("the second step's message usage is missing:\n%s", out.String())
 	}
 }
+
+// A replayed prompt (a user message whose content is a string) is shown as
+// the prompt; tool results are shown under their call.
+func TestRenderClaudeUserLines(t *testing.T) {
+	var out bytes.Buffer
+	r := NewRenderer(&out)
+	r.Write([]byte(`{"type":"user","message":{"role":"user","content":"Fix the parser."},"session_id":"s"}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t1","type":"tool_result","content":"boom","is_error":true}]},"session_id":"s"}
+`))
+	r.Flush()
+	if got, want := out.String(), "» Fix the parser.\n  ! tool failed\n  boom\n"; got != want {
+		t.Errorf("rendered %q, want %q", got, want)
+	}
+}
