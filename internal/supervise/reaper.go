@@ -6,6 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +65,9 @@ func BecomeSubreaper(ctx context.Context) error {
 	go func() {
 		defer signal.Stop(chld)
 		// A SIGCHLD can be missed (several merge into one, or one
-		// arrives during a scan): a slow tick catches up.
+		// arrives during a scan): a slow tick catches up. Scans are at
+		// least a second apart: with many runs, children end many times
+		// a second, and a zombie may well wait a second for its reaping.
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
 		for {
@@ -73,6 +78,11 @@ func BecomeSubreaper(ctx context.Context) error {
 			case <-t.C:
 			}
 			reapOrphans()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
 		}
 	}()
 	return nil
@@ -89,7 +99,7 @@ func reapOrphans() {
 	ownPgid := unix.Getpgrp()
 	leaders.RLock()
 	defer leaders.RUnlock()
-	for _, pi := range allProcs() {
+	for _, pi := range children() {
 		if pi.ppid != self || pi.state != 'Z' || leaders.pids[pi.pid] {
 			continue
 		}
@@ -100,4 +110,29 @@ func reapOrphans() {
 		var info unix.Siginfo
 		_ = unix.Waitid(unix.P_PID, pi.pid, &info, unix.WEXITED|unix.WNOHANG, nil)
 	}
+}
+
+// children returns this process's children, from the children files of
+// its threads (an orphan is re-parented to any thread of its subreaper), or
+// by scanning every process where those files do not exist.
+func children() []procInfo {
+	files, _ := filepath.Glob("/proc/self/task/*/children")
+	if len(files) == 0 {
+		return allProcs()
+	}
+	var out []procInfo
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for field := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil {
+				if pi, ok := readStat(pid); ok {
+					out = append(out, pi)
+				}
+			}
+		}
+	}
+	return out
 }
