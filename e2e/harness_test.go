@@ -56,6 +56,9 @@ type env struct {
 	exited chan struct{}
 	// daemonEnv is added to the daemon's environment (not loopctl's).
 	daemonEnv []string
+	// path, when set, is the PATH of loopd and loopctl (a real agent CLI's
+	// directory first); default the test's own.
+	path string
 }
 
 func newEnv(t *testing.T) *env {
@@ -71,8 +74,12 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) environ(extra ...string) []string {
+	path := os.Getenv("PATH")
+	if e.path != "" {
+		path = e.path
+	}
 	env := []string{
-		"PATH=" + os.Getenv("PATH"),
+		"PATH=" + path,
 		"HOME=" + e.home, // no user config leaks in from the machine
 		"LOOPD_HOME=" + e.home,
 		"LOOPCTL_NO_AUTOSTART=1",
@@ -120,6 +127,21 @@ func (e *env) killDaemon() {
 	e.t.Helper()
 	_ = e.daemon.Process.Signal(syscall.SIGKILL)
 	<-e.exited
+	// A child the daemon was forking when it died holds the lock's file
+	// description until it execs (close-on-exec): the next daemon can
+	// start once the lock is free.
+	eventually(e.t, "the killed daemon's lock to be released", 10*time.Second, func() bool {
+		f, err := os.OpenFile(filepath.Join(e.home, "loopd.lock"), os.O_RDWR, 0)
+		if err != nil {
+			return true
+		}
+		defer f.Close()
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			return false
+		}
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return true
+	})
 }
 
 // stopDaemon sends SIGTERM and waits for a prompt exit.

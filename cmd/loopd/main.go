@@ -50,6 +50,7 @@ func run(args []string) int {
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
 	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
 	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
+	apiBackoff := fs.Duration("api-backoff", envDuration("LOOPD_API_BACKOFF", time.Minute), "first wait of a run whose model API is unavailable; doubles per attempt up to 30 times this (env LOOPD_API_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -109,7 +110,7 @@ func run(args []string) int {
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.BuildVersion(),
-		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry,
+		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry, APIBackoff: *apiBackoff,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff,
 	})
@@ -164,7 +165,7 @@ func envDuration(key string, def time.Duration) time.Duration {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
 			return d
 		}
-		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a duration such as 2s\n", key, v)
+		fmt.Fprintf(os.Stderr, "loopd: ignoring %s=%q: not a positive duration such as 1m\n", key, v)
 	}
 	return def
 }

@@ -137,6 +137,9 @@ type Usage struct {
 	// reported no cost for it: CostUSD then undercounts, and says so.
 	CostUnknown bool   `json:"cost_unknown,omitempty"`
 	Model       string `json:"model,omitempty"`
+	// ReasoningTokens are the part of OutputTokens the agent reported as
+	// reasoning (Codex reasoning, Gemini thoughts, Claude thinking).
+	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
 // ReportedCost returns what the agent reported, and whether it reported

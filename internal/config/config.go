@@ -21,13 +21,16 @@ const (
 	// AgentCodex runs the Codex CLI's non-interactive "exec" mode with JSON
 	// output; see [Config.AgentCommandLine].
 	AgentCodex Agent = "codex"
+	// AgentGemini runs Gemini CLI headless with stream-json output; see
+	// [Config.AgentCommandLine].
+	AgentGemini Agent = "gemini"
 	// AgentCommand runs agent_command as it is: any program that reads the
 	// prompt on stdin (or from $LOOP_PROMPT_FILE).
 	AgentCommand Agent = "command"
 )
 
 // agents lists the valid agents in the order error messages name them.
-var agents = []Agent{AgentClaude, AgentCodex, AgentCommand}
+var agents = []Agent{AgentClaude, AgentCodex, AgentGemini, AgentCommand}
 
 // Gate names one condition of the completion gate (SPEC section 2). A run
 // completes only when every configured gate holds after the same iteration.
@@ -228,6 +231,12 @@ type Config struct {
 	// NotifyOn (key notify_on, default ended,waiting) lists the run changes
 	// that notify: ended, waiting, completed, failed, aborted, paused.
 	NotifyOn []string `json:"notify_on"`
+	// MaxAPIWait (key max_api_wait, default 6h, at least 1s) is how long the
+	// model API may stay unavailable (overloaded, 5xx, 429 without a
+	// usage-limit reset, cut streams, no network) before the run ends
+	// ABORTED fatal:api_unavailable. Until then the run WAITs with a capped
+	// exponential back-off, counting no iteration and no failure.
+	MaxAPIWait Duration `json:"max_api_wait"`
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
@@ -255,6 +264,7 @@ func Default() Config {
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
 		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},
+		MaxAPIWait:                           Duration(6 * time.Hour),
 	}
 }
 
@@ -278,8 +288,17 @@ func (c Config) HasGate(g Gate) bool { return slices.Contains(c.Completion, g) }
 // $LOOP_PROMPT_FILE). agent_command, when set, is returned as it is, whatever
 // the agent; otherwise the preset's command line, with the model shell-quoted:
 //
-//	claude:  claude -p --output-format stream-json --verbose --model <model> --dangerously-skip-permissions
+//	claude:  claude -p --output-format stream-json --verbose --include-partial-messages --model <model> --dangerously-skip-permissions
 //	codex:   codex exec --json --model <model> --sandbox workspace-write -
+//	gemini:  gemini -p "" --skip-trust --yolo --output-format stream-json -m <model>
+//
+// --include-partial-messages makes Claude Code print each API response's
+// final usage (message_delta) as it arrives: a step killed before Claude's
+// result line still counts every token it was billed. Gemini CLI reads a
+// non-TTY stdin as the prompt (-p "" adds nothing to it); --skip-trust
+// because a loop cannot answer its trust question (it exits 55 untrusted),
+// --yolo approves its tool calls, -m avoids the extra routing request it
+// makes to pick a model.
 //
 // Security: an autonomous loop cannot answer permission prompts, so the
 // presets run without them. The claude preset passes
@@ -303,15 +322,17 @@ func (c Config) AgentCommandLine() string {
 	}
 	switch c.Agent {
 	case AgentClaude:
-		return "claude -p --output-format stream-json --verbose --model " + shellQuote(c.Model) +
+		return "claude -p --output-format stream-json --verbose --include-partial-messages --model " + shellQuote(c.Model) +
 			" --dangerously-skip-permissions"
 	case AgentCodex:
 		return "codex exec --json --model " + shellQuote(c.Model) + " --sandbox workspace-write -"
+	case AgentGemini:
+		return `gemini -p "" --skip-trust --yolo --output-format stream-json -m ` + shellQuote(c.Model)
 	}
 	return ""
 }
 
-// AgentBinary returns the program a preset runs ("claude" or "codex"), so the
+// AgentBinary returns the program a preset runs ("claude", "codex" or "gemini"), so the
 // caller can check that it is installed before a run starts. It is "" when
 // the command line is the user's own (agent "command", or agent_command set):
 // a missing program then shows as the shell's exit status 127.
@@ -320,7 +341,7 @@ func (c Config) AgentBinary() string {
 		return ""
 	}
 	switch c.Agent {
-	case AgentClaude, AgentCodex:
+	case AgentClaude, AgentCodex, AgentGemini:
 		return string(c.Agent)
 	}
 	return ""

@@ -19,7 +19,7 @@ func TestAgentCommandLine(t *testing.T) {
 	}{
 		{
 			name: "claude preset", agent: AgentClaude, model: "claude-sonnet-4-5",
-			wantLine:   "claude -p --output-format stream-json --verbose --model claude-sonnet-4-5 --dangerously-skip-permissions",
+			wantLine:   "claude -p --output-format stream-json --verbose --include-partial-messages --model claude-sonnet-4-5 --dangerously-skip-permissions",
 			wantBinary: "claude",
 		},
 		{
@@ -28,8 +28,13 @@ func TestAgentCommandLine(t *testing.T) {
 			wantBinary: "codex",
 		},
 		{
+			name: "gemini preset", agent: AgentGemini, model: "gemini-2.5-pro",
+			wantLine:   `gemini -p "" --skip-trust --yolo --output-format stream-json -m gemini-2.5-pro`,
+			wantBinary: "gemini",
+		},
+		{
 			name: "model is shell-quoted", agent: AgentClaude, model: "my model; rm -rf ~",
-			wantLine:   "claude -p --output-format stream-json --verbose --model 'my model; rm -rf ~' --dangerously-skip-permissions",
+			wantLine:   "claude -p --output-format stream-json --verbose --include-partial-messages --model 'my model; rm -rf ~' --dangerously-skip-permissions",
 			wantBinary: "claude",
 		},
 		{
@@ -152,7 +157,8 @@ func TestValidate(t *testing.T) {
 		change  func(c *Config)
 		wantErr string
 	}{
-		{"unknown agent", func(c *Config) { c.Agent = "gemini" }, `run config: agent: must be one of claude, codex, command, got "gemini"`},
+		{"unknown agent", func(c *Config) { c.Agent = "aider" }, `run config: agent: must be one of claude, codex, gemini, command, got "aider"`},
+		{"gemini with a claude model", func(c *Config) { c.Agent = AgentGemini }, `run config: model: "claude-sonnet-4-5" is a Claude model, which agent "gemini" cannot run; set model to a model Gemini CLI runs`},
 		{"negative count", func(c *Config) { c.MaxIterations = -1 }, `run config: max_iterations: must be a whole number ≥ 0, got -1`},
 		{"negative tokens", func(c *Config) { c.MaxOutputTokens = -2 }, `run config: max_output_tokens: must be a whole number ≥ 0, got -2`},
 		{"zero step timeout", func(c *Config) { c.StepTimeout = 0 }, `run config: step_timeout: must be at least 1s, got 0s`},

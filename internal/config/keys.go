@@ -84,6 +84,7 @@ var keys = []key{
 	{name: "notify_webhook", set: setNotifyWebhook, check: checkNotifyWebhook},
 	boolKey("notify_desktop", func(c *Config) *bool { return &c.NotifyDesktop }),
 	{name: "notify_on", set: setNotifyOn, check: checkNotifyOn},
+	durationKey("max_api_wait", atLeastASecond, func(c *Config) *Duration { return &c.MaxAPIWait }),
 }
 
 // lookupKey returns the key named name.

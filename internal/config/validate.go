@@ -149,10 +149,11 @@ func validate(c Config, ws string, p provenance) []error {
 	if c.Agent == AgentCommand && strings.TrimSpace(c.AgentCommand) == "" {
 		errs = append(errs, p.errorFor("agent", `agent "command" needs agent_command, the shell command to run`, nil))
 	}
-	if c.Agent == AgentCodex && c.AgentCommand == "" && strings.HasPrefix(strings.ToLower(c.Model), "claude") {
+	if (c.Agent == AgentCodex || c.Agent == AgentGemini) && c.AgentCommand == "" && strings.HasPrefix(strings.ToLower(c.Model), "claude") {
 		// The default model is a Claude model: a user who sets agent=codex
-		// and forgets model would otherwise fail on every iteration.
-		err := p.errorFor("model", fmt.Sprintf("%q is a Claude model, which agent \"codex\" cannot run; set model to a model Codex runs", c.Model), nil)
+		// (or gemini) and forgets model would otherwise fail on every
+		// iteration.
+		err := p.errorFor("model", fmt.Sprintf("%q is a Claude model, which agent %q cannot run; set model to a model %s runs", c.Model, c.Agent, map[Agent]string{AgentCodex: "Codex", AgentGemini: "Gemini CLI"}[c.Agent]), nil)
 		if _, set := p.entries["model"]; !set {
 			if e, ok := p.entries["agent"]; ok {
 				err.File, err.Line = e.File, e.Line

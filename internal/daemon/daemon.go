@@ -41,6 +41,9 @@ type Options struct {
 	// RetryBackoff is how long a run whose runner hit an internal error
 	// waits before trying again; default 5s.
 	RetryBackoff time.Duration
+	// APIBackoff is the first wait of a run whose model API is unavailable;
+	// it doubles per failed attempt up to 30 times itself. Default 1m.
+	APIBackoff time.Duration
 	// LogFile, when set, also receives the logs, through a core built by
 	// LogCore. It is opened only after the lock is taken, so a second
 	// daemon that refuses to start writes nothing.
@@ -131,6 +134,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
+		APIBackoff: opts.APIBackoff,
 	})
 	// The outbox hook is installed before the first write: every state
 	// change from now on enqueues its notifications in its own transaction.

@@ -208,7 +208,7 @@ func StepJSON(st *storage.Step, now int64) api.Step {
 
 func stepUsage(st *storage.Step) api.Usage {
 	u := api.Usage{InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, CacheReadTokens: st.CacheReadTokens,
-		CacheWriteTokens: st.CacheWriteTokens, Model: st.Model}
+		CacheWriteTokens: st.CacheWriteTokens, Model: st.Model, ReasoningTokens: st.ReasoningTokens}
 	if st.ReportedCostUSD != nil {
 		v := *st.ReportedCostUSD
 		u.ReportedCostUSD = &v

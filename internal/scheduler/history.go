@@ -188,6 +188,7 @@ func (t *tally) addUsage(s *storage.Step) {
 	u.OutputTokens += s.OutputTokens
 	u.CacheReadTokens += s.CacheReadTokens
 	u.CacheWriteTokens += s.CacheWriteTokens
+	u.ReasoningTokens += s.ReasoningTokens
 	if s.ReportedCostUSD != nil {
 		// A new value each time, never updated in place: tallies are
 		// copied (prefix to scratch) and must not share it.
@@ -211,9 +212,32 @@ func (t *tally) addUsage(s *storage.Step) {
 // counts reports whether a step counts toward iterations and failure
 // streaks: it ran to a real outcome. INTERRUPTED steps (outcome lost),
 // CANCELED steps (killed by a stop) and steps that hit the agent's usage
-// limit count for nothing; their phase runs again.
+// limit or found the model API unavailable count for nothing; their phase
+// runs again.
 func counts(s *storage.Step) bool {
-	return (s.Status == api.StepSucceeded || s.Status == api.StepFailed) && s.RateLimitedUntil == nil
+	return (s.Status == api.StepSucceeded || s.Status == api.StepFailed) && s.RateLimitedUntil == nil && !s.APIUnavailable
+}
+
+// APIOutage reports the unbroken series of attempts, at the end of the
+// history, that found the model API unavailable and made the run wait:
+// how many, and when the first of them started (Unix ms). The step with id
+// current (the one being classified) is left out. It is derived from the
+// persisted steps only, so the back-off and max_api_wait survive daemon
+// restarts; a step that ended the wait (ABORTED fatal:api_unavailable, so
+// with no wait recorded) breaks the series, which a resumed run starts
+// afresh.
+func (h *History) APIOutage(current int64) (n int, since int64) {
+	for i := len(h.Steps) - 1; i >= 0; i-- {
+		s := &h.Steps[i]
+		if s.ID == current && current != 0 {
+			continue
+		}
+		if !s.APIUnavailable || s.RateLimitedUntil == nil {
+			break
+		}
+		n, since = n+1, s.StartedAt
+	}
+	return n, since
 }
 
 // Next decides the next step from the last step that counted.

@@ -530,6 +530,8 @@ func agentNotFound(bin string) string {
 		hint = "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in"
 	case "codex":
 		hint = "install the Codex CLI (npm install -g @openai/codex) and log in"
+	case "gemini":
+		hint = "install Gemini CLI (npm install -g @google/gemini-cli) and set GEMINI_API_KEY"
 	}
 	msg := fmt.Sprintf("the agent %q was not found on the daemon's PATH", bin)
 	if hint != "" {
@@ -797,10 +799,18 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	if d := r.requests(r.run, false); d != nil {
 		return d
 	}
+	if st != nil && st.APIUnavailable && st.RateLimitedUntil == nil {
+		return &decision{status: api.RunAborted, reason: "fatal:api_unavailable", event: events.RunAborted,
+			description: st.Error + "; `loopctl resume` the run when the API is back"}
+	}
 	if st != nil && st.RateLimitedUntil != nil {
+		reason := "usage_limit"
+		if st.APIUnavailable {
+			reason = "api_unavailable"
+		}
 		return &decision{status: api.RunWaiting, waitUntil: st.RateLimitedUntil, event: events.RunWaiting,
-			reason: "usage_limit", description: st.Error,
-			payload: map[string]any{"run_id": r.id, "until": api.Millis(*st.RateLimitedUntil), "reason": st.Error}}
+			reason: reason, description: st.Error,
+			payload: map[string]any{"run_id": r.id, "until": api.Millis(*st.RateLimitedUntil), "reason": st.Error, "kind": reason}}
 	}
 	return nil
 }

@@ -36,6 +36,12 @@ type Options struct {
 	// UsageLimitBackoff is how long a run WAITs when the agent reports a
 	// usage limit without a reset time; default 10m.
 	UsageLimitBackoff time.Duration
+	// APIBackoff is the first wait of a run whose model API is unavailable
+	// (section 15): it doubles with each unavailable attempt in a row, up
+	// to APIBackoffCap; default 1m.
+	APIBackoff time.Duration
+	// APIBackoffCap caps APIBackoff's doubling; default 30 times APIBackoff.
+	APIBackoffCap time.Duration
 	// RetryBackoff is how long a runner that hit an internal error (a full
 	// disk, say) waits before it reloads its run and tries again; default 5s.
 	RetryBackoff time.Duration
@@ -87,6 +93,12 @@ func New(opts Options) *Scheduler {
 	}
 	if opts.UsageLimitBackoff <= 0 {
 		opts.UsageLimitBackoff = 10 * time.Minute
+	}
+	if opts.APIBackoff <= 0 {
+		opts.APIBackoff = time.Minute
+	}
+	if opts.APIBackoffCap <= 0 {
+		opts.APIBackoffCap = 30 * opts.APIBackoff
 	}
 	if opts.RetryBackoff <= 0 {
 		opts.RetryBackoff = 5 * time.Second
@@ -244,7 +256,11 @@ func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
 			Event: events.RunStarted, Payload: map[string]any{"run_id": run.ID}}
 		if run.Status == api.RunWaiting {
 			tr.Event = events.RunResumed
-			tr.Payload = map[string]any{"run_id": run.ID, "reason": "usage limit reset"}
+			why := "usage limit reset"
+			if run.Reason == "api_unavailable" {
+				why = "back-off over: trying the model API again"
+			}
+			tr.Payload = map[string]any{"run_id": run.ID, "reason": why}
 		}
 		err = s.store.Write(ctx, func(tx *storage.Tx) error { return tx.TransitionRun(tr) })
 		if errors.Is(err, storage.ErrConflict) {

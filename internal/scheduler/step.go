@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
@@ -210,6 +213,14 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		r.stepCancel, r.proc = nil, nil
 		r.mu.Unlock()
 	}()
+	// Only Codex is known to print reconnect notices; other agents' logs
+	// are not read twice.
+	if (st.Phase == api.PhaseImplementation && r.cfg.Agent != config.AgentClaude && r.cfg.Agent != config.AgentGemini) || st.Phase == api.PhaseReview {
+		quit := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { r.watchReconnects(st.LogPath, cancel, quit) })
+		defer func() { close(quit); wg.Wait() }()
+	}
 	deadline, capped := r.deadline(st)
 	var turnEnded <-chan struct{}
 	if st.Phase == api.PhaseImplementation || st.Phase == api.PhaseReview {
@@ -263,10 +274,63 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	return st, nil
 }
 
+// maxReconnects is how many "Reconnecting…" notices an agent may print in
+// one step. Codex without network prints them for hours, and each one is
+// output that keeps idle_timeout from firing; past this many the step is
+// stopped like an idle one and classified as the API being unavailable.
+// Codex's own stream retries (5 by default) stay well below it.
+const maxReconnects = 10
+
+// errAPIReconnects stops a step whose agent keeps reconnecting to its API.
+var errAPIReconnects = errors.New("the agent kept reconnecting to the model API")
+
+// watchReconnects reads the step's log as it grows and stops the step
+// (cancel) once the agent has printed maxReconnects reconnect notices. It
+// returns when quit is closed. It reads at most what the agent writes,
+// through a bounded transcript.Parser.
+func (r *runner) watchReconnects(logPath string, cancel context.CancelCauseFunc, quit <-chan struct{}) {
+	every := time.Second
+	if idle := r.cfg.IdleTimeout.Std(); idle > 0 {
+		every = min(max(idle/20, 100*time.Millisecond), time.Second)
+	}
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	p := transcript.NewParser()
+	var off int64
+	buf := make([]byte, 64<<10)
+	for {
+		select {
+		case <-quit:
+			return
+		case <-tk.C:
+		}
+		f, err := os.Open(logPath)
+		if err != nil {
+			continue
+		}
+		for {
+			n, err := f.ReadAt(buf, off)
+			if n > 0 {
+				_, _ = p.Write(buf[:n])
+				off += int64(n)
+			}
+			if err != nil || n == 0 {
+				break
+			}
+		}
+		f.Close()
+		if p.Result().Reconnects >= maxReconnects {
+			cancel(errAPIReconnects)
+			return
+		}
+	}
+}
+
 // cancelCause names why Watch is stopping a step.
 func cancelCause(why supervise.Ending, cause error, capped bool) storage.CancelCause {
 	switch {
-	case why == supervise.Idle:
+	case why == supervise.Idle, errors.Is(cause, errAPIReconnects):
+		// Reconnect notices are output that is no activity: an idle step.
 		return storage.CancelIdle
 	case why == supervise.TimedOut && capped:
 		return storage.CancelMaxDuration
@@ -384,16 +448,18 @@ func (r *runner) afterImplementation(st *storage.Step) {
 }
 
 // readAgentOutput parses an agent's (or reviewer's) output for usage,
-// cost, the final message, the completion promise, usage limits and the
-// reviewer's approval.
+// cost, the final message, the completion promise, usage limits, the model
+// API's trouble, the agent's own words on an error and the reviewer's
+// approval.
 func (r *runner) readAgentOutput(st *storage.Step) {
 	res, err := transcript.ParseFile(st.LogPath)
 	if err != nil {
 		r.log.Warn("read agent output", zap.Int("seq", st.Seq), zap.Error(err))
 	}
-	u := res.Usage
+	u := r.sessionUsage(st, res)
 	st.InputTokens, st.OutputTokens = u.InputTokens, u.OutputTokens
 	st.CacheReadTokens, st.CacheWriteTokens = u.CacheReadTokens, u.CacheWriteTokens
+	st.ReasoningTokens = u.ReasoningTokens
 	st.UsageFound, st.ReportedCostUSD = res.UsageFound, u.ReportedCostUSD
 	st.Model = res.Model
 	if st.Model == "" && st.Phase == api.PhaseImplementation {
@@ -433,10 +499,20 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		}
 		return
 	}
+	if res.APIError && !(st.Status == api.StepSucceeded && !res.IsError) {
+		r.apiUnavailable(st, res)
+		return
+	}
 	if res.IsError && st.Status == api.StepSucceeded {
 		st.Status, st.Error = api.StepFailed, "the agent reported an error"
 		if res.ErrorText != "" {
 			st.Error += ": " + res.ErrorText
+		}
+	} else if st.Status == api.StepFailed && st.CancelCause == storage.CancelNone && st.ExitCode != nil && *st.ExitCode != 0 {
+		// "exit code 1" says nothing; the agent's last error says why: a
+		// refusal to run as root, an untrusted directory, an API error.
+		if words := agentWords(res); words != "" {
+			st.Error = words + " (" + st.Error + ")"
 		}
 	}
 	if st.Phase == api.PhaseReview && st.Status == api.StepSucceeded {
@@ -449,6 +525,122 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 			st.Error = fmt.Sprintf("the review did not approve (no match for %q in its output)", r.cfg.ReviewApprovePattern)
 		}
 	}
+}
+
+// agentWords is the agent's last word on an error: its structured error
+// report, or else the last line of a plain-text output (where CLIs print
+// their refusals).
+func agentWords(res transcript.Result) string {
+	if res.ErrorText != "" {
+		return res.ErrorText
+	}
+	if res.Format != transcript.FormatText && res.Format != transcript.FormatGeneric {
+		return ""
+	}
+	msg := strings.TrimRight(res.FinalMessage, " \t\r\n")
+	if i := strings.LastIndexAny(msg, "\r\n"); i >= 0 {
+		msg = msg[i+1:]
+	}
+	msg = strings.TrimSpace(msg)
+	if len(msg) > 1024 {
+		msg = tailString(msg, 1024)
+	}
+	return msg
+}
+
+// apiUnavailable classifies a step that the model API's trouble ended: the
+// run WAITs with a back-off that doubles with each unavailable attempt in a
+// row (APIBackoff up to APIBackoffCap), counting no iteration and no
+// failure; once the trouble has lasted max_api_wait, the run ends ABORTED
+// fatal:api_unavailable (decide). The series is read from the persisted
+// steps (History.APIOutage), so a daemon restart changes nothing.
+func (r *runner) apiUnavailable(st *storage.Step, res transcript.Result) {
+	now := r.s.opts.Now()
+	st.Status, st.APIUnavailable = api.StepFailed, true
+	words := res.ErrorText
+	if words == "" {
+		words = "the model API did not answer"
+	}
+	if res.Reconnects > 0 && st.CancelCause == storage.CancelIdle {
+		words = fmt.Sprintf("the agent kept reconnecting to the model API (%d attempts): %s", res.Reconnects, words)
+	}
+	n, since := r.hist.APIOutage(st.ID)
+	if n == 0 {
+		since = st.StartedAt
+	}
+	maxWait := r.cfg.MaxAPIWait.Std()
+	if maxWait > 0 && now.Sub(time.UnixMilli(since)) >= maxWait {
+		st.Error = fmt.Sprintf("the model API has been unavailable for %s, longer than max_api_wait (%s): %s",
+			now.Sub(time.UnixMilli(since)).Round(time.Second), r.cfg.MaxAPIWait, words)
+		return
+	}
+	wait := r.s.opts.APIBackoff
+	for range n {
+		wait = min(wait*2, r.s.opts.APIBackoffCap)
+	}
+	until := now.Add(wait)
+	if end := time.UnixMilli(since).Add(maxWait); maxWait > 0 && until.After(end) {
+		until = end // the last attempt comes when max_api_wait runs out
+	}
+	ms := until.UnixMilli()
+	st.RateLimitedUntil = &ms
+	st.Error = fmt.Sprintf("%s; the model API is unavailable (attempt %d), the run waits until %s and repeats this step",
+		words, n+1, until.Format(time.RFC3339))
+}
+
+// sessionUsage is the step's usage: what its output says, or, for Codex
+// and Gemini, what their session files recorded per response when they
+// have it (exact for failed turns, killed CLIs and resumed threads).
+func (r *runner) sessionUsage(st *storage.Step, res transcript.Result) transcript.Usage {
+	u := res.Usage
+	since := time.UnixMilli(st.StartedAt)
+	switch {
+	case res.Format == transcript.FormatCodex && len(res.CodexThreads) > 0:
+		home := r.agentEnv("CODEX_HOME")
+		if home == "" {
+			if h := r.agentEnv("HOME"); h != "" {
+				home = filepath.Join(h, ".codex")
+			}
+		}
+		if home == "" {
+			return u
+		}
+		su, ok, err := transcript.CodexSessionUsage(home, res.CodexThreads, since)
+		if err != nil {
+			r.log.Warn("read codex session file", zap.Int("seq", st.Seq), zap.Error(err))
+		}
+		if ok {
+			su.ReportedCostUSD = u.ReportedCostUSD
+			return su
+		}
+	case res.Format == transcript.FormatGemini && !res.ResultSeen && res.SessionID != "":
+		// Killed before its result line: the session file has every
+		// response that ended.
+		h := r.agentEnv("HOME")
+		if h == "" {
+			return u
+		}
+		su, ok, err := transcript.GeminiSessionUsage(filepath.Join(h, ".gemini"), res.SessionID, since)
+		if err != nil {
+			r.log.Warn("read gemini session file", zap.Int("seq", st.Seq), zap.Error(err))
+		}
+		if ok {
+			return su
+		}
+	}
+	return u
+}
+
+// agentEnv is the value of key in the agent's environment (the daemon's
+// and the run's env_file, the latter winning).
+func (r *runner) agentEnv(key string) string {
+	env := r.baseEnv()
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 // readTests reads a verification step's test results: the JUnit report

@@ -68,18 +68,25 @@ type Step struct {
 
 // Outcome is everything learned about a step when it ends.
 type Outcome struct {
-	Model            string   `db:"model"`
-	InputTokens      int64    `db:"input_tokens"`
-	OutputTokens     int64    `db:"output_tokens"`
-	CacheReadTokens  int64    `db:"cache_read_tokens"`
-	CacheWriteTokens int64    `db:"cache_write_tokens"`
-	UsageFound       bool     `db:"usage_found"`
-	ReportedCostUSD  *float64 `db:"reported_cost_usd"`
-	PricedCostUSD    *float64 `db:"priced_cost_usd"`
+	Model            string `db:"model"`
+	InputTokens      int64  `db:"input_tokens"`
+	OutputTokens     int64  `db:"output_tokens"`
+	CacheReadTokens  int64  `db:"cache_read_tokens"`
+	CacheWriteTokens int64  `db:"cache_write_tokens"`
+	// ReasoningTokens are the part of OutputTokens the agent reported as
+	// reasoning; 0 when it reported none.
+	ReasoningTokens int64    `db:"reasoning_tokens"`
+	UsageFound      bool     `db:"usage_found"`
+	ReportedCostUSD *float64 `db:"reported_cost_usd"`
+	PricedCostUSD   *float64 `db:"priced_cost_usd"`
 
 	Promise          bool   `db:"promise"`
 	FinalMessage     string `db:"final_message"`
 	RateLimitedUntil *int64 `db:"rate_limited_until"`
+	// APIUnavailable marks a step ended by the model API's trouble: with
+	// RateLimitedUntil it makes the run WAIT (reason api_unavailable);
+	// without, the trouble outlasted max_api_wait.
+	APIUnavailable bool `db:"api_unavailable"`
 
 	TestsFormat      string  `db:"tests_format"`
 	TestsPassed      *int    `db:"tests_passed"`
@@ -117,7 +124,7 @@ const (
 // bulky ones (final message, test names) needed only for a step's detail.
 const stepLight = `id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
 	pid, pgid, proc_start, boot_id, cancel_cause, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-	usage_found, reported_cost_usd, priced_cost_usd, promise, rate_limited_until,
+	usage_found, reported_cost_usd, priced_cost_usd, promise, rate_limited_until, api_unavailable, reasoning_tokens,
 	tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
 	change_commit, files_changed, insertions, deletions`
 
@@ -217,6 +224,7 @@ const qFinishStep = `UPDATE steps SET status = :status, exit_code = :exit_code, 
 		cache_read_tokens = :cache_read_tokens, cache_write_tokens = :cache_write_tokens, usage_found = :usage_found,
 		reported_cost_usd = :reported_cost_usd, priced_cost_usd = :priced_cost_usd, promise = :promise,
 		final_message = :final_message, rate_limited_until = :rate_limited_until, tests_format = :tests_format,
+		api_unavailable = :api_unavailable, reasoning_tokens = :reasoning_tokens,
 		tests_passed = :tests_passed, tests_failed = :tests_failed, tests_skipped = :tests_skipped,
 		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
 		fingerprint = :fingerprint, plan_checked = :plan_checked,

@@ -35,6 +35,21 @@ type event struct {
 	Usage          *usageFields  `json:"usage"`
 	RateLimitInfo  *rateLimitRaw `json:"rate_limit_info"`
 
+	// Claude result: "api_error" when the model API failed the turn.
+	TerminalReason string `json:"terminal_reason"`
+	// Claude stream_event (--include-partial-messages): the raw API event,
+	// and the id of the message it belongs to.
+	Event        *streamEvent `json:"event"`
+	APIMessageID string       `json:"api_message_id"`
+
+	// Gemini CLI stream-json: result status and stats, message role and
+	// content (a string), error severity.
+	Status   string       `json:"status"`
+	Stats    *geminiStats `json:"stats"`
+	Role     string       `json:"role"`
+	Content  string       `json:"content"`
+	Severity string       `json:"severity"`
+
 	// Codex exec --json.
 	ThreadID string     `json:"thread_id"`
 	Item     *codexItem `json:"item"`
@@ -60,6 +75,61 @@ type usageFields struct {
 	CacheCreationSplit *struct {
 		Ephemeral1h count `json:"ephemeral_1h_input_tokens"`
 	} `json:"cache_creation"`
+	// Reasoning tokens, included in output_tokens: Codex
+	// reasoning_output_tokens, Claude output_tokens_details.thinking_tokens,
+	// OpenAI output_tokens_details.reasoning_tokens.
+	ReasoningOutput count          `json:"reasoning_output_tokens"`
+	OutputDetails   *outputDetails `json:"output_tokens_details"`
+}
+
+type outputDetails struct {
+	Thinking  count `json:"thinking_tokens"`
+	Reasoning count `json:"reasoning_tokens"`
+}
+
+// reasoning returns the reasoning tokens the usage reports, whatever its
+// dialect names them.
+func (f *usageFields) reasoning() int64 {
+	r := f.ReasoningOutput.v
+	if d := f.OutputDetails; d != nil {
+		r = max(r, d.Thinking.v, d.Reasoning.v)
+	}
+	return r
+}
+
+// streamEvent is the part of a raw Anthropic streaming event that carries
+// usage: message_start's message, message_delta's usage.
+type streamEvent struct {
+	Type    string         `json:"type"`
+	Message *claudeMessage `json:"message"`
+	Usage   *usageFields   `json:"usage"`
+}
+
+// geminiStats is Gemini CLI's result.stats: the sums over the requests the
+// CLI got an answer to. input_tokens include the cached ones (input is the
+// rest); output_tokens exclude thoughts, which only total_tokens count.
+type geminiStats struct {
+	TotalTokens  count `json:"total_tokens"`
+	InputTokens  count `json:"input_tokens"`
+	OutputTokens count `json:"output_tokens"`
+	Cached       count `json:"cached"`
+	Input        count `json:"input"`
+}
+
+// usage converts Gemini stats to loopd's Usage: thoughts are billed as
+// output, so they are added to OutputTokens and reported as reasoning.
+func (g *geminiStats) usage() Usage {
+	thoughts := max(0, g.TotalTokens.v-g.InputTokens.v-g.OutputTokens.v)
+	fresh := g.Input.v
+	if !g.Input.ok {
+		fresh = max(0, g.InputTokens.v-g.Cached.v)
+	}
+	return Usage{
+		InputTokens:     fresh,
+		OutputTokens:    g.OutputTokens.v + thoughts,
+		CacheReadTokens: g.Cached.v,
+		ReasoningTokens: thoughts,
+	}
 }
 
 // anthropic reads Anthropic-style counters: input excludes the cache.
@@ -71,6 +141,7 @@ func (f *usageFields) anthropic() Usage {
 		CacheWriteTokens: f.CacheCreation.v,
 		// The split never exceeds the total it splits.
 		CacheWrite1hTokens: min(f.cacheWrite1h(), f.CacheCreation.v),
+		ReasoningTokens:    f.reasoning(),
 	}
 }
 
@@ -94,6 +165,7 @@ func (f *usageFields) openAI() Usage {
 		OutputTokens:     f.OutputTokens.v,
 		CacheReadTokens:  read,
 		CacheWriteTokens: write,
+		ReasoningTokens:  f.reasoning(),
 	}
 }
 

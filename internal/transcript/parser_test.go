@@ -172,6 +172,7 @@ func TestParseFileFixtures(t *testing.T) {
 				FinalMessage: "The binary only prints a greeting; nothing else to change.\n\n" + promise,
 				ResultSeen:   true,
 				SessionID:    "01a0249b-250c-7e13-a32d-82b9746dd022",
+				CodexThreads: []string{"01a0249b-250c-7e13-a32d-82b9746dd022"},
 			},
 			wantPromise: true,
 		},
@@ -195,10 +196,12 @@ func TestParseFileFixtures(t *testing.T) {
 				IsError:    true,
 				ErrorText:  "You've hit your usage limit. To get more access now, send a request to your admin or try again at 12:16 PM.",
 				RateLimit: &RateLimit{
-					ResetsAt: time.Date(2025, time.November, 12, 12, 16, 0, 0, time.UTC),
+					// "try again at 12:16 PM": to the end of that minute.
+					ResetsAt: time.Date(2025, time.November, 12, 12, 17, 0, 0, time.UTC),
 					Message:  "You've hit your usage limit. To get more access now, send a request to your admin or try again at 12:16 PM.",
 				},
-				SessionID: "019a77e4-0716-7152-8396-b642e26c3e20",
+				SessionID:    "019a77e4-0716-7152-8396-b642e26c3e20",
+				CodexThreads: []string{"019a77e4-0716-7152-8396-b642e26c3e20"},
 			},
 		},
 		{
@@ -206,7 +209,7 @@ func TestParseFileFixtures(t *testing.T) {
 			file: "codex_legacy.jsonl",
 			want: Result{
 				Format:       FormatCodex,
-				Usage:        Usage{InputTokens: 1674 - 1627, OutputTokens: 384, CacheReadTokens: 1627},
+				Usage:        Usage{InputTokens: 1674 - 1627, OutputTokens: 384, CacheReadTokens: 1627, ReasoningTokens: 384},
 				UsageFound:   true,
 				FinalMessage: "I can see the directory structure of your project. This appears to be a Rust project with a frontend/backend architecture, using pnpm for package management. The project includes various configuration files, documentation, and development assets.",
 				ResultSeen:   true,
@@ -217,7 +220,7 @@ func TestParseFileFixtures(t *testing.T) {
 			file: "codex_legacy_session.jsonl",
 			want: Result{
 				Format:       FormatCodex,
-				Usage:        Usage{InputTokens: 3804, OutputTokens: 95},
+				Usage:        Usage{InputTokens: 3804, OutputTokens: 95, ReasoningTokens: 64},
 				UsageFound:   true,
 				Model:        "codex-mini-latest",
 				FinalMessage: "Hi there! I’m ChatGPT, powered by OpenAI’s GPT‑4 architecture. How can I help you today?",
@@ -230,7 +233,7 @@ func TestParseFileFixtures(t *testing.T) {
 			file: "codex_legacy_info.jsonl",
 			want: Result{
 				Format:       FormatCodex,
-				Usage:        Usage{InputTokens: 26549 - 22272, OutputTokens: 1590, CacheReadTokens: 22272},
+				Usage:        Usage{InputTokens: 26549 - 22272, OutputTokens: 1590, CacheReadTokens: 22272, ReasoningTokens: 1152},
 				UsageFound:   true,
 				FinalMessage: "Added the missing test and the suite passes.",
 				ResultSeen:   true,
@@ -324,7 +327,8 @@ func TestParseFileResolvesResetsAgainstModTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := time.Date(2026, time.March, 2, 15, 0, 0, 0, time.UTC)
+	// "3pm" is given to the minute: the wait lasts to the end of it.
+	want := time.Date(2026, time.March, 2, 15, 1, 0, 0, time.UTC)
 	if got.RateLimit == nil || !got.RateLimit.ResetsAt.Equal(want) {
 		t.Fatalf("RateLimit = %+v, want reset at %v", got.RateLimit, want)
 	}
@@ -451,7 +455,7 @@ func TestCodexAccounting(t *testing.T) {
 			lines: []string{
 				`{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":40,"cache_write_input_tokens":30,"output_tokens":10,"reasoning_output_tokens":5}}`,
 			},
-			want: Usage{InputTokens: 30, OutputTokens: 10, CacheReadTokens: 40, CacheWriteTokens: 30},
+			want: Usage{InputTokens: 30, OutputTokens: 10, CacheReadTokens: 40, CacheWriteTokens: 30, ReasoningTokens: 5},
 		},
 		{
 			name: "turn.completed totals of one thread are not summed",
@@ -544,12 +548,13 @@ func TestDetectionAndErrors(t *testing.T) {
 			wantFinal:  "I added handling for 'Claude AI usage limit reached' messages.",
 		},
 		{
-			name:       "a 429 error result is a limit even without the usual words",
-			input:      `{"type":"result","subtype":"error_during_execution","is_error":true,"result":"","api_error_status":429}` + "\n",
+			// A plain 429 (an API key's rate limit) is the API's trouble,
+			// not a usage limit with a reset: see TestAPITrouble.
+			name:       "a 429 error result without a rejected limit event is not a usage limit",
+			input:      `{"type":"result","subtype":"error_during_execution","is_error":true,"result":"","api_error_status":429,"terminal_reason":"api_error"}` + "\n",
 			wantFormat: FormatClaude,
 			wantErr:    true,
 			wantErrTxt: "error_during_execution",
-			wantLimit:  true,
 		},
 		{
 			name:       "a transient codex error does not fail the turn",
@@ -622,7 +627,7 @@ func TestRateLimitSequences(t *testing.T) {
 		{
 			name:  "a synthetic message alone gives the reset from its text",
 			lines: []string{synth},
-			want:  &RateLimit{ResetsAt: time.Date(2026, time.September, 15, 19, 0, 0, 0, time.UTC), Message: "You've hit your weekly limit · resets Sep 15 at 7pm"},
+			want:  &RateLimit{ResetsAt: time.Date(2026, time.September, 15, 19, 1, 0, 0, time.UTC), Message: "You've hit your weekly limit · resets Sep 15 at 7pm"},
 		},
 		{
 			name:  "a 429 result keeps the event's reset",
@@ -856,5 +861,5 @@ func fmtUsage(u Usage) string {
 	if u.ReportedCostUSD != nil {
 		c = fmt.Sprint(*u.ReportedCostUSD)
 	}
-	return fmt.Sprintf("{in %d out %d cacheRead %d cacheWrite %d cost %s}", u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, c)
+	return fmt.Sprintf("{in %d out %d cacheRead %d cacheWrite %d reasoning %d cost %s}", u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens, c)
 }

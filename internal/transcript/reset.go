@@ -45,8 +45,10 @@ func isLimitNoticeLine(line string) bool {
 func limitFromText(text string, now time.Time) *RateLimit {
 	text = strings.TrimSpace(text)
 	rl := &RateLimit{Message: firstBytes(text, maxErrorText)}
-	if t, ok := ParseResetTime(text, now); ok {
-		rl.ResetsAt = t
+	if t, precision, ok := parseReset(text, now); ok {
+		// "try again at 6:12 AM" may mean any second of that minute: a
+		// retry at 6:12:00 can meet the limit again. Wait to its end.
+		rl.ResetsAt = t.Add(precision)
 	}
 	return rl
 }
@@ -55,10 +57,11 @@ var (
 	// "…usage limit reached|1755615600": a Unix time after a pipe.
 	epochRE = regexp.MustCompile(`\|\s*(\d{9,13})\b`)
 	// "try again in 3 days 6 hours 57 minutes", "resets in 2h 30m".
-	inRE = regexp.MustCompile(`(?i)\b(?:try\s+again|resets?)\s+in\s+~?\s*` +
-		`((?:\d+\s*(?:days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b[\s,]*(?:and\s+)?)+` +
+	// "Please retry in 7200.5s." (Gemini CLI, quoting Google's API).
+	inRE = regexp.MustCompile(`(?i)\b(?:try\s+again|retry|resets?)\s+in\s+~?\s*` +
+		`((?:\d+(?:\.\d+)?\s*(?:days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b[\s,]*(?:and\s+)?)+` +
 		`|less than a minute)`)
-	durPartRE = regexp.MustCompile(`(?i)(\d+)\s*([a-z]+)`)
+	durPartRE = regexp.MustCompile(`(?i)(\d+)(?:\.(\d+))?\s*([a-z]+)`)
 	// "resets 3pm (America/New_York)", "resets Jan 12, 10:59am (…)",
 	// "resets Apr 23 at 4pm", "reset at 5pm (Europe/Warsaw)",
 	// "try again at 3:28 PM", "try again at Apr 28th, 2026 10:03 PM".
@@ -89,24 +92,32 @@ var months = map[string]time.Month{
 // or next year's when it is more than a week past. It returns false when the
 // text holds no reset time it can read, or names an unknown zone.
 func ParseResetTime(text string, now time.Time) (time.Time, bool) {
+	t, _, ok := parseReset(text, now)
+	return t, ok
+}
+
+// parseReset is ParseResetTime that also says how precise the text was:
+// a clock time ("3:28 PM", "5pm") is given to the minute, an epoch or a
+// duration to the second.
+func parseReset(text string, now time.Time) (time.Time, time.Duration, bool) {
 	if m := epochRE.FindStringSubmatch(text); m != nil {
 		if v, err := strconv.ParseFloat(m[1], 64); err == nil {
 			if t := unixTime(money{v: v, ok: true}); !t.IsZero() {
-				return t, true
+				return t, 0, true
 			}
 		}
 	}
 	if m := inRE.FindStringSubmatch(text); m != nil {
 		if d, ok := parseDuration(m[1]); ok {
-			return now.Add(d), true
+			return now.Add(d), 0, true
 		}
 	}
 	for _, m := range atRE.FindAllStringSubmatch(text, -1) {
 		if t, ok := resolveAt(m, now); ok {
-			return t, true
+			return t, time.Minute, true
 		}
 	}
-	return time.Time{}, false
+	return time.Time{}, 0, false
 }
 
 // resolveAt turns one atRE match into a time.
@@ -184,8 +195,11 @@ func parseDuration(s string) (time.Duration, bool) {
 		if err != nil || n > 1_000_000 {
 			return 0, false
 		}
+		if p[2] != "" {
+			n++ // a fraction: round up, never retry early
+		}
 		var unit time.Duration
-		switch u := strings.ToLower(p[2]); {
+		switch u := strings.ToLower(p[3]); {
 		case strings.HasPrefix(u, "d"):
 			unit = 24 * time.Hour
 		case strings.HasPrefix(u, "h"):

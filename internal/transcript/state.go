@@ -35,7 +35,18 @@ var (
 		"item.completed": true, "item.plan.delta": true,
 		"request_user_input": true, "error": true,
 	}
+	// geminiTypes are Gemini CLI's stream-json types. "result", "error" and
+	// "message" are shared with other dialects: they are Gemini's only
+	// after its "init" line (or, for a result, when it carries stats).
+	geminiTypes = map[string]bool{
+		"init": true, "message": true, "tool_use": true, "tool_result": true,
+		"error": true, "result": true,
+	}
 )
+
+// maxThreads bounds the Codex thread ids remembered for reading their
+// session files.
+const maxThreads = 16
 
 // sessionTotal is the usage a Claude result reported for one session_id.
 type sessionTotal struct {
@@ -56,8 +67,8 @@ type idEntry struct {
 type state struct {
 	now func() time.Time
 
-	claude, codex, generic bool
-	usageFound             bool
+	claude, codex, generic, gemini bool
+	usageFound                     bool
 
 	// Claude accounting.
 	sessions []sessionTotal // in order of first result, for a stable sum
@@ -68,9 +79,20 @@ type state struct {
 	idNext   int
 	gen      uint64
 
+	// streamIDs is the message id of the latest message_start per
+	// parent_tool_use_id ("" for the main agent), for the message_delta
+	// lines of older versions that carry no api_message_id.
+	streamIDs map[string]string
+
 	// Codex accounting.
-	codexDone Usage  // closed threads and per-request legacy counts
-	codexCur  *Usage // running total of the current thread
+	codexDone  Usage  // closed threads and per-request legacy counts
+	codexCur   *Usage // running total of the current thread
+	threads    []string
+	reconnects int
+
+	// Gemini accounting: results add up (one per CLI process).
+	geminiUsage Usage
+	geminiText  tail // the assistant message being streamed
 
 	// Generic accounting.
 	genericUsage Usage
@@ -88,15 +110,18 @@ type state struct {
 	errorText  string
 	rl         *RateLimit
 	rlEvent    bool // rl came from a rate_limit_event: its reset is exact
+	apiTrouble bool // the model API failed the turn (5xx, overload, plain 429, lost connection)
 	sessionID  string
 	oversized  int
 }
 
 func newState(now func() time.Time) *state {
 	return &state{
-		now:  now,
-		ids:  make(map[string]idEntry),
-		tail: tail{max: maxMessage},
+		now:        now,
+		ids:        make(map[string]idEntry),
+		streamIDs:  make(map[string]string),
+		tail:       tail{max: maxMessage},
+		geminiText: tail{max: maxMessage},
 	}
 }
 
@@ -106,6 +131,9 @@ func (s *state) clone() *state {
 	c.ids = maps.Clone(s.ids)
 	c.idRing = slices.Clone(s.idRing)
 	c.tail = s.tail.clone()
+	c.geminiText = s.geminiText.clone()
+	c.streamIDs = maps.Clone(s.streamIDs)
+	c.threads = slices.Clone(s.threads)
 	if s.codexCur != nil {
 		u := *s.codexCur
 		c.codexCur = &u
@@ -133,6 +161,9 @@ func (s *state) line(b []byte) {
 // dispatch applies a decoded line and reports whether it was recognised.
 func (s *state) dispatch(ev *event) bool {
 	switch {
+	case ev.Type == "init" || (s.gemini && geminiTypes[ev.Type]) || (ev.Type == "result" && ev.Stats != nil):
+		s.gemini = true
+		s.geminiEvent(ev)
 	case claudeTypes[ev.Type]:
 		s.claude = true
 		s.claudeEvent(ev)
@@ -171,6 +202,49 @@ func (s *state) claudeEvent(ev *event) {
 		s.claudeResult(ev)
 	case "rate_limit_event":
 		s.claudeRateLimit(ev.RateLimitInfo)
+	case "stream_event":
+		s.claudeStreamEvent(ev)
+	}
+}
+
+// claudeStreamEvent reads the usage of partial-message events
+// (--include-partial-messages). message_delta carries a message's final
+// usage as soon as the API sent it, before (and whether or not) Claude Code
+// prints a result: a step killed mid-turn is counted from these. They merge
+// with the assistant lines of the same message id, keeping the largest of
+// each counter, so nothing is counted twice.
+func (s *state) claudeStreamEvent(ev *event) {
+	se := ev.Event
+	if se == nil {
+		return
+	}
+	parent := ""
+	if ev.ParentToolUseID != nil {
+		parent = *ev.ParentToolUseID
+	}
+	switch se.Type {
+	case "message_start":
+		if se.Message == nil {
+			return
+		}
+		id := se.Message.ID
+		if id == "" {
+			id = ev.APIMessageID
+		}
+		s.streamIDs[parent] = id
+		if se.Message.Usage != nil && id != "" {
+			s.usageFound = true
+			s.assistantUsage(id, se.Message.Usage.anthropic())
+		}
+	case "message_delta":
+		id := ev.APIMessageID
+		if id == "" {
+			id = s.streamIDs[parent]
+		}
+		if se.Usage != nil && id != "" {
+			s.usageFound = true
+			s.assistantUsage(id, se.Usage.anthropic())
+		}
 	}
 }
 
@@ -200,7 +274,11 @@ func (s *state) claudeAssistant(ev *event) {
 	// Claude Code reports a usage limit as a synthetic assistant message
 	// with "error":"rate_limit" before its result line; keep it so a step
 	// killed before the result still reports the limit.
-	if ev.Error.code == "rate_limit" || (msg.Model == "<synthetic>" && isUsageLimitText(text)) {
+	// Claude Code also tags a plain 429 of an API key "rate_limit"
+	// ("API Error: Request rejected (429) · Rate limited"): that is the
+	// API's trouble, not a usage limit, unless its words or a rejected
+	// rate_limit_event say so.
+	if (ev.Error.code == "rate_limit" || msg.Model == "<synthetic>") && (isUsageLimitText(text) || (ev.Error.code == "rate_limit" && s.rlEvent)) {
 		s.limitFromText(text)
 	}
 }
@@ -260,6 +338,7 @@ func (s *state) claudeResult(ev *event) {
 	}
 	s.pending = Usage{}
 	s.gen++
+	s.apiTrouble = false
 
 	text := ""
 	if ev.Result != nil {
@@ -285,8 +364,15 @@ func (s *state) claudeResult(ev *event) {
 		why = "error"
 	}
 	s.errorText = firstBytes(why, maxErrorText)
-	if isUsageLimitText(why) || ev.APIErrorStatus.v == 429 {
+	// A 429 is a usage limit only when Claude Code says so (its words, or
+	// a rejected rate_limit_event of a subscription); a plain 429 of an API
+	// key is the API's trouble, like a 5xx or a lost connection.
+	status := ev.APIErrorStatus.v
+	switch {
+	case isUsageLimitText(why) || (status == 429 && s.rl != nil):
 		s.limitFromText(why)
+	case ev.TerminalReason == "api_error" && (status == 0 || status == 408 || status == 429 || status >= 500):
+		s.apiTrouble = true
 	}
 }
 
@@ -316,6 +402,9 @@ func (s *state) codexEvent(ev *event) {
 		s.codexNewThread()
 		if ev.ThreadID != "" {
 			s.sessionID = ev.ThreadID
+			if !slices.Contains(s.threads, ev.ThreadID) && len(s.threads) < maxThreads {
+				s.threads = append(s.threads, ev.ThreadID)
+			}
 		}
 	case "turn.completed":
 		s.resultSeen = true
@@ -341,15 +430,23 @@ func (s *state) codexEvent(ev *event) {
 		}
 	case "error":
 		// Also used for transient notices (reconnecting…); only turn.failed
-		// marks the step as failed.
-		if s.errorText == "" {
+		// marks the step as failed. The newest error is the agent's last
+		// word on what went wrong.
+		if ev.Message.str != "" {
 			s.errorText = firstBytes(ev.Message.str, maxErrorText)
+		}
+		if isReconnectNotice(ev.Message.str) {
+			s.reconnects++
 		}
 		if isUsageLimitText(ev.Message.str) {
 			s.limitFromText(ev.Message.str)
 		}
-	case "item.completed":
-		if ev.Item != nil && ev.Item.Type == "agent_message" && ev.Item.Text != "" {
+	case "item.started", "item.completed":
+		// Work goes on: a reconnect notice before it was a passing trouble.
+		if isReconnectNotice(s.errorText) {
+			s.errorText = ""
+		}
+		if ev.Type == "item.completed" && ev.Item != nil && ev.Item.Type == "agent_message" && ev.Item.Text != "" {
 			s.setFinal(ev.Item.Text)
 		}
 	}
@@ -458,6 +555,8 @@ func (s *state) result() Result {
 		r.Format = FormatClaude
 	case s.codex:
 		r.Format = FormatCodex
+	case s.gemini:
+		r.Format = FormatGemini
 	case s.generic:
 		r.Format = FormatGeneric
 	}
@@ -480,6 +579,7 @@ func (s *state) result() Result {
 	if s.codexCur != nil {
 		u.add(*s.codexCur)
 	}
+	u.add(s.geminiUsage)
 	u.add(s.genericUsage)
 	if s.genericPaid {
 		cost += s.genericCost
@@ -491,22 +591,34 @@ func (s *state) result() Result {
 	r.Usage = u
 
 	r.Model = cmp3(s.initModel, s.assistantModel, s.codexModel)
-	if s.finalSet {
+	r.Reconnects = s.reconnects
+	r.CodexThreads = slices.Clone(s.threads)
+	switch {
+	case s.geminiText.total > 0:
+		r.FinalMessage = s.geminiText.String() // a message still streaming
+	case s.finalSet:
 		r.FinalMessage = s.final
-	} else {
+	default:
 		r.FinalMessage = s.tail.String()
 	}
 	switch {
 	case s.rl != nil:
 		rl := *s.rl
 		r.RateLimit = &rl
+		// The step's error is the limit, not the API being unavailable.
+		r.APIError = false
+		return r
 	case !s.resultSeen:
 		// A CLI in plain-text mode (or a wrapper) prints the limit notice as
 		// its last line, e.g. "Claude AI usage limit reached|1755615600".
 		if line := lastLine(s.tail.String()); isLimitNoticeLine(line) {
 			r.RateLimit = limitFromText(line, s.now())
+			return r
 		}
 	}
+	// Only a structured agent's own error report is trusted for this: the
+	// plain text of an arbitrary command may say anything.
+	r.APIError = s.apiTrouble || ((s.isError || !s.resultSeen) && s.errorText != "" && isAPITroubleText(s.errorText))
 	return r
 }
 
@@ -552,6 +664,7 @@ func (u *Usage) add(v Usage) {
 	u.CacheReadTokens = satAdd(u.CacheReadTokens, v.CacheReadTokens)
 	u.CacheWriteTokens = satAdd(u.CacheWriteTokens, v.CacheWriteTokens)
 	u.CacheWrite1hTokens = satAdd(u.CacheWrite1hTokens, v.CacheWrite1hTokens)
+	u.ReasoningTokens = satAdd(u.ReasoningTokens, v.ReasoningTokens)
 }
 
 func (u Usage) minus(v Usage) Usage {
@@ -561,6 +674,7 @@ func (u Usage) minus(v Usage) Usage {
 		CacheReadTokens:    u.CacheReadTokens - v.CacheReadTokens,
 		CacheWriteTokens:   u.CacheWriteTokens - v.CacheWriteTokens,
 		CacheWrite1hTokens: u.CacheWrite1hTokens - v.CacheWrite1hTokens,
+		ReasoningTokens:    u.ReasoningTokens - v.ReasoningTokens,
 	}
 }
 
@@ -571,6 +685,7 @@ func maxUsage(a, b Usage) Usage {
 		CacheReadTokens:    max(a.CacheReadTokens, b.CacheReadTokens),
 		CacheWriteTokens:   max(a.CacheWriteTokens, b.CacheWriteTokens),
 		CacheWrite1hTokens: max(a.CacheWrite1hTokens, b.CacheWrite1hTokens),
+		ReasoningTokens:    max(a.ReasoningTokens, b.ReasoningTokens),
 	}
 }
 

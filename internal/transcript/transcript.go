@@ -3,7 +3,7 @@
 // message, whether it ended in an error, and whether a usage/rate limit stopped
 // it.
 //
-// It understands three structured dialects, detected line by line so that a
+// It understands four structured dialects, detected line by line so that a
 // wrapper script printing one of them is read the same as the real CLI:
 //
 //   - Claude Code `claude -p --output-format stream-json --verbose`
@@ -11,6 +11,8 @@
 //   - Codex `codex exec --json` (thread.started, turn.started, item.*,
 //     turn.completed, turn.failed, error) and the older `{"id":…,"msg":{…}}`
 //     event envelope (token_count, agent_message, task_complete, …).
+//   - Gemini CLI `gemini -p … --output-format stream-json` (init, message,
+//     tool_use, tool_result, error, result with stats).
 //   - The generic loopd line any other agent may print:
 //     {"type":"usage","input_tokens":…,"output_tokens":…,
 //     "cache_read_input_tokens":…,"cache_creation_input_tokens":…,"cost_usd":…}
@@ -37,6 +39,9 @@ const (
 	// FormatClaude means Claude Code stream-json events were recognised. It
 	// wins over the other formats when several appear in one output.
 	FormatClaude Format = "claude"
+	// FormatGemini means Gemini CLI `--output-format stream-json` events
+	// were recognised (its "init" line first).
+	FormatGemini Format = "gemini"
 )
 
 // Usage is the token usage and cost of one agent step, normalised across
@@ -47,7 +52,9 @@ type Usage struct {
 	// cached_input_tokens minus cache_write_input_tokens (floored at zero),
 	// because OpenAI's input_tokens include both.
 	InputTokens int64
-	// OutputTokens are generated tokens, reasoning tokens included.
+	// OutputTokens are generated tokens, reasoning tokens included (Gemini
+	// reports its thoughts apart from its output; they are added here,
+	// because Google bills them as output).
 	OutputTokens int64
 	// CacheReadTokens are Anthropic cache_read_input_tokens or OpenAI
 	// cached_input_tokens.
@@ -59,6 +66,10 @@ type Usage struct {
 	// wrote to the cache for one hour (usage.cache_creation.
 	// ephemeral_1h_input_tokens), priced higher than 5-minute writes.
 	CacheWrite1hTokens int64
+	// ReasoningTokens are the part of OutputTokens the agent reported as
+	// reasoning or thinking (Codex reasoning_output_tokens, Gemini thoughts,
+	// Claude thinking_tokens); 0 when it reported none.
+	ReasoningTokens int64
 	// ReportedCostUSD is what the agent itself reported (Claude
 	// total_cost_usd, generic cost_usd); nil when it reported none. Codex
 	// reports no cost.
@@ -95,8 +106,20 @@ type Result struct {
 	// rejected its request. Callers put the run in WAITING until ResetsAt.
 	// Check it before IsError: a limit also ends the step in an error.
 	RateLimit *RateLimit
-	// SessionID is the last Claude session_id or Codex thread_id seen.
+	// APIError reports that the step's error is the model API's trouble
+	// (overloaded, a 5xx, a 429 without a usage-limit reset, a lost or cut
+	// connection) rather than the agent's: the caller waits and retries
+	// instead of counting a failure. RateLimit, when set, wins.
+	APIError bool
+	// Reconnects counts Codex's "Reconnecting…" notices: its connection to
+	// the API kept failing.
+	Reconnects int
+	// SessionID is the last Claude session_id, Codex thread_id or Gemini
+	// session_id seen.
 	SessionID string
+	// CodexThreads lists the Codex thread ids seen (at most 16), whose
+	// session files hold the per-request usage (see [CodexSessionUsage]).
+	CodexThreads []string
 	// OversizedLines counts lines longer than the line limit (8 MiB) that were
 	// skipped; parsing continued at the next newline.
 	OversizedLines int
