@@ -3,9 +3,6 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +13,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/fakemodel"
 )
 
 // scriptedAgent is the path of the scripted Claude stand-in.
@@ -413,109 +411,25 @@ func TestLogsRenderATranscript(t *testing.T) {
 	}
 }
 
-// lingerClaudeBinary is the real Claude Code installed by
-// scripts/install-agents (LOOPD_AGENTS_DIR, default ~/.cache/loopd/agents),
-// or "" when it is not installed.
-func lingerClaudeBinary() string {
-	dir := os.Getenv("LOOPD_AGENTS_DIR")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "loopd", "agents")
-	}
-	p := filepath.Join(dir, "claude", "node_modules", "@anthropic-ai", "claude-code", "bin", "claude.exe")
-	if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-		return p
-	}
-	return ""
-}
-
-// backgroundJobAPI is a scripted Anthropic Messages API (SSE) on 127.0.0.1:
-// a request offering tools is first answered with a Bash call run in the
-// background (`echo $$ > bg.pid; exec sleep 300`), then, once it carries
-// the tool's result, with a text ending in the completion promise. Other
-// requests (titles, side questions) get a short text.
-func backgroundJobAPI(t *testing.T) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model    string            `json:"model"`
-			Tools    []json.RawMessage `json:"tools"`
-			Messages []struct {
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		if strings.HasSuffix(r.URL.Path, "/count_tokens") {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"input_tokens":10}`)
-			return
-		}
-		answered := len(req.Messages) > 0 && bytes.Contains(req.Messages[len(req.Messages)-1].Content, []byte(`"tool_result"`))
-		w.Header().Set("Content-Type", "text/event-stream")
-		send := func(ev string, data any) {
-			b, _ := json.Marshal(data)
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev, b)
-		}
-		send("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": "msg_bg_" + strconv.Itoa(len(req.Messages)),
-			"type": "message", "role": "assistant", "model": req.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": 100, "output_tokens": 1}}})
-		stop := "end_turn"
-		if len(req.Tools) > 0 && !answered {
-			input, _ := json.Marshal(map[string]any{"command": "echo $$ > bg.pid; exec sleep 300", "description": "background job", "run_in_background": true})
-			send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-				"content_block": map[string]any{"type": "tool_use", "id": "toolu_bg", "name": "Bash", "input": map[string]any{}}})
-			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-				"delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
-			stop = "tool_use"
-		} else {
-			text := "Title"
-			if len(req.Tools) > 0 {
-				text = "Started it in the background.\n<promise>COMPLETE</promise>"
-			}
-			send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
-		}
-		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-		send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-			"usage": map[string]any{"input_tokens": 100, "output_tokens": 20}})
-		send("message_stop", map[string]any{"type": "message_stop"})
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // The real Claude Code stays alive after its result while a
 // run_in_background Bash job runs: the step still ends with the turn,
-// SUCCEEDED with the promise, the run completes, and the job (in a session
-// of its own) is stopped.
+// SUCCEEDED with the promise and every billed token, the run completes,
+// and the job (in a session of its own) is stopped.
 func TestRealClaudeLingeringOnABackgroundJob(t *testing.T) {
-	cli := lingerClaudeBinary()
-	if cli == "" {
-		msg := "the real Claude Code is not installed: run scripts/install-agents"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	model := backgroundJobAPI(t)
-	bin := t.TempDir()
-	if err := os.Symlink(cli, filepath.Join(bin, "claude")); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
-	e := newEnv(t)
-	e.startDaemon()
-	e.writeFile(".env", strings.Join([]string{"HOME=" + t.TempDir(), "ANTHROPIC_BASE_URL=" + model.URL, "ANTHROPIC_API_KEY=sk-ant-fake",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
-		"CLAUDE_CODE_MAX_RETRIES=0", "IS_SANDBOX=1"}, "\n")+"\n", 0o600)
-	e.config("agent=claude", "model=claude-sonnet-4-5", "completion=promise", "idle_timeout=5m", "max_iterations=1")
+	e, a, srv := newRealEnv(t, "claude")
+	a.preset(e, "idle_timeout=5m", "max_iterations=1")
+	srv.Push(fakemodel.Turn{Text: "Starting the job.", Tool: "echo $$ > bg.pid; exec sleep 300", Background: true,
+		Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, CacheWrite: 300, CacheWrite1h: 40}},
+		fakemodel.Turn{Text: "Started it in the background.\n<promise>COMPLETE</promise>",
+			Usage: fakemodel.Usage{Input: 1350, Output: 40, CacheRead: 800}})
 	id := e.start("Start a background job.")
-	eventually(t, "the background job", 60*time.Second, func() bool {
-		b, err := os.ReadFile(filepath.Join(e.ws, "bg.pid"))
-		return err == nil && strings.TrimSpace(string(b)) != ""
+	e.waitForFile("bg.pid", 60*time.Second)
+	var job int
+	eventually(t, "the job's pid", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.ws, "bg.pid"))
+		job, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return job > 0
 	})
-	b, _ := os.ReadFile(filepath.Join(e.ws, "bg.pid"))
-	job, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	if code := e.wait(id); code != 0 {
 		r := e.status(id)
 		t.Fatalf("wait exit %d, want 0; %s %s: %s", code, r.Status, r.Reason, r.Description)
@@ -523,6 +437,9 @@ func TestRealClaudeLingeringOnABackgroundJob(t *testing.T) {
 	steps := e.steps(id)
 	if len(steps) != 1 || steps[0].Status != api.StepSucceeded || !steps[0].Promise {
 		t.Fatalf("steps %+v: want one SUCCEEDED step with the promise", steps)
+	}
+	if got, want := tokens(steps[0].Usage), billed(srv.Billed(), false); got != want {
+		t.Errorf("step usage %+v, the fake billed %+v", got, want)
 	}
 	e.nothingSurvives([]int{job})
 	if !strings.Contains(e.daemonLog(), "the agent ended its turn but did not exit") {
