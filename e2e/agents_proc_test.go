@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -469,4 +470,61 @@ func TestAdoptedStepLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("wait exit %d, want 3", code)
 	}
 	e.nothingSurvives(pids)
+}
+
+// The real CLIs run their shell tools outside their own process group
+// (Claude Code's Bash tool, Gemini CLI's run_shell_command; Gemini's
+// launcher also ignores SIGTERM): `stop --now` still leaves nothing of the
+// step running, the tool's background job included. (`tail -f`, not
+// `sleep`: Claude Code refuses long sleeps in its Bash tool.)
+func TestRealCLIStopNowLeavesNothingBehind(t *testing.T) {
+	for _, name := range []string{"claude", "gemini", "codex"} {
+		t.Run(name, func(t *testing.T) {
+			e, a, srv := newRealEnv(t, name)
+			a.preset(e)
+			srv.Push(fakemodel.Turn{Text: "Working.", Tool: "tail -f /dev/null & echo $! > bg.pid; touch started; tail -f /dev/null",
+				Usage: fakemodel.Usage{Input: 1200, Output: 70}})
+			id := e.start("Work.")
+			defer func() {
+				if t.Failed() {
+					t.Logf("step log:\n%s", e.must("logs", id))
+				}
+			}()
+			e.waitForFile("started", 60*time.Second)
+			// Every process of the step carries the run's id in its
+			// environment, the tool's background job too.
+			var procs []int
+			eventually(t, "the tool's background job", 10*time.Second, func() bool {
+				procs = processesWithEnvTag(id)
+				return slices.ContainsFunc(procs, func(pid int) bool {
+					b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+					return strings.HasPrefix(string(b), "tail\x00-f")
+				})
+			})
+			e.must("stop", id, "--now")
+			if code := e.wait(id); code != 3 {
+				t.Fatalf("wait exit %d, want 3", code)
+			}
+			for _, pid := range procs {
+				eventually(t, "process "+strconv.Itoa(pid)+" to end", 15*time.Second, func() bool { return !pidAlive(pid) })
+			}
+			// Nothing of the run at all (a next step's gated wrapper, started
+			// ahead, is abandoned when the run ends).
+			var left []int
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if left = processesWithEnvTag(id); len(left) == 0 {
+					break
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("still running: %s", describePids(left))
+			}
+		})
+	}
+}
+
+// processesWithEnvTag lists the live processes of a run's steps: those
+// whose environment names the run (LOOP_RUN_ID).
+func processesWithEnvTag(runID string) []int {
+	return processesWithEnv("LOOP_RUN_ID=" + runID)
 }
