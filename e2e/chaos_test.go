@@ -15,7 +15,9 @@
 //	go test -tags chaos -run '^TestChaos$' -v ./e2e/ -chaos.seed=N
 //
 // or LOOPD_CHAOS_SEED=N in the environment; -chaos.kills=N (or
-// LOOPD_CHAOS_KILLS) changes the number of kills. A seed fixes the
+// LOOPD_CHAOS_KILLS) changes the number of kills; -chaos.duration=30s (or
+// LOOPD_CHAOS_DURATION) kills for that long instead, which is how CI runs
+// it (scripts/test). A third of the kills are SIGTERM, the rest kill -9. A seed fixes the
 // schedule (delays, which kills hunt a write transaction, when the user
 // stops); the processes' own timing still varies from run to run.
 //

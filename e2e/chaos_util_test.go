@@ -1,8 +1,9 @@
 package e2e
 
 // The chaos test's one implementation, shared by TestChaos (chaos_test.go,
-// build tag chaos, 50 kills) and TestChaosShort (chaos_short_test.go, every
-// test run, a few kills). See chaos_test.go for how to run and replay it.
+// build tag chaos, 50 kills, or kills for -chaos.duration as CI runs it)
+// and TestChaosShort (chaos_short_test.go, every test run, a few kills).
+// See chaos_test.go for how to run and replay it.
 
 import (
 	"database/sql"
@@ -29,7 +30,24 @@ import (
 var (
 	chaosSeedFlag  = flag.Uint64("chaos.seed", 0, "seed of the chaos tests' kill schedule; 0 picks one from the clock (env LOOPD_CHAOS_SEED)")
 	chaosKillsFlag = flag.Int("chaos.kills", 0, "number of kill -9 of the daemon in the chaos tests; 0 keeps each test's own (env LOOPD_CHAOS_KILLS)")
+	chaosForFlag   = flag.Duration("chaos.duration", 0, "kill the daemon for this long instead of a number of times (env LOOPD_CHAOS_DURATION); CI runs a short campaign this way")
 )
+
+// chaosDuration is how long the campaign kills the daemon, when given
+// (the flag, else LOOPD_CHAOS_DURATION): it then replaces the kill count.
+func chaosDuration(t *testing.T) time.Duration {
+	if *chaosForFlag > 0 {
+		return *chaosForFlag
+	}
+	if s := os.Getenv("LOOPD_CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("LOOPD_CHAOS_DURATION=%q: want a positive duration such as 30s", s)
+		}
+		return d
+	}
+	return 0
+}
 
 // chaosSeed is the seed of this test process: the flag, else the
 // environment, else the clock. It is logged so a failure can be replayed.
@@ -181,14 +199,16 @@ type chaos struct {
 	starts int       // daemon starts
 	began  time.Time // when the test began
 
-	// Where the kills landed, from the frozen daemon's point of view.
-	kills, hunted, inWriteTx, noStep int
-	phaseKills                       map[api.Phase]int
-	delays                           []time.Duration
+	// Where the kills landed, from the frozen daemon's point of view;
+	// terms of them were a SIGTERM (an orderly stop) instead of a kill -9.
+	kills, hunted, inWriteTx, noStep, terms int
+	phaseKills                              map[api.Phase]int
+	delays                                  []time.Duration
 }
 
-// runChaos runs the workload under kills kill -9s of the daemon, then
-// checks every invariant and logs the numbers.
+// runChaos runs the workload under kills kill -9s (a third of them
+// SIGTERMs) of the daemon, or under kills for the -chaos.duration when
+// given, then checks every invariant and logs the numbers.
 //
 // The workload: one lane per scenario, each running one run at a time and
 // starting the next (in a fresh workspace) when its run has ended, while
@@ -207,13 +227,20 @@ type chaos struct {
 //  4. counters, iteration and usage equal what the step history implies,
 //     and the tokens equal invocations × tokens per invocation;
 //  5. one terminal event matching the run, one RUN_CREATED, one
-//     POSTMORTEM_WRITTEN; event seqs strictly increasing;
+//     POSTMORTEM_WRITTEN; event seqs strictly increasing, and gap-free
+//     over the whole log;
 //  6. PRAGMA integrity_check ok, and raw counts in the database agree;
 //  7. no process of the test's LOOPD_HOME left once everything ended.
 func runChaos(t *testing.T, kills int) {
 	seed := chaosSeed(t)
-	t.Logf("chaos: seed %d, %d kills (replay: go test -tags chaos -run '^%s$' -v ./e2e/ -chaos.seed=%d -chaos.kills=%d)",
-		seed, kills, t.Name(), seed, kills)
+	campaign := chaosDuration(t)
+	if campaign > 0 {
+		t.Logf("chaos: seed %d, kills for %s (replay: go test -tags chaos -run '^%s$' -v ./e2e/ -chaos.seed=%d -chaos.duration=%s)",
+			seed, campaign, t.Name(), seed, campaign)
+	} else {
+		t.Logf("chaos: seed %d, %d kills (replay: go test -tags chaos -run '^%s$' -v ./e2e/ -chaos.seed=%d -chaos.kills=%d)",
+			seed, kills, t.Name(), seed, kills)
+	}
 	c := &chaos{
 		t: t, e: newEnv(t), seed: seed, wsRoot: t.TempDir(), began: time.Now(),
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -230,8 +257,18 @@ func runChaos(t *testing.T, kills int) {
 	done := make(chan struct{})
 	wg.Go(func() { c.mon.loop(done, 40*time.Millisecond) })
 
-	for k := range kills {
-		c.runFor(c.delay(), kills-k)
+	for k := 0; ; k++ {
+		left := kills - k // kills still to come, counting this one
+		if campaign > 0 {
+			// About three kills a second remain to be made.
+			left = int((campaign-time.Since(c.began))/(300*time.Millisecond)) + 1
+			if time.Since(c.began) >= campaign {
+				break
+			}
+		} else if left <= 0 {
+			break
+		}
+		c.runFor(c.delay(), left)
 		c.kill()
 		// Sometimes the daemon stays down a while, so that steps end with
 		// no daemon watching and are recorded from their status files.
@@ -428,6 +465,16 @@ func (c *chaos) kill() {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
+	// A third of the kills are an orderly stop instead (SIGTERM, as a
+	// service manager or `loopctl daemon stop` does): the daemon exits
+	// promptly and leaves its steps running for the next one to adopt.
+	if c.rng.IntN(3) == 0 {
+		c.kills++
+		c.terms++
+		c.mon.sample(fmt.Sprintf("kill %d (SIGTERM)", c.kills))
+		c.e.stopDaemon()
+		return
+	}
 	_ = c.e.daemon.Process.Signal(syscall.SIGSTOP)
 	waitStopped(pid)
 	c.kills++
@@ -589,7 +636,7 @@ func (c *chaos) check(chaosTime time.Duration) {
 		}
 	}
 	t.Logf(`chaos summary (seed %d):
-  kills: %d (daemon starts %d; median run time before a kill %s, %d within 30 ms of a start; %d hunted a write transaction)
+  kills: %d, %d of them SIGTERM (daemon starts %d; median run time before a kill %s, %d within 30 ms of a start; %d hunted a write transaction)
     frozen inside a SQLite write transaction: %d
     with an agent running: %d, a review running: %d, a verification running: %d, no step running: %d
   runs: %d %s
@@ -601,7 +648,7 @@ func (c *chaos) check(chaosTime time.Duration) {
   events: %d
   process samples: %d; most live steps of one run at once: %d; most agents of one run at once: %d
   time: %s under kills, %s in all`,
-		c.seed, c.kills, c.starts, median, early, c.hunted,
+		c.seed, c.kills, c.terms, c.starts, median, early, c.hunted,
 		c.inWriteTx,
 		c.phaseKills[api.PhaseImplementation], c.phaseKills[api.PhaseReview], c.phaseKills[api.PhaseVerification], c.noStep,
 		runs, fmtCounts(st.runs), total, fmtCounts(st.steps), fmtCounts(st.phases),
@@ -1001,6 +1048,9 @@ func (c *chaos) checkDatabase(runs map[string]*chaosRun) {
 	rows("a step left RUNNING", `SELECT run_id, seq, phase FROM steps WHERE status = 'RUNNING'`)
 	rows("a run that has not ended", `SELECT id, status FROM runs WHERE status NOT IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED')`)
 	rows("seqs with a gap", `SELECT run_id, COUNT(*), MAX(seq) FROM steps GROUP BY run_id HAVING COUNT(*) != MAX(seq)`)
+	// Event seqs are gap-free: every commit takes the next ones, and a
+	// transaction cut short by a kill takes none.
+	rows("event seqs with a gap", `SELECT COUNT(*), MIN(seq), MAX(seq) FROM events HAVING COUNT(*) != MAX(seq) - MIN(seq) + 1`)
 	rows("a step without exactly one start and one end event", `SELECT s.run_id, s.seq,
 		(SELECT COUNT(*) FROM events e WHERE e.step_id = s.id AND e.type = 'STEP_STARTED'),
 		(SELECT COUNT(*) FROM events e WHERE e.step_id = s.id AND e.type IN ('STEP_FINISHED','STEP_INTERRUPTED'))

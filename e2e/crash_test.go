@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,7 +117,7 @@ func TestKill9DuringVerificationRecordsItsOutcome(t *testing.T) {
 	e.runningStep(id, 2)
 	e.killDaemon()
 	e.release("verify-go")
-	time.Sleep(300 * time.Millisecond) // the verification ends with no daemon watching
+	e.stepRecorded(id, 2) // the verification ended with no daemon watching
 	e.startDaemon()
 	if code := e.wait(id); code != 0 {
 		t.Fatalf("wait exit %d, want 0", code)
@@ -226,7 +227,14 @@ func TestPauseSurvivesRestart(t *testing.T) {
 	steps := len(e.steps(id))
 	e.killDaemon()
 	e.startDaemon()
-	time.Sleep(300 * time.Millisecond)
+	// Another run, in another workspace, runs: the restarted daemon has
+	// recovered and claims runs, and has not resumed the paused one.
+	other := t.TempDir()
+	e.writeFileIn(other, ".loop/config", "agent=command\nagent_command=true\nmax_iterations=1\n")
+	oid := e.start("-C", other, "other goal")
+	if code := e.wait(oid); code != 2 {
+		t.Fatalf("the other run: wait exit %d", code)
+	}
 	if r := e.status(id); r.Status != api.RunPaused || r.Steps != steps {
 		t.Fatalf("after restart: %s with %d steps; want PAUSED with %d", r.Status, r.Steps, steps)
 	}
@@ -393,5 +401,28 @@ func TestDaemonStopKillSteps(t *testing.T) {
 	steps := e.steps(id)
 	if steps[0].Status != api.StepCanceled || steps[1].Phase != api.PhaseImplementation || steps[1].Iteration != 1 {
 		t.Errorf("steps %+v: the killed step is CANCELED and its phase runs again", steps)
+	}
+}
+
+// stepRecorded waits until step seq of run id has recorded its exit status
+// in the run's exits file, written by the step's own shell as it ends.
+func (e *env) stepRecorded(id string, seq int) {
+	e.t.Helper()
+	want := "loopd-step:" + id + ":" + strconv.Itoa(seq) + " exit "
+	eventually(e.t, fmt.Sprintf("step %d to record its exit status", seq), 30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "exits"))
+		return strings.Contains(string(b), want)
+	})
+}
+
+// writeFileIn writes a file under dir (another workspace than e.ws).
+func (e *env) writeFileIn(dir, name, content string) {
+	e.t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		e.t.Fatal(err)
 	}
 }

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +70,7 @@ func integrity(t *testing.T, dbPath string) string {
 func TestDiskFull(t *testing.T) {
 	e := newEnv(t)
 	e.mountHome("size=24m,mode=0700")
+	e.logDir = t.TempDir() // the daemon's log must not be on the full disk: it is the marker
 	e.startDaemon()
 	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=2", "FAKE_DONE_AT=3"), verifyDone)
 	id := e.start("goal")
@@ -90,8 +93,9 @@ func TestDiskFull(t *testing.T) {
 	}
 	f.Close()
 
-	// New work is refused with a message that says what is wrong.
-	r := e.loopctl("start", "another goal")
+	// New work is refused with a message that says what is wrong (in
+	// another workspace: this one has its active in-place run).
+	r := e.loopctl("start", "another goal", "-C", t.TempDir())
 	if r.code != 69 || !strings.Contains(r.stderr, "out of disk space") {
 		t.Errorf("start on a full disk: exit %d, %s", r.code, r.stderr)
 	}
@@ -101,10 +105,10 @@ func TestDiskFull(t *testing.T) {
 	}
 	// The parked agent finishes while nothing can be recorded.
 	e.release("go-2")
-	time.Sleep(1500 * time.Millisecond)
-	if !strings.Contains(e.daemonLog(), "out of disk space") {
-		t.Error("the daemon log does not say the disk is full")
-	}
+	eventually(t, "the daemon to fail to record the step's end, saying the disk is full", 30*time.Second, func() bool {
+		log := e.daemonLog()
+		return strings.Contains(log, "cannot record to the database") && strings.Contains(log, "out of disk space")
+	})
 	if st := e.status(id); st.Status != api.RunRunning {
 		t.Errorf("run %s while the disk is full", st.Status)
 	}
@@ -182,5 +186,117 @@ func TestStepLogThatCannotBeCreated(t *testing.T) {
 	}
 	if s.Tests != nil {
 		t.Errorf("step 2 ran its tests: %+v", *s.Tests)
+	}
+}
+
+// fill fills the file system of LOOPD_HOME to the last byte (a small
+// tmpfs from mountHome) and returns the filler file to remove.
+func (e *env) fill() string {
+	e.t.Helper()
+	filler := filepath.Join(e.home, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	for _, size := range []int{64 << 10, 4 << 10, 1} {
+		chunk := make([]byte, size)
+		for {
+			if _, err := f.Write(chunk); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					e.t.Fatalf("fill: %v", err)
+				}
+				break
+			}
+		}
+	}
+	return filler
+}
+
+// A step that finishes while the disk is full and no daemon watches (it
+// was killed) keeps its outcome: the next daemon records it instead of
+// marking it INTERRUPTED and running the agent of that iteration again.
+func TestDiskFullCrashKeepsTheStepsOutcome(t *testing.T) {
+	e := newEnv(t)
+	e.mountHome("size=24m,mode=0700")
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1", "FAKE_DONE_AT=2"))
+	id := e.start("goal")
+	step := e.runningStep(id, 1)
+	filler := e.fill()
+	e.killDaemon()
+
+	e.release("go-1")
+	eventually(t, "the agent of iteration 1 to end", 30*time.Second, func() bool {
+		return !processAlive(step.Pid)
+	})
+	b, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "exits"))
+	if !strings.Contains(string(b), ":1 exit ") {
+		t.Fatalf("the step's exit status is not in the exits file:\n%q", b)
+	}
+
+	os.Remove(filler)
+	e.startDaemon()
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d", code)
+	}
+	first := e.steps(id)[0]
+	if first.Status == api.StepInterrupted {
+		t.Errorf("step 1 INTERRUPTED (%s): its outcome was recorded and must have been kept", first.Error)
+	}
+	runs := 0
+	for _, inv := range e.invocations() {
+		if strings.HasPrefix(inv, "1 ") {
+			runs++
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the agent of iteration 1 ran %d times, want 1:\n%v", runs, e.invocations())
+	}
+}
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
+
+// An agent that fails because LOOPD_HOME filled up (it cannot write its
+// output) is not counted as a failure: the step is INTERRUPTED, the run
+// waits (disk_full) instead of starting the next step into the full disk,
+// and it goes on by itself once space is freed.
+func TestDiskFullFailureIsNotCounted(t *testing.T) {
+	e := newEnv(t)
+	e.mountHome("size=24m,mode=0700")
+	e.logDir = t.TempDir() // the daemon's log must not be on the full disk: it is the marker
+	e.startDaemon()
+	// The first time, the agent waits for the file go; every time, it
+	// writes far more than a page of output (on the full disk the write
+	// fails and it exits 1, as a real agent does), then promises.
+	e.config("agent=command", "completion=promise", "max_consecutive_implementation_failures=1",
+		`agent_command=sh -c 'if [ ! -f waited ]; then touch waited; while [ ! -f go ]; do sleep 0.05; done; fi; `+
+			`head -c 200000 /dev/zero | tr "\0" x || exit 1; echo; echo "<promise>COMPLETE</promise>"'`)
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	filler := e.fill()
+	e.release("go")
+	eventually(t, "the daemon to find the step failed for the full disk", 30*time.Second, func() bool {
+		return strings.Contains(e.daemonLog(), "step failed while LOOPD_HOME was out of disk space")
+	})
+	os.Remove(filler)
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d, want 0 (the disk's failure must not end the run): %+v", code, e.status(id))
+	}
+	steps := e.steps(id)
+	if steps[0].Status != api.StepInterrupted || !strings.Contains(steps[0].Error, "out of disk space") {
+		t.Errorf("step 1: %s %q, want INTERRUPTED for the full disk", steps[0].Status, steps[0].Error)
+	}
+	for _, s := range steps {
+		if s.Status == api.StepFailed {
+			t.Errorf("step %d FAILED (%s): a full disk is not the agent's failure", s.Seq, s.Error)
+		}
 	}
 }

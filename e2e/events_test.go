@@ -24,8 +24,23 @@ import (
 // follower runs `loopctl events RUN --follow --json` in the background.
 type follower struct {
 	cmd  *exec.Cmd
-	out  bytes.Buffer
+	out  syncBuffer // written by exec's copier while the test reads it
 	done chan error
+}
+
+// caughtUp waits until the follower has printed the event seq (or a later
+// one): it has replayed the stored events up to there and follows live.
+func (f *follower) caughtUp(t *testing.T, seq int64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("the follower to print event %d", seq), 30*time.Second, func() bool {
+		out := strings.TrimSpace(f.out.String())
+		if out == "" {
+			return false
+		}
+		var ev api.Event
+		last := out[strings.LastIndexByte(out, '\n')+1:]
+		return json.Unmarshal([]byte(last), &ev) == nil && ev.Seq >= seq
+	})
 }
 
 func (e *env) follow(args ...string) *follower {
@@ -92,13 +107,15 @@ func TestFollowersReceiveExactlyTheStoredEvents(t *testing.T) {
 	id := e.start("goal")
 	e.runningStep(id, 1)
 	first, second := e.follow(id), e.follow(id)
-	time.Sleep(200 * time.Millisecond) // both are following live now
+	now := e.events(id)
+	first.caughtUp(t, now[len(now)-1].Seq) // both follow live from here on
+	second.caughtUp(t, now[len(now)-1].Seq)
 	e.release("go-1")
 	e.runningStep(id, 12)
 	sofar := e.events(id)
 	mid := sofar[len(sofar)/2].Seq
 	third := e.follow(id, "--after", strconvI(mid))
-	time.Sleep(200 * time.Millisecond)
+	third.caughtUp(t, sofar[len(sofar)-1].Seq) // past the replay: what follows is live
 	e.release("go-12")
 	if code := e.wait(id); code != 2 {
 		t.Fatalf("wait exit %d", code)

@@ -70,13 +70,22 @@ func TestRequestsApplyToFailingRun(t *testing.T) {
 	eventually(t, "the runner's second failure", 20*time.Second, func() bool {
 		return strings.Count(e.daemonLog(), "run loop failed") >= 2
 	})
-	e.must("stop", id, "--now")
+	e.must("stop", id)
 	if code := e.wait(id); code != 3 {
 		t.Fatalf("wait exit %d, want 3 (INTERRUPTED)", code)
 	}
 	st := e.status(id)
 	if st.Reason != "user_stop" || !strings.Contains(st.Description, "not a directory") {
 		t.Errorf("reason %q description %q", st.Reason, st.Description)
+	}
+
+	next := e.start("goal")
+	eventually(t, "the second run's runner to fail", 20*time.Second, func() bool {
+		return strings.Count(e.daemonLog(), "run loop failed") >= 3
+	})
+	e.must("stop", next, "--now")
+	if code := e.wait(next); code != 3 {
+		t.Fatalf("stop --now: wait exit %d, want 3 (INTERRUPTED)", code)
 	}
 }
 

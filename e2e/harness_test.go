@@ -54,6 +54,7 @@ type env struct {
 	daemon *exec.Cmd
 	logs   []string // daemon log files, one per start
 	exited chan struct{}
+	logDir string // where daemon logs go; default home (a test that fills home moves them)
 	// daemonEnv is added to the daemon's environment (not loopctl's).
 	daemonEnv []string
 	// path, when set, is the PATH of loopd and loopctl (a real agent CLI's
@@ -92,7 +93,11 @@ func (e *env) environ(extra ...string) []string {
 // startDaemon starts loopd and waits until it answers.
 func (e *env) startDaemon(args ...string) {
 	e.t.Helper()
-	logPath := filepath.Join(e.home, fmt.Sprintf("daemon-%d.log", len(e.logs)+1))
+	dir := e.home
+	if e.logDir != "" {
+		dir = e.logDir
+	}
+	logPath := filepath.Join(dir, fmt.Sprintf("daemon-%d.log", len(e.logs)+1))
 	logf, err := os.Create(logPath)
 	if err != nil {
 		e.t.Fatal(err)

@@ -16,16 +16,18 @@ import (
 
 // bgLoopctl runs a long-lived loopctl command and collects its output.
 type bgLoopctl struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer
+	stderr bytes.Buffer
+	err    error // from Wait, once done is closed
+	done   chan struct{}
 }
 
 func (e *env) background(args ...string) *bgLoopctl {
 	e.t.Helper()
 	f := &bgLoopctl{cmd: exec.Command(filepath.Join(binDir, "loopctl"), args...), done: make(chan struct{})}
-	f.cmd.Dir, f.cmd.Env = e.ws, e.environ()
+	f.cmd.Dir, f.cmd.Env, f.cmd.Stderr = e.ws, e.environ(), &f.stderr
 	stdout, err := f.cmd.StdoutPipe()
 	if err != nil {
 		e.t.Fatal(err)
@@ -45,7 +47,7 @@ func (e *env) background(args ...string) *bgLoopctl {
 				if err != io.EOF {
 					e.t.Logf("read %v: %v", args, err)
 				}
-				_ = f.cmd.Wait()
+				f.err = f.cmd.Wait()
 				return
 			}
 		}
@@ -131,5 +133,50 @@ func TestCompletionAndManPages(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), ".TH \"LOOPCTL\" \"1\"") {
 			t.Errorf("man page %s: %v\n%.200s", page, err, b)
 		}
+	}
+}
+
+// logs --follow rides out a daemon restart: it resumes exactly where it
+// was, so what it printed is the run's whole output, once. (With --json,
+// whose chunks cannot be resumed, it says the daemon stopped and exits 69.)
+func TestLogsFollowRidesOutADaemonRestart(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=1", "FAKE_DONE_AT=2"), verifyDone)
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	text := e.background("logs", id, "--follow")
+	js := e.background("logs", id, "--follow", "--json")
+	eventually(t, "the followers to stream the running step", 20*time.Second, func() bool {
+		return strings.Contains(text.String(), "working on iteration 1") && strings.Contains(js.String(), "working on iteration 1")
+	})
+	e.stopDaemon()
+	select {
+	case <-js.done:
+		ee, ok := js.err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 69 || !strings.Contains(js.stderr.String(), "the daemon stopped while following") {
+			t.Errorf("logs --follow --json after the daemon stopped: %v\nstderr: %s", js.err, js.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("logs --follow --json did not end when the daemon stopped")
+	}
+	e.startDaemon()
+	e.release("go-1")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d", code)
+	}
+	select {
+	case <-text.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("logs --follow did not end with the run")
+	}
+	if text.err != nil {
+		t.Fatalf("logs --follow: %v\nstderr: %s", text.err, text.stderr.String())
+	}
+	if whole := e.must("logs", id); text.String() != whole {
+		t.Errorf("followed across the restart:\n%s\nwant the run's output, once:\n%s", text.String(), whole)
+	}
+	if !strings.Contains(text.String(), "==> #4 verification (iteration 2) <==") {
+		t.Errorf("the follower missed the steps after the restart:\n%s", text.String())
 	}
 }

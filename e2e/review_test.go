@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,8 +24,9 @@ func TestStopNowSurvivesACrash(t *testing.T) {
 	e.config("agent=command", slowTermAgent, "max_consecutive_implementation_failures=1")
 	id := e.start("goal")
 	e.runningStep(id, 1)
+	e.logShows(id, 1, "working") // its TERM handler is installed
 	e.must("stop", id, "--now")
-	time.Sleep(300 * time.Millisecond) // the agent is in its TERM handler
+	e.logShows(id, 1, "got TERM") // the agent is in its TERM handler
 	e.killDaemon()
 	e.startDaemon("--kill-grace", "30s")
 	if code := e.wait(id); code != 3 {
@@ -119,10 +121,11 @@ func TestWaitSurvivesADaemonRestart(t *testing.T) {
 	e.runningStep(id, 1)
 	done := make(chan result, 1)
 	go func() { done <- e.loopctl("wait", id) }()
-	time.Sleep(300 * time.Millisecond)
+	e.waiting(1) // the wait reached the daemon
 	e.killDaemon()
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the daemon stays down a while (the outage wait rides out)
 	e.startDaemon()
+	e.waiting(2) // the wait came back to the new daemon
 	e.release("go")
 	select {
 	case r := <-done:
@@ -189,11 +192,13 @@ func TestPauseDuringEvaluation(t *testing.T) {
 func TestStopNowInterruptedDuringGrace(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon("--kill-grace", "30s")
-	e.config("agent=command", `agent_command=trap '' TERM; echo working; while :; do sleep 0.05; done`)
+	// It notes TERM and goes on: only the SIGKILL after the grace ends it.
+	e.config("agent=command", `agent_command=trap 'echo got TERM' TERM; echo working; while :; do sleep 0.05; done`)
 	id := e.start("goal")
 	step := e.runningStep(id, 1)
+	e.logShows(id, 1, "working") // its TERM handler is installed
 	e.must("stop", id, "--now")
-	time.Sleep(300 * time.Millisecond) // TERM sent, grace running
+	e.logShows(id, 1, "got TERM") // TERM sent, grace running
 	e.killDaemon()
 	e.startDaemon("--kill-grace", "1s")
 	if code := e.wait(id); code != 3 {
@@ -214,12 +219,13 @@ func TestWaitSurvivesTwoRestarts(t *testing.T) {
 	e.runningStep(id, 1)
 	done := make(chan result, 1)
 	go func() { done <- e.loopctl("wait", id) }()
-	for range 2 {
-		time.Sleep(3 * time.Second)
+	for i := range 2 {
+		e.waiting(i + 1) // the wait is connected to this daemon
 		e.killDaemon()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // the daemon stays down a while (the outage wait rides out)
 		e.startDaemon()
 	}
+	e.waiting(3)
 	e.release("go")
 	select {
 	case r := <-done:
@@ -254,4 +260,26 @@ func TestMaxDurationCountsEachStepOnce(t *testing.T) {
 	if ms < 2500 {
 		t.Errorf("the run ended after %d steps taking %d ms in all, want about 3000 ms", len(steps), ms)
 	}
+}
+
+// logShows waits until step seq's output shows text.
+func (e *env) logShows(id string, seq int, text string) {
+	e.t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(e.home, "runs", id, fmt.Sprintf("%04d-*.log", seq)))
+	if len(logs) != 1 {
+		e.t.Fatalf("step %d of run %s: log files %v", seq, id, logs)
+	}
+	eventually(e.t, "the step's output to show "+text, 30*time.Second, func() bool {
+		b, _ := os.ReadFile(logs[0])
+		return strings.Contains(string(b), text)
+	})
+}
+
+// waiting waits until the daemons of this test have received n requests
+// of loopctl wait (their debug log says so).
+func (e *env) waiting(n int) {
+	e.t.Helper()
+	eventually(e.t, fmt.Sprintf("loopctl wait's request #%d to reach the daemon", n), 30*time.Second, func() bool {
+		return strings.Count(e.daemonLog(), "a client waits for the run to end") >= n
+	})
 }

@@ -3,7 +3,7 @@
 // measure is taken against a baseline in the same invocation where one
 // exists, because the machines it runs on are shared and noisy.
 //
-//	loopbench -bin DIR overhead|latency|startup|concurrent|memory|all
+//	loopbench -bin DIR overhead|latency|startup|concurrent|memory|list|scale|all
 //
 // bench/run.sh builds the binaries and runs everything.
 package main
@@ -34,13 +34,19 @@ func main() {
 	stepsPerRun := flag.Int("steps", 1000, "startup: persisted steps per run")
 	running := flag.Int("running", 10, "startup: runs left RUNNING")
 	concurrent := flag.Int("concurrent", 100, "concurrent: runs at once")
+	listRuns := flag.Int("list-runs", 100, "list: persisted runs")
+	listSteps := flag.Int("list-steps", 10_000, "list: persisted steps per run")
+	listRounds := flag.Int("list-rounds", 21, "list: interleaved rounds of daemon status and list")
+	scaleRuns := flag.Int("scale-runs", 1000, "scale: runs at once")
+	scaleIters := flag.Int("scale-iterations", 3, "scale: steps per run")
+	scaleSleep := flag.Duration("scale-sleep", 10*time.Second, "scale: how long each step sleeps")
 	tmp := flag.String("tmp", "", "directory for LOOPD_HOMEs and workspaces (default $TMPDIR); e.g. /dev/shm to take the disk out of the measure")
 	flag.Parse()
 	if *tmp != "" {
 		os.Setenv("TMPDIR", *tmp)
 	}
 	if *bin == "" || flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: loopbench -bin DIR overhead|latency|startup|concurrent|memory|all")
+		fmt.Fprintln(os.Stderr, "usage: loopbench -bin DIR overhead|latency|startup|concurrent|memory|list|scale|all")
 		os.Exit(64)
 	}
 	b := &bench{bin: *bin}
@@ -50,8 +56,10 @@ func main() {
 		"startup":    func() error { return b.startup(*runs, *stepsPerRun, *running) },
 		"concurrent": func() error { return b.concurrent(*concurrent) },
 		"memory":     b.memory,
+		"list":       func() error { return b.list(*listRuns, *listSteps, *listRounds) },
+		"scale":      func() error { return b.scale(*scaleRuns, *scaleIters, *scaleSleep) },
 	}
-	order := []string{"overhead", "latency", "startup", "concurrent", "memory"}
+	order := []string{"overhead", "latency", "startup", "concurrent", "memory", "list", "scale"}
 	if name := flag.Arg(0); name != "all" {
 		if _, ok := measures[name]; !ok {
 			fmt.Fprintf(os.Stderr, "unknown measure %q\n", name)
@@ -89,6 +97,10 @@ func (b *bench) startDaemon(home string, args ...string) (*daemon, error) {
 		return nil, err
 	}
 	defer logf.Close()
+	if prof := os.Getenv("LOOPBENCH_CPUPROFILE"); prof != "" {
+		// Profile the daemon of the measure (the last one started wins).
+		args = append(args, "--cpuprofile", prof)
+	}
 	cmd := exec.Command(filepath.Join(b.bin, "loopd"), append([]string{"--home", home, "--log-level", "warn"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "LOOPD_HOME="+home)

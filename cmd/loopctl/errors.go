@@ -14,7 +14,7 @@ const (
 	exitOK          = 0
 	exitUsage       = 64  // bad flags, arguments or input
 	exitNotFound    = 66  // no such run
-	exitUnavailable = 69  // the daemon is not reachable (or refuses this user)
+	exitUnavailable = 69  // the daemon is not reachable, refuses this user, or does not answer within 10s
 	exitInternal    = 70  // a daemon-side or unexpected failure
 	exitTimeout     = 124 // `wait --timeout` elapsed; the run goes on
 	exitInterrupted = 130 // Ctrl+C: loopctl stopped, the run did not

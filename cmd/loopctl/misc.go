@@ -48,7 +48,7 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			info, err := api.NewClient(sock).Ping(cmd.Context())
+			info, err := api.NewClient(sock).DaemonStatus(cmd.Context())
 			if err != nil {
 				if isUnavailable(err) {
 					if g.JSON {
@@ -63,6 +63,7 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 			}
 			fmt.Fprintf(g.Out, "loopd %s running: pid %d, up %s\n  home    %s\n  socket  %s\n  runs    %d active of %d slots\n",
 				info.Version, info.PID, duration(time.Since(info.StartedAt.Time)), info.Home, info.Socket, info.ActiveRuns, info.MaxConcurrent)
+			printWorktreeDisk(g.Out, info.Worktrees)
 			return nil
 		},
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // globalOptions are the flags every command has.
@@ -51,13 +52,14 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 	pf := root.PersistentFlags()
 	pf.BoolVar(&g.JSON, "json", false, "print stable machine-readable JSON")
 	pf.StringVar(&g.Socket, "socket", "", "daemon socket (default $LOOPD_SOCKET, else $LOOPD_HOME/loopd.sock)")
-	pf.StringVarP(&g.Dir, "dir", "C", "", "workspace directory (default: the current directory)")
+	pf.StringVarP(&g.Dir, "dir", "C", "", "run as if in DIR: the workspace is the nearest ancestor holding .loop/, else the git top-level, else DIR")
 	root.AddCommand(
 		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
 		newTrustCmd(g),
 		newManCmd(g),
+		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
 	)
 	addCompletions(root, g)
 	return root
@@ -71,7 +73,10 @@ func (g *globalOptions) socketPath() (string, error) {
 	return api.SocketPath()
 }
 
-// workspace is the absolute workspace directory (-C, else the cwd).
+// workspace is the workspace of -C DIR, else of the current directory,
+// resolved like git: the nearest ancestor holding .loop/, else the git
+// top-level, else the directory (workspace.Resolve). start, last and every
+// other command agree on it.
 func (g *globalOptions) workspace() (string, error) {
 	dir := g.Dir
 	if dir == "" {
@@ -88,13 +93,17 @@ func (g *globalOptions) workspace() (string, error) {
 	if err != nil || !fi.IsDir() {
 		return "", usageErrorf("workspace %s is not a directory", abs)
 	}
-	return abs, nil
+	return workspace.Resolve(context.Background(), abs), nil
 }
 
-// ref names a run for the API: "last" is resolved in the workspace.
+// ref names a run for the API: "last" is resolved in the workspace (an
+// id needs none, and resolving one runs git).
 func (g *globalOptions) ref(arg string) (api.RunRef, error) {
+	if arg != "last" {
+		return api.RunRef{Ref: arg}, nil
+	}
 	ws, err := g.workspace()
-	if err != nil && arg == "last" {
+	if err != nil {
 		return api.RunRef{}, err
 	}
 	return api.RunRef{Ref: arg, Workspace: ws}, nil

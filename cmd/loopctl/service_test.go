@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,5 +154,31 @@ func TestDaemonInstallWithSystemd(t *testing.T) {
 	}
 	if _, err := os.Stat(unit); !os.IsNotExist(err) {
 		t.Errorf("uninstall left %s", unit)
+	}
+}
+
+// systemd itself accepts the unit, paths with spaces, quotes and '%'
+// included (where systemd-analyze is installed).
+func TestUnitVerifiesWithSystemd(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	dir := filepath.Join(t.TempDir(), "my tools 100%")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loopd := filepath.Join(dir, "loopd")
+	if err := os.WriteFile(loopd, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unit := filepath.Join(t.TempDir(), "loopd.service")
+	text := renderUnit(unitConfig{Loopd: loopd, Home: filepath.Join(dir, `st"ate`), Path: "/usr/bin:/bin"})
+	if err := os.WriteFile(unit, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", unit).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, text)
 	}
 }

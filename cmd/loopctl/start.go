@@ -87,6 +87,10 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	for _, w := range run.Warnings {
 		fmt.Fprintf(o.Err, "warning: %s\n", w)
 	}
+	if run.Isolation == "worktree" {
+		fmt.Fprintf(o.Err, "run %s works in its own worktree %s on branch %s (from %s)\n",
+			shortID(run.ID), run.Worktree, run.Branch, shortID(run.BaseCommit))
+	}
 	if !o.Wait {
 		if o.JSON {
 			return printJSON(o.Out, run)

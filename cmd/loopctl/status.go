@@ -43,6 +43,9 @@ func (o *statusOptions) run(cmd *cobra.Command, args []string) error {
 		return printJSON(o.Out, run)
 	}
 	printStatus(o.Out, run)
+	if steps, err := c.Steps(ctx, ref); err == nil {
+		printChanges(o.Out, steps)
+	}
 	if o.Debug {
 		printEvaluations(o.Out, run.Evaluations)
 	}
@@ -57,6 +60,21 @@ func printStatus(w io.Writer, r api.Run) {
 	fmt.Fprintf(w, "run %s\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  workspace\t%s\n", r.Workspace)
+	if r.Isolation == "worktree" {
+		wt := r.Worktree + " on " + r.Branch
+		if r.BaseCommit != "" {
+			wt += fmt.Sprintf(" (from %s at %s)", orDetached(r.BaseBranch), shortID(r.BaseCommit))
+		}
+		switch r.WorktreeState {
+		case "":
+			wt += "  [not added yet]"
+		case "gone":
+			wt += "  [gone: removed by hand; the branch keeps every recorded iteration]"
+		case "removed":
+			wt += "  [removed by loopctl clean; the branch stays]"
+		}
+		fmt.Fprintf(tw, "  worktree\t%s\n", wt)
+	}
 	state := string(r.Status)
 	switch {
 	case r.CurrentStep != nil:
@@ -84,6 +102,9 @@ func printStatus(w io.Writer, r api.Run) {
 		r.Counters.Implementation, r.Counters.Review, r.Counters.Verification)
 	fmt.Fprintf(tw, "  usage\t%s\n", usageLine(r.Usage))
 	fmt.Fprintf(tw, "  created\t%s\n", ago(r.CreatedAt))
+	if r.LandedCommit != "" {
+		fmt.Fprintf(tw, "  landed\t%s is now %s (loopctl land)\n", r.BaseBranch, shortCommit(r.LandedCommit))
+	}
 	tw.Flush()
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)
@@ -92,6 +113,48 @@ func printStatus(w io.Writer, r api.Run) {
 		fmt.Fprintf(w, "\nstop conditions:\n")
 		printConditions(w, r.Conditions)
 	}
+}
+
+func orDetached(branch string) string {
+	if branch == "" {
+		return "detached HEAD"
+	}
+	return branch
+}
+
+// printChanges lists what each iteration's implementation step changed,
+// from the change ledger (the last 20 iterations).
+func printChanges(w io.Writer, steps []api.Step) {
+	var lines []string
+	for _, s := range steps {
+		if s.Phase == api.PhaseImplementation && s.Changes != nil {
+			line := fmt.Sprintf("  iteration %d\t%s", s.Iteration, changeSummary(s.Changes))
+			if s.Changes.Commit != "" {
+				line += "\t" + shortID(s.Changes.Commit)
+			}
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nchanges (the change ledger):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, l := range lines[max(len(lines)-20, 0):] {
+		fmt.Fprintln(tw, l)
+	}
+	tw.Flush()
+}
+
+// changeSummary is "3 files +10 -2", "1 file +1 -0" or "no change".
+func changeSummary(c *api.Changes) string {
+	switch c.FilesChanged {
+	case 0:
+		return "no change"
+	case 1:
+		return fmt.Sprintf("1 file +%d -%d", c.Insertions, c.Deletions)
+	}
+	return fmt.Sprintf("%d files +%d -%d", c.FilesChanged, c.Insertions, c.Deletions)
 }
 
 func printConditions(w io.Writer, cs []api.Condition) {
@@ -148,7 +211,7 @@ func (o *stepsOptions) run(cmd *cobra.Command, args []string) error {
 		return printJSON(o.Out, steps)
 	}
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tPHASE\tITER\tSTATUS\tEXIT\tDURATION\tCOST\tDETAIL")
+	fmt.Fprintln(tw, "#\tPHASE\tITER\tSTATUS\tEXIT\tDURATION\tCOST\tCHANGES\tDETAIL")
 	for _, s := range steps {
 		exit := "-"
 		if s.ExitCode != nil {
@@ -168,8 +231,12 @@ func (o *stepsOptions) run(cmd *cobra.Command, args []string) error {
 		if s.Usage.CostUSD > 0 || s.Usage.CostUnknown {
 			c = cost(s.Usage)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Seq, s.Phase, s.Iteration, s.Status, exit, ms(s.DurationMS), c,
-			truncate(strings.Join(detail, "; "), 90))
+		changes := "-"
+		if s.Changes != nil {
+			changes = changeSummary(s.Changes)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Seq, s.Phase, s.Iteration, s.Status, exit, ms(s.DurationMS), c,
+			changes, truncate(strings.Join(detail, "; "), 90))
 	}
 	return tw.Flush()
 }

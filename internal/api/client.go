@@ -30,8 +30,12 @@ var ErrNoAnswer = fmt.Errorf("%w: no answer", ErrUnavailable)
 // accepts connections in the kernel and never answers them.
 const DefaultTimeout = 10 * time.Second
 
-// waitPoll is the server-side long poll of Wait.
-const waitPoll = 60 * time.Second
+// waitPoll is the server-side long poll of Wait; postmortemWait how long
+// the daemon waits for a report that is being written.
+const (
+	waitPoll       = 60 * time.Second
+	postmortemWait = 10 * time.Second
+)
 
 // Client talks to loopd over its Unix socket.
 type Client struct {
@@ -192,7 +196,12 @@ func (c *Client) Wait(ctx context.Context, ref RunRef) (Run, error) {
 // Postmortem returns the report of an ended run.
 func (c *Client) Postmortem(ctx context.Context, ref RunRef) (Postmortem, error) {
 	var pm Postmortem
-	err := c.do(ctx, http.MethodGet, ref.path("/postmortem"), ref.query(), nil, &pm)
+	// The daemon waits up to postmortemWait for a report being written.
+	within := time.Duration(0)
+	if c.timeout > 0 {
+		within = postmortemWait + c.timeout
+	}
+	err := c.doWithin(ctx, within, http.MethodGet, ref.path("/postmortem"), ref.query(), nil, &pm)
 	return pm, err
 }
 
@@ -237,6 +246,11 @@ type LogsOptions struct {
 	// JSON streams NDJSON objects {"seq","phase","text"} instead of raw
 	// bytes with a header line between steps.
 	JSON bool
+	// Skip drops the first Skip bytes of the text stream of every step
+	// (not with JSON or Step): the stream is the same bytes each time it
+	// is read, so a follower that lost its connection resumes exactly
+	// where it was.
+	Skip int64
 }
 
 // Logs streams step output: raw bytes, in order, never split inside a UTF-8
@@ -251,6 +265,9 @@ func (c *Client) Logs(ctx context.Context, ref RunRef, opts LogsOptions) (io.Rea
 	}
 	if opts.JSON {
 		q.Set("format", "json")
+	}
+	if opts.Skip > 0 {
+		q.Set("skip", strconv.FormatInt(opts.Skip, 10))
 	}
 	return c.stream(ctx, ref.path("/logs"), q)
 }

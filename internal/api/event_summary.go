@@ -44,6 +44,14 @@ func (e Event) Summary() string {
 		return get("reason") + " — " + get("description")
 	case "RUN_WAITING":
 		return "until " + get("until")
+	case "NOTIFICATION_SENT":
+		return fmt.Sprintf("%s of %s, attempt %s", get("channel"), get("event"), get("attempt"))
+	case "NOTIFICATION_FAILED":
+		s := fmt.Sprintf("%s of %s, attempt %s: %s", get("channel"), get("event"), get("attempt"), get("error"))
+		if get("final") == "false" {
+			s += "; retried at " + get("retry_at")
+		}
+		return s
 	}
 	return ""
 }

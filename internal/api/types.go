@@ -313,6 +313,9 @@ type DaemonInfo struct {
 	StartedAt     Time   `json:"started_at"`
 	ActiveRuns    int    `json:"active_runs"`
 	MaxConcurrent int    `json:"max_concurrent_runs"`
+
+	// Worktrees is the disk the run worktrees take.
+	Worktrees *WorktreeDisk `json:"worktrees,omitempty"`
 }
 
 // Postmortem is the report written when a run ends.
@@ -320,4 +323,106 @@ type Postmortem struct {
 	RunID    string          `json:"run_id"`
 	Markdown string          `json:"markdown"`
 	Summary  json.RawMessage `json:"summary"`
+}
+
+// LandRequest asks the daemon to land a worktree run's branch into its
+// base branch in the user's checkout (`loopctl land`).
+type LandRequest struct {
+	Squash   bool   `json:"squash,omitempty"`
+	Message  string `json:"message,omitempty"`
+	NoVerify bool   `json:"no_verify,omitempty"` // land without testing the combination when the base moved
+}
+
+// LandMessage is one line of the NDJSON stream a land answers with:
+// progress lines, then exactly one of Result, Refusal or Error.
+type LandMessage struct {
+	Progress string       `json:"progress,omitempty"`
+	Result   *LandResult  `json:"result,omitempty"`
+	Refusal  *LandRefusal `json:"refusal,omitempty"`
+	Error    *Error       `json:"error,omitempty"`
+}
+
+// LandResult is what a land did; its fields are also RUN_LANDED's payload.
+type LandResult struct {
+	RunID      string `json:"run_id"`
+	Branch     string `json:"branch"`
+	BaseBranch string `json:"base_branch"`
+	Commit     string `json:"commit"` // the commit the base branch now points to
+	Mode       string `json:"mode"`   // "fast-forward", "merge" or "squash"
+	// Verified is true when what landed passed verify_command: the run's
+	// own last verification (base unchanged) or a new one of the
+	// combination (base moved).
+	Verified     bool   `json:"verified"`
+	TestedCommit string `json:"tested_commit"` // the commit verification ran on; "" when not verified
+	Checkout     string `json:"checkout"`
+	BaseMoved    bool   `json:"base_moved"`
+	Note         string `json:"note,omitempty"` // why it was not verified
+}
+
+// LandRefusal is a land that changed nothing in the user's checkout.
+type LandRefusal struct {
+	RunID      string   `json:"run_id"`
+	Kind       string   `json:"kind"` // active, not_worktree, wrong_branch, dirty, conflict, untested, verify_failed, …
+	Message    string   `json:"message"`
+	Branch     string   `json:"branch"`
+	BaseBranch string   `json:"base_branch"`
+	Files      []string `json:"files,omitempty"`
+	Hand       []string `json:"hand,omitempty"`        // git commands to finish by hand
+	OutputTail string   `json:"output_tail,omitempty"` // the failing verification's output, last lines
+	LogPath    string   `json:"log_path,omitempty"`    // the whole verification output
+}
+
+// DiffStat is the size of a diff (`loopctl diff --json`).
+type DiffStat struct {
+	RunID        string     `json:"run_id"`
+	Iteration    *int       `json:"iteration"` // nil: the whole run against its base
+	From         string     `json:"from"`      // "" when nothing changed
+	To           string     `json:"to"`
+	FilesChanged int        `json:"files_changed"`
+	Insertions   int        `json:"insertions"`
+	Deletions    int        `json:"deletions"`
+	Files        []FileStat `json:"files"`
+}
+
+// FileStat is one file's share of a diff; binary files count no lines.
+type FileStat struct {
+	Path       string `json:"path"`
+	Insertions int    `json:"insertions"`
+	Deletions  int    `json:"deletions"`
+	Binary     bool   `json:"binary,omitempty"`
+}
+
+// CleanRequest asks the daemon to remove worktrees of ended runs
+// (`loopctl clean RUN|--ended [--older-than D]`).
+type CleanRequest struct {
+	Run       string `json:"run,omitempty"` // a run reference, or "" with Ended
+	Workspace string `json:"workspace,omitempty"`
+	Ended     bool   `json:"ended,omitempty"`
+	OlderThan string `json:"older_than,omitempty"` // e.g. "7d", "12h": ended at least this long ago
+}
+
+// CleanResult lists what a clean did, worktree by worktree.
+type CleanResult struct {
+	Removed []CleanedWorktree `json:"removed"`
+	Skipped []CleanedWorktree `json:"skipped"`
+}
+
+// CleanedWorktree is one worktree a clean visited.
+type CleanedWorktree struct {
+	RunID    string `json:"run_id"`
+	Worktree string `json:"worktree"`
+	Branch   string `json:"branch"`         // stays
+	Gone     bool   `json:"gone,omitempty"` // it had been removed by hand; only git's entry was left
+	Reason   string `json:"reason,omitempty"`
+}
+
+// WorktreeDisk is how much disk the run worktrees take (`loopctl daemon
+// status`).
+type WorktreeDisk struct {
+	Count int   `json:"count"` // present worktrees
+	Bytes int64 `json:"bytes"`
+	// Complete is false when the measure stopped at its time budget: Bytes
+	// is then a lower bound.
+	Complete   bool `json:"complete"`
+	MeasuredAt Time `json:"measured_at"`
 }

@@ -14,6 +14,21 @@ import (
 // Agent names the agent preset that runs the implementation phase.
 type Agent string
 
+// Isolation is how a run uses its workspace (key isolation).
+type Isolation string
+
+const (
+	// IsolationInPlace runs the steps in the workspace itself; at most one
+	// run per workspace is active at a time.
+	IsolationInPlace Isolation = "in_place"
+	// IsolationWorktree gives the run its own git worktree and branch
+	// (LOOPD_HOME/worktrees/<run-id>, loop/<short-id>), so runs on one
+	// repository run side by side and the user's checkout is never touched.
+	IsolationWorktree Isolation = "worktree"
+)
+
+var isolations = []Isolation{IsolationInPlace, IsolationWorktree}
+
 const (
 	// AgentClaude runs Claude Code in print mode with stream-json output; see
 	// [Config.AgentCommandLine] for the exact command and its permissions.
@@ -237,6 +252,27 @@ type Config struct {
 	// ABORTED fatal:api_unavailable. Until then the run WAITs with a capped
 	// exponential back-off, counting no iteration and no failure.
 	MaxAPIWait Duration `json:"max_api_wait"`
+	// RedactSecrets (key redact_secrets, default true) replaces the values
+	// of the step environment's secrets (every env file value, and daemon
+	// variables named like *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, at least
+	// 8 characters long) with [REDACTED:NAME] in what loopd stores and
+	// feeds back: the next prompt's feedback, a step's final message and
+	// error, the run's description, the postmortem. Step logs are the
+	// agent's own output and are not rewritten.
+	RedactSecrets bool `json:"redact_secrets"`
+
+	// Isolation (key isolation, default "in_place") is how a run uses its
+	// workspace: in place (at most one active run per workspace), or in a
+	// git worktree and branch of its own ("worktree", which needs a git
+	// repository with a commit).
+	Isolation Isolation `json:"isolation"`
+	// SetupCommand (key setup_command, default none) runs once in a new
+	// worktree before the first iteration, as a step of phase setup, with
+	// LOOP_CHECKOUT set to the user's checkout (so that
+	// `cp "$LOOP_CHECKOUT/.env" .` brings files git ignores along). It
+	// applies to isolation=worktree only; its failure fails the run
+	// (reason setup_failed).
+	SetupCommand string `json:"setup_command"`
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
@@ -265,6 +301,8 @@ func Default() Config {
 		PostmortemTimeout:                    Duration(10 * time.Minute),
 		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},
 		MaxAPIWait:                           Duration(6 * time.Hour),
+		RedactSecrets:                        true,
+		Isolation:                            IsolationInPlace,
 	}
 }
 

@@ -85,6 +85,9 @@ var keys = []key{
 	boolKey("notify_desktop", func(c *Config) *bool { return &c.NotifyDesktop }),
 	{name: "notify_on", set: setNotifyOn, check: checkNotifyOn},
 	durationKey("max_api_wait", atLeastASecond, func(c *Config) *Duration { return &c.MaxAPIWait }),
+	{name: "redact_secrets", set: setRedactSecrets},
+	{name: "isolation", set: setIsolation, check: checkIsolation},
+	textKey("setup_command", func(c *Config) *string { return &c.SetupCommand }),
 }
 
 // lookupKey returns the key named name.
@@ -268,6 +271,29 @@ func setAgent(c *Config, v, _ string) string {
 	}
 	c.Agent = Agent(v)
 	return ""
+}
+
+func setIsolation(c *Config, v, _ string) string {
+	if !slices.Contains(isolations, Isolation(v)) {
+		return isolationProblem(Isolation(v))
+	}
+	c.Isolation = Isolation(v)
+	return ""
+}
+
+func checkIsolation(c *Config) string {
+	if !slices.Contains(isolations, c.Isolation) {
+		return isolationProblem(c.Isolation)
+	}
+	return ""
+}
+
+func isolationProblem(v Isolation) string {
+	msg := fmt.Sprintf("must be in_place or worktree, got %q", v)
+	if s := suggest(string(v), []string{string(IsolationInPlace), string(IsolationWorktree)}); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg
 }
 
 func checkAgent(c *Config) string {

@@ -115,6 +115,12 @@ func TestKeys(t *testing.T) {
 		{name: "postmortem", config: "postmortem_command=./analyse.sh\npostmortem_timeout=2m", get: postmortem, want: [2]any{"./analyse.sh", Duration(2 * time.Minute)}},
 		{name: "postmortem_timeout zero", config: "postmortem_timeout=0s", wantErr: `{cfg}:1: postmortem_timeout: must be at least 1s, got "0s"`},
 
+		// workspaces
+		{name: "isolation default", config: "", get: func(c Config) any { return c.Isolation }, want: IsolationInPlace},
+		{name: "isolation worktree", config: "isolation=worktree", get: func(c Config) any { return c.Isolation }, want: IsolationWorktree},
+		{name: "isolation misspelt", config: "isolation=worktre", wantErr: `{cfg}:1: isolation: must be in_place or worktree, got "worktre" (did you mean "worktree"?)`},
+		{name: "setup_command", config: `setup_command=cp "$LOOP_CHECKOUT/.env" .`, get: func(c Config) any { return c.SetupCommand }, want: `cp "$LOOP_CHECKOUT/.env" .`},
+
 		// counts
 		{name: "max_iterations", config: "max_iterations=10", get: maxIter, want: 10},
 		{name: "max_iterations unlimited", config: "max_iterations=0", get: maxIter, want: 0},

@@ -75,6 +75,13 @@ type Daemon struct {
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
 	killSteps bool
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
+
+	diskCache diskCache // the last measure of the run worktrees' disk (daemon status)
+	// landLocks serialises lands into one repository (common git dir ->
+	// *sync.Mutex): two lands tested against the same base tip would
+	// otherwise race to move it.
+	landLocks sync.Map
+	landing   sync.Map // ids of runs being landed: clean leaves their worktrees alone
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -122,7 +129,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("read event log: %w", err)
 	}
 	d.bus = events.NewBus(seq)
-	d.store.SetNotify(d.bus.Publish)
+	d.store.SetNotifyRuns(d.bus.PublishRuns)
 	// Orphans of steps become the daemon's children, which it reaps: no
 	// zombie piles up under a PID 1 that does not reap.
 	if err := supervise.BecomeSubreaper(ctx); err != nil {
@@ -170,6 +177,10 @@ func Run(ctx context.Context, opts Options) error {
 		ln.Close()
 		return err
 	}
+	// Records of worktrees removed by hand while the daemon was down are
+	// marked gone before any run is recovered or anything is removed.
+	d.reconcileWorktrees(ctx, "")
+	d.recoverLands(ctx)
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 

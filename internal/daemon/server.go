@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
 	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log))
+	mux.HandleFunc("GET /v1/runs/{ref}/diff", d.handleDiff)
+	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
+	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -180,10 +184,14 @@ func (d *Daemon) describeRun(w http.ResponseWriter, r *http.Request, run storage
 }
 
 func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, api.DaemonInfo{
+	info := api.DaemonInfo{
 		PID: os.Getpid(), Version: d.opts.Version, Home: d.opts.Home, Socket: d.opts.Socket,
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
-	})
+	}
+	if r.URL.Query().Get("disk") != "" { // a walk of the worktrees: only when asked (every loopctl pings)
+		info.Worktrees = d.worktreeDisk(r.Context())
+	}
+	writeJSON(w, http.StatusOK, info)
 }
 
 func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
@@ -205,12 +213,20 @@ func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	run, err := d.sched.CreateRun(r.Context(), req)
+	run, warnings, err := d.sched.CreateRun(r.Context(), req)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.describe(w, r, run.ID, http.StatusCreated)
+	view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	// What start warns of (no verification, no cost cap, a dirty
+	// checkout) comes first.
+	view.Warnings = append(warnings, view.Warnings...)
+	writeJSON(w, http.StatusCreated, view)
 }
 
 func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
@@ -236,15 +252,13 @@ func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	out := make([]api.Run, 0, len(runs))
-	for _, run := range runs {
-		view, err := d.sched.Describe(r.Context(), run, scheduler.DescribeOptions{})
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		view.Config = nil
-		out = append(out, view)
+	out, err := d.sched.DescribeList(r.Context(), runs)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	for i := range out {
+		out[i].Config = nil
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -255,6 +269,7 @@ func (d *Daemon) handleGet(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	run = d.noticeGoneWorktree(r.Context(), run)
 	d.describeRun(w, r, run, http.StatusOK)
 }
 
@@ -292,7 +307,12 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
-	d.command(w, r, &req, func(id string) error { return d.sched.Resume(r.Context(), id, req.Set) })
+	d.command(w, r, &req, func(id string) error {
+		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
+			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
+		}
+		return d.sched.Resume(r.Context(), id, req.Set)
+	})
 }
 
 func (d *Daemon) handleSignal(w http.ResponseWriter, r *http.Request) {
@@ -333,19 +353,24 @@ func (d *Daemon) handleWait(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := contextWithTimeout(r.Context(), timeout)
 	defer cancel()
-	seen := d.bus.Seq()
+	d.log.Debug("a client waits for the run to end", zap.String("run", run.ID), zap.Duration("timeout", timeout))
 	for {
-		// Every commit of any run wakes the waiter: it reads only the
-		// run's status, not the whole row, to check.
+		// Only a commit of this run wakes the waiter (registered before
+		// the read, so none is missed); it reads only the run's status.
+		wake, release := d.bus.Watch(run.ID)
 		cur, err := d.store.RunFlags(r.Context(), run.ID)
 		if err != nil {
+			release()
 			d.fail(w, r, err)
 			return
 		}
 		if cur.Status.Terminal() {
+			release()
 			break
 		}
-		if seen, err = d.bus.Wait(ctx, seen); err != nil {
+		woken := waitWake(ctx, wake)
+		release()
+		if !woken || d.bus.Closed() {
 			break // timeout, client gone or shutdown: answer with the current state
 		}
 	}
@@ -365,13 +390,16 @@ func (d *Daemon) handlePostmortem(w http.ResponseWriter, r *http.Request) {
 	dir := filepath.Join(d.opts.Home, "runs", run.ID)
 	ctx, cancel := contextWithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	seen := d.bus.Seq()
 	for {
+		wake, release := d.bus.Watch(run.ID)
 		cur, err := d.store.Run(ctx, run.ID)
 		if err == nil && cur.PostmortemAt != nil {
+			release()
 			break
 		}
-		if seen, err = d.bus.Wait(ctx, seen); err != nil {
+		woken := waitWake(ctx, wake)
+		release()
+		if !woken || d.bus.Closed() {
 			d.fail(w, r, api.Errorf(api.CodeConflict, "the postmortem of run %s is not written yet; try again", run.ID))
 			return
 		}
@@ -383,4 +411,15 @@ func (d *Daemon) handlePostmortem(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.Postmortem{RunID: run.ID, Markdown: string(md), Summary: json.RawMessage(summary)})
+}
+
+// waitWake waits for a run's wake-up (events.Bus.Watch); false when ctx
+// ended first.
+func waitWake(ctx context.Context, wake <-chan struct{}) bool {
+	select {
+	case <-wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -69,25 +69,46 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	ctx := r.Context()
 	for {
-		seen := d.bus.Seq() // read before querying: a commit after this wakes us
+		// Registered before querying: a commit of this run after this
+		// wakes us, and commits of other runs do not.
+		wake, release := d.bus.Watch(run.ID)
+		done, next := d.eventsPage(ctx, w, enc, run.ID, after, follow)
+		after = next
+		if done {
+			release()
+			return
+		}
+		woken := waitWake(ctx, wake)
+		release()
+		if !woken || d.bus.Closed() {
+			return
+		}
+	}
+}
+
+// eventsPage sends a run's events after `after`, up to the end of what is
+// stored (page by page), and returns the last seq sent and whether the
+// stream is done.
+func (d *Daemon) eventsPage(ctx context.Context, w http.ResponseWriter, enc *json.Encoder, runID string, after int64, follow bool) (bool, int64) {
+	for {
 		// The run's status is read before its events: a status committed
 		// as terminal has its terminal event in the same commit, so the
 		// query below is sure to include it.
-		cur, err := d.store.Run(ctx, run.ID)
+		cur, err := d.store.Run(ctx, runID)
 		if err != nil {
-			return
+			return true, after
 		}
 		// A followed stream ends with the run's (last) terminal event,
 		// never sometimes with the events that follow it.
 		var end int64
 		if follow && cur.Status.Terminal() {
-			if end, err = d.store.LastTerminalEvent(ctx, run.ID); err != nil {
-				return
+			if end, err = d.store.LastTerminalEvent(ctx, runID); err != nil {
+				return true, after
 			}
 		}
-		evs, err := d.store.Events(ctx, run.ID, after, eventPage)
+		evs, err := d.store.Events(ctx, runID, after, eventPage)
 		if err != nil {
-			return
+			return true, after
 		}
 		if len(evs) > 0 {
 			stall(w)
@@ -97,7 +118,7 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			if err := enc.Encode(scheduler.EventJSON(e)); err != nil {
-				return // the follower went away
+				return true, after // the follower went away
 			}
 			after = e.Seq
 		}
@@ -105,17 +126,12 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 			flushed(w)
 		}
 		if end > 0 && after >= end {
-			return
+			return true, after
 		}
 		if len(evs) == eventPage {
 			continue
 		}
-		if !follow || cur.Status.Terminal() {
-			return
-		}
-		if _, err := d.bus.Wait(ctx, seen); err != nil {
-			return
-		}
+		return !follow || cur.Status.Terminal(), after
 	}
 }
 
@@ -147,6 +163,13 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var skip int64
+	if s := q.Get("skip"); s != "" {
+		if skip, err = strconv.ParseInt(s, 10, 64); err != nil || skip < 0 || asJSON || only > 0 {
+			d.fail(w, r, api.Errorf(api.CodeBadRequest, "skip must be a byte count ≥ 0, for the text stream of a whole run, got %q", s))
+			return
+		}
+	}
 	if asJSON {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 	} else {
@@ -154,6 +177,11 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	lw := &logWriter{rw: w, w: w}
+	if skip > 0 {
+		// The text stream of a run is a function of its append-only logs:
+		// regenerated, its first skip bytes are what the client has.
+		lw.w = &skipWriter{w: w, n: skip}
+	}
 	ctx := r.Context()
 	seq := max(only, 1)
 	for {
@@ -342,6 +370,25 @@ func (j *jsonChunks) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	if _, err := j.w.Write(append(b, '\n')); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// skipWriter drops the first n bytes written to it.
+type skipWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (s *skipWriter) Write(p []byte) (int, error) {
+	if s.n >= int64(len(p)) {
+		s.n -= int64(len(p))
+		return len(p), nil
+	}
+	q := p[s.n:]
+	s.n = 0
+	if _, err := s.w.Write(q); err != nil {
 		return 0, err
 	}
 	return len(p), nil

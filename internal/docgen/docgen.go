@@ -79,6 +79,7 @@ type Status struct {
 // Condition is a stop condition type as the reference shows it.
 type Condition struct {
 	Type, Summary, JSON, Description, Reason string
+	Priority                                 int
 }
 
 type pageData struct {
@@ -124,7 +125,7 @@ func collect(root string) (*pageData, error) {
 			return nil, err
 		}
 		d.Conditions = append(d.Conditions, Condition{Type: string(t.Type), Summary: t.Summary, JSON: pretty.String(),
-			Description: t.Example.Description(), Reason: t.Example.Reason()})
+			Description: t.Example.Description(), Reason: t.Example.Reason(), Priority: t.Example.Priority()})
 	}
 	types := filepath.Join(root, "internal/api/types.go")
 	runStatuses, err := consts(types, "RunStatus")

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -74,6 +75,13 @@ type Notifier struct {
 	mu       sync.Mutex
 	inflight map[int64]bool
 	done     chan struct{} // a delivery ended: look again
+
+	// enqueued is the newest event seq the Hook enqueued rows for. The
+	// outbox is read again on a commit only when that seq may have
+	// committed since the last read (rows commit with their event, and
+	// the bus publishes a seq after its commit), not on every step's
+	// commit.
+	enqueued atomic.Int64
 }
 
 // New returns a Notifier with opts' defaults filled in.
@@ -111,7 +119,9 @@ func New(opts Options) *Notifier {
 // Hook is the storage.EventHook that fills the outbox: for an event that
 // reports a notifiable change (terminal, WAITING, PAUSED) of a run whose
 // frozen config has a channel and lists the change in notify_on, it
-// enqueues one row per channel in the event's own transaction.
+// enqueues one row per channel in the event's own transaction. A run that
+// goes WAITING again with no step succeeding since its last wait is the
+// same wait, and notifies once.
 func (n *Notifier) Hook(tx *storage.Tx, ev storage.Event) error {
 	status, ok := statusOf(ev.Type)
 	if !ok || ev.RunID == "" {
@@ -130,12 +140,25 @@ func (n *Notifier) Hook(tx *storage.Tx, ev storage.Event) error {
 	if !cfg.Notifying() || !cfg.Notifies(string(status)) {
 		return nil
 	}
+	if ev.Type == events.RunWaiting {
+		// One notification per wait: the model API failing at each
+		// back-off retry must not page the user every few minutes.
+		again, err := tx.WaitingAgain(ev.RunID, ev.Seq)
+		if err != nil || again {
+			return err
+		}
+	}
 	for _, ch := range channels(cfg) {
 		if err := tx.EnqueueNotification(ev.RunID, ev.Seq, string(ev.Type), ch); err != nil {
 			return err
 		}
 	}
-	return nil
+	for {
+		cur := n.enqueued.Load()
+		if ev.Seq <= cur || n.enqueued.CompareAndSwap(cur, ev.Seq) {
+			return nil
+		}
+	}
 }
 
 // channels lists the configured channels.
@@ -164,17 +187,26 @@ func (n *Notifier) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	after := n.opts.Bus.Seq()
+	after := n.opts.Bus.Seq() // every event up to here has committed
+	read := true              // read the outbox: at start, when due, after a delivery
+	var wake time.Time
 	for {
-		wake := n.startDue(ctx, &wg)
+		if e := n.enqueued.Load(); read || e > 0 && e <= after {
+			if e > 0 && e <= after {
+				n.enqueued.CompareAndSwap(e, 0) // a newer, uncommitted enqueue stays
+			}
+			wake = n.startDue(ctx, &wg)
+		}
+		var woken atomic.Bool // by a timer or a delivery, not by a commit
 		waitCtx, stop := context.WithCancel(ctx)
 		var timer *time.Timer
 		if !wake.IsZero() {
-			timer = time.AfterFunc(max(time.Until(wake), 0), stop)
+			timer = time.AfterFunc(max(time.Until(wake), 0), func() { woken.Store(true); stop() })
 		}
 		go func() {
 			select {
 			case <-n.done:
+				woken.Store(true)
 				stop()
 			case <-waitCtx.Done():
 			}
@@ -185,6 +217,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 			timer.Stop()
 		}
 		after = max(after, seq)
+		read = woken.Load()
 		if errors.Is(err, events.ErrClosed) || ctx.Err() != nil {
 			return nil
 		}
@@ -258,8 +291,11 @@ func (n *Notifier) deliver(ctx context.Context, row storage.Notification) {
 			err = &attemptError{msg: "unknown channel " + row.Channel}
 		}
 	}
-	if ctx.Err() != nil {
-		return // shutting down: the row stays due for the next daemon
+	if err != nil && ctx.Err() != nil {
+		// Cut short by the shutdown: the row stays due for the next
+		// daemon. A delivery that succeeded is recorded all the same (the
+		// store outlives Run), or the next daemon would send it again.
+		return
 	}
 	payload := map[string]any{"run_id": row.RunID, "channel": row.Channel, "event": row.EventType,
 		"event_seq": row.EventSeq, "attempt": attempt}

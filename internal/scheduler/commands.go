@@ -19,6 +19,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 // InputError is bad user input (config, conditions, paths): nothing was
@@ -57,12 +58,26 @@ func problems(err error) []string {
 }
 
 // CreateRun validates a request completely — workspace, every config
-// layer, the stop conditions — and creates a PENDING run with its config
-// frozen. On any problem it returns an *InputError and creates nothing.
-func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, error) {
+// layer, the stop conditions, the workspace's isolation — and creates a
+// PENDING run with its config frozen. On any problem it returns an
+// *InputError (or a *StateError when an in-place run is already active in
+// the workspace) and creates nothing. The warnings say what the user
+// should know about the run (no verification, no cost cap, a dirty
+// checkout); they are in the RUN_CREATED payload too.
+func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
+	run, warnings, err := s.createRun(ctx, req)
+	return run, warnings, err
+}
+
+func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
 	ws, err := resolveWorkspace(req.Workspace)
 	if err != nil {
-		return storage.Run{}, err
+		return storage.Run{}, nil, err
+	}
+	// Resolved as loopctl resolves it (a client that sent a subdirectory
+	// gets the same workspace as one that resolved it first).
+	if ws, err = resolveWorkspace(workspace.Resolve(ctx, ws)); err != nil {
+		return storage.Run{}, nil, err
 	}
 	// Flags are the last layer, after --set: the goal given on the command
 	// line wins over prompt/prompt_file from any file.
@@ -78,47 +93,81 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	cfg, err := config.Load(config.LoadOptions{Workspace: ws, Sets: sets})
 	if err != nil {
-		return storage.Run{}, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
+		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
 		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
-			return storage.Run{}, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
+			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
 	}
 	if goal == "" {
-		return storage.Run{}, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
+		return storage.Run{}, nil, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
 	}
 	file, err := loadStopFile(cfg)
 	if err != nil {
-		return storage.Run{}, err
+		return storage.Run{}, nil, err
 	}
 	full := shorthandsOf(cfg).Set()
 	full.Merge(file)
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
-		return storage.Run{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
+		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
 	envTrust, err := s.checkTrust(ctx, ws, cfg, sets)
 	if err != nil {
-		return storage.Run{}, err
+		return storage.Run{}, nil, err
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
-		return storage.Run{}, fmt.Errorf("encode config: %w", err)
+		return storage.Run{}, nil, fmt.Errorf("encode config: %w", err)
 	}
 	condJSON, err := json.Marshal(file)
 	if err != nil {
-		return storage.Run{}, fmt.Errorf("encode conditions: %w", err)
+		return storage.Run{}, nil, fmt.Errorf("encode conditions: %w", err)
 	}
 	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
 		Conditions: string(condJSON), Status: api.RunPending}
-	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws}
-	if w := unpricedBudget(cfg, full); w != "" {
-		payload["warnings"] = []string{w}
+	commonDir, warnings, err := s.isolate(ctx, &run, cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
 	}
+	warnings = append(warnings, startWarnings(cfg, full)...)
+	// The event has every warning; the response gets the unpriced budget
+	// from Describe, which says it as long as it holds.
+	recorded := warnings
+	if w := unpricedBudget(cfg, full); w != "" {
+		recorded = append(recorded[:len(recorded):len(recorded)], w)
+	}
+	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
+		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
+		"warnings": recorded}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+		if run.Isolation == string(config.IsolationInPlace) {
+			// Checked in the inserting transaction (one writer, BEGIN
+			// IMMEDIATE): of two racing starts exactly one wins.
+			active, err := tx.ActiveInPlaceRun(ws, "")
+			if err == nil {
+				return busyWorkspace(ws, active)
+			}
+			if !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
+		}
 		if err := tx.InsertRun(run, payload); err != nil {
 			return err
+		}
+		if run.Isolation == string(config.IsolationWorktree) {
+			// Recorded before git creates them (at the run's start): loopd
+			// removes only what it recorded, and a crash in between leaves
+			// a record of what may exist, never an object it forgot.
+			for _, o := range []storage.GitObject{
+				{RunID: run.ID, Kind: storage.GitWorktree, Repo: commonDir, Name: run.Worktree},
+				{RunID: run.ID, Kind: storage.GitBranch, Repo: commonDir, Name: run.Branch},
+			} {
+				if err := tx.RecordGitObject(o); err != nil {
+					return err
+				}
+			}
 		}
 		if envTrust != "" {
 			return tx.RequireEnvTrust(run.ID, envTrust)
@@ -126,11 +175,12 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 		return nil
 	})
 	if err != nil {
-		return storage.Run{}, err
+		return storage.Run{}, nil, err
 	}
-	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws))
+	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws), zap.String("isolation", run.Isolation))
 	s.Wake()
-	return s.store.Run(ctx, run.ID)
+	created, err := s.store.Run(ctx, run.ID)
+	return created, warnings, err
 }
 
 func loadStopFile(cfg config.Config) (stop.Set, error) {
@@ -220,9 +270,11 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 		s.finished(runID)
 		return nil
 	}
-	if now {
-		if r := s.runner(runID); r != nil {
+	if r := s.runner(runID); r != nil {
+		if now {
 			r.cancelStep(errStopNow)
+		} else {
+			r.poke() // a runner waiting to retry after an error stops now
 		}
 	}
 	return nil
@@ -275,6 +327,18 @@ func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) err
 			return tx.SetPauseRequest(runID, false)
 		default:
 			return &StateError{Msg: fmt.Sprintf("run %s is %s and cannot be resumed", runID, run.Status)}
+		}
+		if run.Status.Terminal() && run.Isolation == string(config.IsolationInPlace) {
+			// An ended in-place run becomes active again: the workspace
+			// must not have another.
+			if active, err := tx.ActiveInPlaceRun(run.Workspace, run.ID); err == nil {
+				return &StateError{Msg: fmt.Sprintf("workspace %s already has an active run %s (%s); resuming %s would make two in-place runs edit the same files.\n"+
+					"  wait for it (loopctl wait %s) or stop it (loopctl stop %s), then resume this one;\n"+
+					"  runs that must work side by side on one repository use --set isolation=worktree",
+					run.Workspace, shortOf(active.ID), active.Status, shortOf(runID), shortOf(active.ID), shortOf(active.ID))}
+			} else if !errors.Is(err, storage.ErrNotFound) {
+				return err
+			}
 		}
 		if len(sets) > 0 {
 			cfg, _, err := decodeFrozen(run)

@@ -21,35 +21,80 @@ type DescribeOptions struct {
 // Describe builds the wire view of a run. Every number in it is derived
 // from persisted steps and evaluations, so it is the same before and after
 // a daemon restart.
+//
+// The aggregates come from the run's recorded stats (kept with each step),
+// so a run costs the same few reads whatever its number of steps; a run
+// without current stats is derived from its steps.
 func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts DescribeOptions) (api.Run, error) {
-	steps, err := s.store.StepsLight(ctx, run.ID)
+	views, err := s.store.RunViews(ctx, []string{run.ID})
 	if err != nil {
-		return api.Run{}, fmt.Errorf("load steps: %w", err)
+		return api.Run{}, err
 	}
+	var last *storage.Evaluation
+	if e, err := s.store.LastEvaluation(ctx, run.ID); err == nil {
+		last = &e
+	}
+	var view *storage.RunView
+	if v, ok := views[run.ID]; ok {
+		view = &v
+	}
+	return s.describe(ctx, run, opts, view, last)
+}
+
+// DescribeList describes runs for a list, reading what they need in a few
+// statements for all of them together: the cost grows with the runs
+// shown, not with their steps.
+func (s *Scheduler) DescribeList(ctx context.Context, runs []storage.Run) ([]api.Run, error) {
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	views, err := s.store.RunViews(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	evals, err := s.store.LastEvaluations(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Run, 0, len(runs))
+	for _, run := range runs {
+		var view *storage.RunView
+		if v, ok := views[run.ID]; ok {
+			view = &v
+		}
+		var last *storage.Evaluation
+		if e, ok := evals[run.ID]; ok {
+			last = &e
+		}
+		v, err := s.describe(ctx, run, DescribeOptions{}, view, last)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// describe builds a run's view from its current aggregates (view; nil:
+// derive them from its steps) and its newest evaluation (nil: none).
+func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts DescribeOptions, view *storage.RunView, last *storage.Evaluation) (api.Run, error) {
 	out := runJSON(run)
 	cfg, set, err := s.frozen(run)
 	if err != nil {
 		return out, err
 	}
-	h := NewHistory(steps, pipelineOf(cfg))
-	out.Iteration = h.Iteration()
-	out.Counters = h.Counters()
-	out.Usage = h.Usage()
-	if out.Usage.Model == "" {
-		out.Usage.Model = cfg.Model
-	}
 	now := s.opts.Now().UnixMilli()
 	if !run.Status.Terminal() && run.Status != api.RunRunning {
 		now = run.UpdatedAt // paused or waiting: the clock is not running
 	}
-	out.ElapsedMS = h.ElapsedMS(now)
-	out.Steps = len(steps)
-	if last := h.Last(); last != nil && last.Status == api.StepRunning {
-		cur := StepJSON(last, now)
-		if cur.Pid == 0 {
-			cur.Pid = s.RunningPid(run.ID) // recorded with the step's finish; live from the runner until then
-		}
-		out.CurrentStep = &cur
+	if view != nil {
+		s.fillFromView(run, &out, view, now)
+	} else if err := s.describeFromSteps(ctx, run, cfg, &out, now); err != nil {
+		return out, err
+	}
+	if out.Usage.Model == "" {
+		out.Usage.Model = cfg.Model
 	}
 	if out.Usage.CostUnknown {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("cost unknown for part of the usage: model %q is not in the pricing table "+
@@ -60,7 +105,7 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 			out.Warnings = append(out.Warnings, w)
 		}
 	}
-	out.Conditions, err = s.conditions(ctx, run, set)
+	out.Conditions, err = conditionsFrom(last, set)
 	if err != nil {
 		return out, err
 	}
@@ -70,7 +115,7 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 		}
 	}
 	gate := api.Condition{Type: "completion", Kind: string(stop.ClassSuccess),
-		Description: "when " + joinGates(cfg.Completion) + " hold after the same iteration"}
+		Description: gateDescription(cfg)}
 	if run.Status == api.RunCompleted && len(run.Reason) > len("completed:") && run.Reason[:len("completed:")] == "completed:" {
 		one := 1.0
 		gate.Met, gate.Progress, gate.Reason = true, &one, run.Description
@@ -97,22 +142,67 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 	return out, nil
 }
 
-func joinGates[T ~string](gates []T) string {
-	parts := make([]string, len(gates))
-	for i, g := range gates {
-		parts[i] = string(g)
+// describeFromSteps fills the aggregates of out from every step of the
+// run: for runs whose recorded stats are missing or not current.
+func (s *Scheduler) describeFromSteps(ctx context.Context, run storage.Run, cfg config.Config, out *api.Run, now int64) error {
+	steps, err := s.store.StepsLight(ctx, run.ID)
+	if err != nil {
+		return fmt.Errorf("load steps: %w", err)
 	}
-	if len(parts) == 0 {
-		return "no gates"
+	h := NewHistory(steps, pipelineOf(cfg))
+	out.Iteration = h.Iteration()
+	out.Counters = h.Counters()
+	out.Usage = h.Usage()
+	out.ElapsedMS = h.ElapsedMS(now)
+	out.Steps = len(steps)
+	if last := h.Last(); last != nil && last.Status == api.StepRunning {
+		cur := StepJSON(last, now)
+		if cur.Pid == 0 {
+			cur.Pid = s.RunningPid(run.ID) // recorded with the step's finish; live from the runner until then
+		}
+		out.CurrentStep = &cur
 	}
-	return joinAnd(parts)
+	return nil
 }
 
-// conditions are the run's stop conditions with their latest results, or
-// not yet evaluated.
-func (s *Scheduler) conditions(ctx context.Context, run storage.Run, set stop.Set) ([]api.Condition, error) {
-	last, err := s.store.LastEvaluation(ctx, run.ID)
-	if err == nil {
+// gateDescription says what the completion gate really checks: a verify
+// or review gate with nothing configured holds vacuously and is not named
+// as if it were a check.
+func gateDescription(cfg config.Config) string {
+	var real, vacuous []string
+	for _, g := range cfg.Completion {
+		switch {
+		case g == config.GateVerify && len(cfg.VerifyCommands) == 0:
+			vacuous = append(vacuous, "verify (no verify_command)")
+		case g == config.GateReview && cfg.ReviewCommand == "":
+			vacuous = append(vacuous, "review (no review_command)")
+		default:
+			real = append(real, string(g))
+		}
+	}
+	var desc string
+	switch len(real) {
+	case 0:
+		desc = "when an iteration ends without a failure"
+	case 1:
+		desc = "when " + real[0] + " holds after an iteration"
+	default:
+		desc = "when " + joinAnd(real) + " hold after the same iteration"
+	}
+	switch len(vacuous) {
+	case 0:
+	case 1:
+		desc += "; " + vacuous[0] + " checks nothing"
+	default:
+		desc += "; " + joinAnd(vacuous) + " check nothing"
+	}
+	return desc
+}
+
+// conditionsFrom are the run's stop conditions with their results in
+// its newest evaluation (last), or not yet evaluated.
+func conditionsFrom(last *storage.Evaluation, set stop.Set) ([]api.Condition, error) {
+	if last != nil {
 		var results []storedResult
 		if err := json.Unmarshal([]byte(last.Results), &results); err != nil {
 			return nil, fmt.Errorf("decode evaluation: %w", err)
@@ -170,6 +260,8 @@ func runJSON(r storage.Run) api.Run {
 		Reason: r.Reason, Description: r.Description, ExitCode: r.ExitCode,
 		CreatedAt: api.Millis(r.CreatedAt), StopRequested: r.StopRequest, PauseRequest: r.PauseRequest,
 		UserSignal: r.UserSignal, Conditions: []api.Condition{},
+		Isolation: r.Isolation, Worktree: r.Worktree, Branch: r.Branch, BaseBranch: r.BaseBranch,
+		BaseCommit: r.BaseCommit, LandedCommit: r.LandedCommit, WorktreeState: r.WorktreeState,
 	}
 	if r.StartedAt != nil {
 		out.StartedAt = api.Millis(*r.StartedAt)
@@ -203,7 +295,22 @@ func StepJSON(st *storage.Step, now int64) api.Step {
 	if st.Pid != nil && st.Status == api.StepRunning {
 		out.Pid = *st.Pid
 	}
+	if st.FilesChanged != nil {
+		files := st.ChangeFiles
+		if files == nil {
+			files = []string{}
+		}
+		out.Changes = &api.Changes{Commit: st.ChangeCommit, FilesChanged: *st.FilesChanged,
+			Insertions: deref(st.Insertions), Deletions: deref(st.Deletions), Files: files}
+	}
 	return out
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func stepUsage(st *storage.Step) api.Usage {

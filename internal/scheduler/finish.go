@@ -40,6 +40,13 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	if len(runs) > 0 || len(due) > 0 {
 		s.log.Info("recovered", zap.Int("running_runs", len(runs)), zap.Int("postmortems_due", len(due)))
 	}
+	// Aggregates of runs from before migration 0007, behind the runners:
+	// a daemon with a long history resumes its runs first.
+	s.runners.Go(func() {
+		if err := s.backfillStats(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("record the aggregates of older runs", zap.Error(err))
+		}
+	})
 	return nil
 }
 
@@ -108,7 +115,8 @@ func (s *Scheduler) writePostmortem(runID string) error {
 		lastFail = lastVerifyFail
 	}
 	if lastFail != nil {
-		in.LastFailureTail = feedbackOutput(lastFail)
+		cfg, _, _ := decodeFrozen(run)
+		in.LastFailureTail = secretsOf(cfg).String(feedbackOutput(lastFail))
 	}
 	// Only the ends of the timeline: a long run has far more events than
 	// a report shows, and loading them all would grow the daemon.

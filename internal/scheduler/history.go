@@ -12,6 +12,7 @@ import (
 type Pipeline struct {
 	Review       bool // a review_command is configured
 	Verification bool // at least one verify_command is configured
+	Setup        bool // a worktree run with a setup_command: it runs once, before iteration 1
 }
 
 // Next is the step a run should execute next.
@@ -120,8 +121,8 @@ func (t *tally) add(steps []storage.Step, i int) {
 		t.running = append(t.running, s.StartedAt)
 	}
 	t.addUsage(s)
-	if !counts(s) {
-		return
+	if !counts(s) || s.Phase == api.PhaseSetup {
+		return // the setup step is in no iteration and no failure streak
 	}
 	failed := s.Status == api.StepFailed
 	if failed {
@@ -242,6 +243,10 @@ func (h *History) APIOutage(current int64) (n int, since int64) {
 
 // Next decides the next step from the last step that counted.
 func (h *History) Next() Next {
+	if h.Pipeline.Setup && !h.setupDone() {
+		// Until it has succeeded: a failed setup is run again on resume.
+		return Next{Phase: api.PhaseSetup, Iteration: 0, Retry: len(h.Steps) > 0}
+	}
 	if len(h.Steps) == 0 {
 		return Next{Phase: api.PhaseImplementation, Iteration: 1}
 	}
@@ -253,6 +258,21 @@ func (h *History) Next() Next {
 		return Next{Phase: phase, Iteration: last.Iteration}
 	}
 	return Next{Phase: api.PhaseImplementation, Iteration: last.Iteration + 1}
+}
+
+// setupDone reports whether a setup step succeeded (setup steps come
+// before every other step).
+func (h *History) setupDone() bool {
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.Phase != api.PhaseSetup {
+			return true // a run whose setup_command was added by resume --set does not go back
+		}
+		if s.Status == api.StepSucceeded {
+			return true
+		}
+	}
+	return false
 }
 
 // following returns the phase after a counted step within its iteration,

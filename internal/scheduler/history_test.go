@@ -386,3 +386,39 @@ func defLastVerification(h *History) *storage.Step {
 	}
 	return nil
 }
+
+// TestHistorySetupStep: a worktree run's setup step comes once, before
+// iteration 1, until it succeeds; it is in no iteration and no streak.
+func TestHistorySetupStep(t *testing.T) {
+	setup := func(status api.StepStatus) storage.Step {
+		end := int64(10)
+		return storage.Step{Seq: 1, Phase: api.PhaseSetup, Iteration: 0, Status: status, EndedAt: &end}
+	}
+	p := Pipeline{Verification: true, Setup: true}
+	tests := []struct {
+		name  string
+		steps []storage.Step
+		next  Next
+	}{
+		{"first step is the setup", nil, Next{Phase: api.PhaseSetup}},
+		{"after a successful setup, iteration 1", []storage.Step{setup(api.StepSucceeded)}, Next{Phase: api.PhaseImplementation, Iteration: 1}},
+		{"a failed setup runs again (on resume)", []storage.Step{setup(api.StepFailed)}, Next{Phase: api.PhaseSetup, Retry: true}},
+		{"an interrupted setup runs again", []storage.Step{setup(api.StepInterrupted)}, Next{Phase: api.PhaseSetup, Retry: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHistory(tt.steps, p)
+			if got := h.Next(); got != tt.next {
+				t.Fatalf("Next() = %+v, want %+v", got, tt.next)
+			}
+			if c := h.Counters(); c != (api.Counters{}) || h.CompletedIterations() != 0 {
+				t.Fatalf("the setup step counted: %+v, %d iterations", c, h.CompletedIterations())
+			}
+		})
+	}
+	// Without a setup_command there is no setup step.
+	if h := NewHistory(nil, Pipeline{}); h.Next().Phase != api.PhaseImplementation {
+		got := h.Next()
+		t.Fatalf("Next() without setup = %+v", got)
+	}
+}

@@ -126,7 +126,7 @@ func (r *runner) feedback(it int) string {
 	case api.PhaseImplementation:
 		fmt.Fprintf(&b, "The previous attempt failed: %s.\n", fail.Error)
 	}
-	if out := feedbackOutput(fail); out != "" {
+	if out := r.secrets.String(feedbackOutput(fail)); out != "" {
 		fmt.Fprintf(&b, "\nLast lines of its output:\n```\n%s\n```\n", out)
 	}
 	return b.String()

@@ -18,6 +18,8 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/redact"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -50,6 +52,16 @@ type runner struct {
 	// envTrust is the env file the workspace picked, which every step
 	// loads only while its content is still trusted ("" when none).
 	envTrust string
+	// secrets redacts the step environment's secret values from what is
+	// stored and fed back (nil when redact_secrets is off); set in load
+	// and with each step's environment.
+	secrets *redact.Redactor
+
+	// Where the steps run (the workspace, or the run's worktree) and the
+	// change ledger (nil when the workspace is not in git); set in load.
+	workdir    string
+	ledger     *git.Ledger
+	ledgerBase string // an in-place run's baseline snapshot, once known
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.
@@ -123,9 +135,10 @@ func (r *runner) main(recovered bool) {
 		} else {
 			last, same = msg, 1
 		}
-		// A database that cannot be written (a full disk) is not the
-		// run's fault and goes away by itself: it never ends the run.
-		fatal := same >= maxSameErrors && !storage.Transient(err)
+		// A database or a LOOPD_HOME that cannot be written (a full
+		// disk, a quota, a read-only remount) is not the run's fault and
+		// goes away by itself: it never ends the run.
+		fatal := same >= maxSameErrors && !storage.Transient(err) && !diskTrouble(err)
 		if done := r.settleFailed(err, fatal, same); done {
 			return
 		}
@@ -242,6 +255,8 @@ func (r *runner) load() error {
 	if r.envTrust, err = r.s.store.RunEnvTrust(bg(), r.id); err != nil {
 		return err
 	}
+	r.secrets = secretsOf(cfg)
+	r.loadWorkspace()
 	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -258,6 +273,7 @@ func (r *runner) load() error {
 		Logger: r.s.opts.Logger.Named("stop"),
 		Prices: r.prices,
 		Debug:  r.s.opts.DebugConditions,
+		Redact: func(s string) string { return r.secrets.String(s) },
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
 	// evaluation so a restart does not re-announce unchanged progress.
@@ -313,10 +329,20 @@ func planLimit(cfg config.Config) int {
 }
 
 func pipelineOf(cfg config.Config) Pipeline {
-	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0}
+	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0,
+		Setup: cfg.Isolation == config.IsolationWorktree && cfg.SetupCommand != ""}
 }
 
+// defaultPrices is the built-in pricing table, built once and shared by
+// every run without price.<model> overrides: it is never modified (a run
+// with overrides gets its own copy), and a table per run was most of a
+// runner's memory.
+var defaultPrices = sync.OnceValue(stop.DefaultPrices)
+
 func pricesOf(cfg config.Config) stop.Prices {
+	if len(cfg.Prices) == 0 {
+		return defaultPrices()
+	}
 	prices := stop.DefaultPrices()
 	for model, p := range cfg.Prices {
 		prices.Override(model, stop.Price{Input: p.Input, Output: p.Output, CacheRead: p.CacheRead, CacheWrite: p.CacheWrite,
@@ -384,7 +410,7 @@ func (r *runner) loop(recovered bool) error {
 			if err := st.writePrompt(); err != nil {
 				return err
 			}
-			if err := r.write(st.insert); err != nil {
+			if err := r.write(func(tx *storage.Tx) error { return r.insertStep(tx, st) }); err != nil {
 				return err
 			}
 			r.hist.Append(*st.step)
@@ -419,6 +445,14 @@ func (r *runner) begin() (*planned, []string, *decision, error) {
 // following plans the step after the history: it checks what the step
 // needs (the agent installed, a readable env_file) and its prompt.
 func (r *runner) following() (*planned, []string, *decision, error) {
+	if r.s.diskFull() {
+		// The step could not write its output: it would fail for a
+		// reason that is not its own.
+		return nil, nil, r.waitForDisk(), nil
+	}
+	if d := r.prepareWorkspace(); d != nil {
+		return nil, nil, d, nil
+	}
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
 		if d := r.checkAgent(); d != nil {
@@ -562,6 +596,7 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 			now := r.s.opts.Now().UnixMilli()
 			st.EndedAt = &now
 		}
+		r.redactStep(st)
 		r.hist.SetLast(*st)
 		if st.Status == api.StepInterrupted {
 			typ = events.StepInterrupted // however its outcome was lost
@@ -651,6 +686,10 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err
 			}
+			// The history holds st's end already (conclude).
+			if err := tx.SetRunStats(r.id, statsOf(&r.hist)); err != nil {
+				return err
+			}
 		}
 		if ev != nil {
 			if err := r.recordEvaluation(tx, ev, announce); err != nil {
@@ -672,7 +711,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 				return nil
 			}
 			inserted = true
-			return next.insert(tx)
+			return r.insertStep(tx, next)
 		}
 		return nil
 	})
@@ -699,6 +738,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 }
 
 func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
+	d.description = r.secrets.String(d.description)
 	tr := storage.Transition{RunID: r.id, From: []api.RunStatus{api.RunRunning}, To: d.status,
 		Reason: d.reason, Description: d.description, WaitUntil: d.waitUntil, Event: d.event,
 		ClearRequests: true, Payload: d.payload}
@@ -718,7 +758,7 @@ func (r *runner) transition(d *decision, st *storage.Step) storage.Transition {
 }
 
 func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation, announce []string) error {
-	results, err := json.Marshal(ev.Results)
+	results, err := json.Marshal(r.redactResults(ev.Results))
 	if err != nil {
 		return fmt.Errorf("encode evaluation: %w", err)
 	}
@@ -783,6 +823,11 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	// A step killed by `stop --now` ends the run as the user asked.
 	if st != nil && st.Status == api.StepCanceled && st.CancelCause == storage.CancelUser {
 		return r.interrupted(storage.StopNow, true)
+	}
+	if st != nil && st.Phase == api.PhaseSetup && st.Status == api.StepFailed {
+		return &decision{status: api.RunFailed, reason: "setup_failed", event: events.RunFailed,
+			description: fmt.Sprintf("setup_command failed in the worktree %s: %s; see `loopctl logs %s --step %d`, fix it, then `loopctl resume %s`",
+				r.workdir, st.Error, shortOf(r.id), st.Seq, shortOf(r.id))}
 	}
 	v := ev.Stop
 	if v != nil && v.Class == stop.ClassFailure {
@@ -924,7 +969,7 @@ func (r *runner) context(stepID int64) stop.Context {
 		Step:                    stepID,
 		Iteration:               h.CompletedIterations(),
 		Elapsed:                 time.Duration(h.ElapsedMS(r.s.opts.Now().UnixMilli())) * time.Millisecond,
-		Workspace:               r.run.Workspace,
+		Workspace:               r.workdir,
 		TestFailureStreak:       h.TestFailureStreak(),
 		IterationsSinceProgress: h.IterationsSinceProgress(),
 		UserSignal:              r.run.UserSignal,
@@ -978,6 +1023,11 @@ func stepPayload(st *storage.Step) map[string]any {
 	}
 	if t := stepTests(st); t != nil {
 		p["tests"] = t
+	}
+	if st.FilesChanged != nil {
+		// The change ledger, live for followers (the dashboard's iteration
+		// ledger): the same shape as the step's JSON.
+		p["changes"] = StepJSON(st, 0).Changes
 	}
 	return p
 }

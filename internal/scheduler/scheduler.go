@@ -257,8 +257,11 @@ func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
 		if run.Status == api.RunWaiting {
 			tr.Event = events.RunResumed
 			why := "usage limit reset"
-			if run.Reason == "api_unavailable" {
+			switch run.Reason {
+			case "api_unavailable":
 				why = "back-off over: trying the model API again"
+			case reasonDiskFull:
+				why = "retrying after LOOPD_HOME was out of disk space"
 			}
 			tr.Payload = map[string]any{"run_id": run.ID, "reason": why}
 		}

@@ -100,9 +100,15 @@ func (p *planned) removeFiles() {
 	}
 }
 
-// insert records a planned step as RUNNING, with STEP_STARTED, in tx; the
-// caller appends it to the history once tx commits.
-func (p *planned) insert(tx *storage.Tx) error { return tx.InsertStep(p.step, p.payload) }
+// insertStep records a planned step as RUNNING, with STEP_STARTED and
+// the run's aggregates after it, in tx; the caller appends it to the
+// history once tx commits.
+func (r *runner) insertStep(tx *storage.Tx, p *planned) error {
+	if err := tx.InsertStep(p.step, p.payload); err != nil {
+		return err
+	}
+	return tx.SetRunStats(r.id, withStarted(statsOf(&r.hist), p.step))
+}
 
 // spec describes a planned step's process, in environment env (the
 // daemon's plus the run's env_file). Steps are always gated: the process
@@ -123,9 +129,14 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 		commands = []string{r.cfg.ReviewCommand}
 	case api.PhaseVerification:
 		commands = r.cfg.VerifyCommands
+	case api.PhaseSetup:
+		// LOOP_CHECKOUT: the user's checkout, to copy what git does not
+		// carry into a new worktree (cp "$LOOP_CHECKOUT/.env" .).
+		commands = []string{r.cfg.SetupCommand}
+		env = append(env[:len(env):len(env)], "LOOP_CHECKOUT="+r.run.Workspace)
 	}
 	return supervise.Spec{
-		Dir: r.run.Workspace, Commands: commands, StdinPath: stdin,
+		Dir: r.workdir, Commands: commands, StdinPath: stdin,
 		Env:     r.stepEnv(env, st, prompt),
 		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true,
 	}
@@ -171,6 +182,11 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 	}
 	if err != nil {
 		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
+		if errors.Is(err, supervise.ErrNoSpace) || r.s.diskFull() {
+			// Nothing ran: not a failure of the phase.
+			st.Status = api.StepInterrupted
+			st.Error = "could not start the step: " + errDiskFull.Error() + "; the phase runs again once space is freed"
+		}
 		return st, nil
 	}
 	done, err := r.watch(st, proc)
@@ -417,6 +433,14 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			st.Status = api.StepSucceeded
 		}
 	}
+	if st.Status == api.StepFailed && r.s.diskFull() {
+		// Its output could not be written: the disk, not the step,
+		// failed. Never counted; the phase runs again once there is
+		// space (the run waits for it, see following).
+		st.Status = api.StepInterrupted
+		st.Error = errDiskFull.Error() + " while the step ran (" + st.Error + "); the phase runs again once space is freed"
+		r.log.Warn("step failed while LOOPD_HOME was out of disk space; not counted as a failure", zap.Int("seq", st.Seq))
+	}
 	switch st.Phase {
 	case api.PhaseImplementation, api.PhaseReview:
 		r.readAgentOutput(st)
@@ -425,19 +449,14 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			r.readTests(st)
 		}
 	}
-	r.afterImplementation(st)
-}
-
-// afterImplementation records what an implementation step that ran to an
-// outcome left in the workspace: its fingerprint and the plan's progress.
-func (r *runner) afterImplementation(st *storage.Step) {
+	if st.Phase == api.PhaseImplementation {
+		// Before the fingerprint: in a worktree the ledger commit is part
+		// of the state it reads.
+		r.recordChanges(st)
+	}
 	if st.Phase == api.PhaseImplementation && (st.Status == api.StepSucceeded || st.Status == api.StepFailed) {
 		if r.cfg.NoProgressIterations > 0 || r.usesProgress {
-			fp, err := workspace.Fingerprint(context.Background(), r.run.Workspace)
-			if err != nil {
-				r.log.Warn("workspace fingerprint", zap.Error(err))
-			}
-			st.Fingerprint = fp
+			r.fingerprint(st)
 		}
 		if r.cfg.PlanFile != "" {
 			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
@@ -690,7 +709,7 @@ func (r *runner) stepEnv(env []string, st *storage.Step, promptFile string) []st
 		"LOOP_PHASE="+string(st.Phase),
 		"LOOP_ITERATION="+strconv.Itoa(st.Iteration),
 		"LOOP_STEP="+strconv.Itoa(st.Seq),
-		"LOOP_WORKSPACE="+r.run.Workspace,
+		"LOOP_WORKSPACE="+r.workdir,
 		"LOOP_PROMPT_FILE="+promptFile,
 	)
 }
@@ -706,6 +725,7 @@ func (r *runner) envWithFile() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("env_file: %w", err)
 	}
+	r.useSecrets(vars)
 	return append(env, vars...), nil
 }
 
@@ -836,5 +856,6 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 	if st.Phase != api.PhaseVerification {
 		r.readAgentOutput(st) // the tokens it spent were spent
 	}
+	r.recordChanges(st) // and what it changed, changed
 	return r.conclude(st, events.StepInterrupted)
 }

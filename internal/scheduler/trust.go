@@ -197,9 +197,10 @@ func (e *untrustedEnvError) Error() string {
 // loadEnvFile reads the run's env file for a step. When the workspace
 // picked it, its bytes must still be the trusted ones: they are read once,
 // hashed and, only if trusted, parsed, so what is checked is what is
-// loaded.
+// loaded. An env file the user named since (resume --set env_file=…) is
+// the user's choice.
 func (r *runner) loadEnvFile() ([]string, error) {
-	if r.envTrust == "" {
+	if r.envTrust == "" || r.envTrust != r.cfg.EnvFile {
 		return config.LoadEnvFile(r.cfg.EnvFile)
 	}
 	data, err := trust.ReadFile(r.envTrust)

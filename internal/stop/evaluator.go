@@ -39,6 +39,10 @@ type Options struct {
 	// Sequential evaluates every condition one after the other in priority order
 	// instead of running slow ones in parallel. Results are the same either way.
 	Sequential bool
+	// Redact, when set, rewrites the text of results (reason, error) that
+	// goes to the log: a custom_script's output may print a secret.
+	// Results themselves are not changed.
+	Redact func(string) string
 }
 
 // Evaluator evaluates one run's Set after every step. Its methods are safe for
@@ -60,6 +64,7 @@ type Options struct {
 type Evaluator struct {
 	clock       Clock
 	log         *zap.Logger
+	redact      func(string) string // Options.Redact, for the log; nil: none
 	prices      Prices
 	maxParallel int
 	timeout     time.Duration
@@ -119,6 +124,7 @@ func NewEvaluator(set Set, opts Options) *Evaluator {
 		ttl:         opts.CacheTTL,
 		debug:       opts.Debug,
 		sequential:  opts.Sequential,
+		redact:      opts.Redact,
 		stopOnFirst: set.StopOnFirst,
 		progress:    make(map[entryKey]float64),
 	}
@@ -539,12 +545,25 @@ func (e *Evaluator) logEvaluation(ev Evaluation) {
 		zap.Int64("step", ev.Step),
 		zap.Int("iteration", ev.Iteration),
 		zap.Duration("duration", ev.Duration),
-		zap.Array("conditions", resultsLog(ev.Results)),
+		zap.Array("conditions", resultsLog(e.redacted(ev.Results))),
 	}
 	if ev.Stop != nil {
 		fields = append(fields, zap.String("stop", ev.Stop.Reason), zap.String("class", string(ev.Stop.Class)))
 	}
 	ce.Write(fields...)
+}
+
+// redacted returns results with Options.Redact applied to their text,
+// for the log.
+func (e *Evaluator) redacted(results []Result) []Result {
+	if e.redact == nil {
+		return results
+	}
+	out := slices.Clone(results)
+	for i := range out {
+		out[i].Reason, out[i].Err = e.redact(out[i].Reason), e.redact(out[i].Err)
+	}
+	return out
 }
 
 type resultsLog []Result

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/loopd/loopd/internal/events"
 )
@@ -41,6 +42,9 @@ func (t *Tx) Event(runID string, stepID *int64, typ events.Type, payload any) (i
 		return 0, err
 	}
 	t.lastSeq = seq
+	if !slices.Contains(t.runs, runID) {
+		t.runs = append(t.runs, runID)
+	}
 	if t.hook != nil {
 		if err := t.hook(t, Event{Seq: seq, RunID: runID, StepID: stepID, Type: typ, TS: t.now, Payload: string(body)}); err != nil {
 			return 0, err

@@ -60,3 +60,30 @@ func TestEventEnds(t *testing.T) {
 		})
 	}
 }
+
+// The commit hook names the runs whose events the commit wrote, once each.
+func TestNotifyRunsNamesTheCommitsRuns(t *testing.T) {
+	s, _ := openTest(t)
+	newRun(t, s, "a")
+	newRun(t, s, "b")
+	var got []string
+	var gotSeq int64
+	s.SetNotifyRuns(func(seq int64, runs []string) { gotSeq, got = seq, append([]string(nil), runs...) })
+	err := s.Write(t.Context(), func(tx *Tx) error {
+		for _, id := range []string{"b", "a", "b"} {
+			if _, err := tx.Event(id, nil, events.ConditionProgressed, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != "b" || got[1] != "a" {
+		t.Errorf("runs %v, want [b a]", got)
+	}
+	if last, _ := s.LastEventSeq(t.Context()); gotSeq != last {
+		t.Errorf("seq %d, want %d", gotSeq, last)
+	}
+}

@@ -108,3 +108,22 @@ func (s *Store) PendingNotifications(ctx context.Context, limit int) ([]Notifica
 		done_at, last_error FROM notifications WHERE state = 'pending' ORDER BY next_at, id LIMIT ?`, limit)
 	return ns, err
 }
+
+// WaitingAgain reports whether a run going WAITING at event seq is the
+// same wait going on: it went WAITING before, and no step has succeeded
+// since (an agent retried after a back-off that hit the same trouble).
+func (t *Tx) WaitingAgain(runID string, seq int64) (bool, error) {
+	var prev sql.NullInt64
+	if err := t.get(&prev, `SELECT MAX(seq) FROM events WHERE run_id = ? AND seq < ? AND type = 'RUN_WAITING'`, runID, seq); err != nil {
+		return false, fmt.Errorf("read earlier waits: %w", err)
+	}
+	if !prev.Valid {
+		return false, nil
+	}
+	var succeeded int
+	if err := t.get(&succeeded, `SELECT COUNT(*) FROM events WHERE run_id = ? AND seq > ? AND seq < ? AND type = 'STEP_FINISHED'
+		AND json_extract(payload, '$.status') = 'SUCCEEDED'`, runID, prev.Int64, seq); err != nil {
+		return false, fmt.Errorf("read steps since the last wait: %w", err)
+	}
+	return succeeded == 0, nil
+}

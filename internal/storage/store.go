@@ -69,8 +69,11 @@ type Store struct {
 	reads  *stmts   // prepared on r
 	ckpt   *checkpointer
 	notify func(int64)
-	now    func() time.Time
-	hook   EventHook // called in the transaction of every event; nil for none
+	// notifyRuns, when set, is called with the runs whose events a
+	// commit wrote, after notify.
+	notifyRuns func(seq int64, runs []string)
+	now        func() time.Time
+	hook       EventHook // called in the transaction of every event; nil for none
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -144,6 +147,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // write, when the bus is created after the store.
 func (s *Store) SetNotify(fn func(seq int64)) { s.notify = fn }
 
+// SetNotifyRuns sets a second commit hook that is also told which runs'
+// events the commit wrote (see events.Bus.PublishRuns); like SetNotify,
+// once, before any write.
+func (s *Store) SetNotifyRuns(fn func(seq int64, runs []string)) { s.notifyRuns = fn }
+
 // Close stops the checkpointer and closes the pools.
 func (s *Store) Close() error {
 	err := s.ckpt.close()
@@ -170,6 +178,7 @@ type Tx struct {
 	ctx     context.Context
 	now     int64
 	lastSeq int64
+	runs    []string // the runs whose events this transaction wrote
 	hook    EventHook
 }
 
@@ -196,6 +205,9 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	s.ckpt.committed()
 	if tx.lastSeq > 0 {
 		s.notify(tx.lastSeq)
+		if s.notifyRuns != nil {
+			s.notifyRuns(tx.lastSeq, tx.runs)
+		}
 	}
 	return nil
 }

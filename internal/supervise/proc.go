@@ -111,7 +111,8 @@ func ReadStatus(path, tag string) (code int, ok bool) {
 	prefix := tag + " exit "
 	for line := range strings.SplitSeq(complete, "\n") {
 		if rest, found := strings.CutPrefix(line, prefix); found {
-			if n, err := strconv.Atoi(rest); err == nil {
+			// A status written over a reservation is padded.
+			if n, err := strconv.Atoi(strings.TrimRight(rest, " ")); err == nil {
 				code, ok = n, true
 			}
 		}

@@ -1,7 +1,7 @@
 // Package supervise runs loopd's steps as detached process groups that
 // outlive the daemon, and re-attaches to them after a restart.
 //
-// A step is `/bin/sh -c <wrapper> <tag> <exits file> <mode> <command>...` started
+// A step is `/bin/sh -c <wrapper> <tag> <exits file> <reservation> <mode> <command>...` started
 // in its own session (so its own process group, with no controlling
 // terminal), stdin from a file, stdout and stderr appended straight to the
 // step's log file: there is no pipe the daemon must drain, so the step keeps
@@ -40,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,7 +50,8 @@ import (
 )
 
 // wrapper is the shell program around a step's commands. $0 is the tag,
-// $1 the exits file, $2 the mode, the rest are the commands.
+// $1 the exits file, $2 the offset of the step's reservation in it ("" for
+// none), $3 the mode, the rest are the commands.
 //
 // A mode starting with "g" is gated, and three more arguments follow it:
 // the log, the daemon's umask and the stdin file ("" for /dev/null). The
@@ -80,7 +82,13 @@ import (
 // The status is appended as a line "<tag> exit <code>" to a file all the
 // run's steps share (appending creates no file; creating one is slow on
 // some disks). The line starts with a newline too, so a line cut short by
-// a full disk can never hide the next one.
+// a full disk can never hide the next one. When the append fails — the
+// disk filled up while the step ran — the status is written over the
+// step's reservation instead: a line "<tag> reserved" that Start appended
+// while there was space, of the same length as the record, so writing it
+// in place needs no new space (dd conv=notrunc). A step whose outcome is
+// known is then never taken for a lost one by a daemon that restarts
+// before the disk has room again, and its paid agent never runs twice.
 //
 // The wrapper and each subshell catch SIGTERM with a no-op trap: caught
 // signals are reset to their default on exec, so the commands themselves
@@ -89,7 +97,12 @@ import (
 // group's leader stays alive until they have. A command that is itself a
 // shell loop ignores TERM this way and is ended by the SIGKILL that
 // follows the grace period.
-const wrapper = `__loopd_s=$1 __loopd_m=$2; shift 2
+const wrapper = `__loopd_s=$1 __loopd_o=$2 __loopd_m=$3; shift 3
+__loopd_rec() {
+  printf '\n%s exit %d\n' "$0" "$1" 2>/dev/null >>"$__loopd_s" ||
+  { [ -n "$__loopd_o" ] && printf '%s exit %-3d' "$0" "$1" |
+    dd of="$__loopd_s" bs=1 seek="$__loopd_o" conv=notrunc 2>/dev/null; }
+}
 case $__loopd_m in g?)
   trap '' TERM
   umask 077
@@ -98,13 +111,13 @@ case $__loopd_m in g?)
   IFS= read -r __loopd_g <&3 || exit 125
   exec 3<&-
   if [ -n "$__loopd_i" ] && ! command exec <"$__loopd_i"; then
-    printf '\n%s exit %d\n' "$0" 126 >>"$__loopd_s"; exit 126
+    __loopd_rec 126; exit 126
   fi
   __loopd_m=${__loopd_m#g};;
 esac
 trap : TERM
 if [ "$__loopd_m" = i ]; then
-  trap 'printf "\n%s exit %d\n" "$0" $? >>"$__loopd_s"' EXIT
+  trap '__loopd_rec $?' EXIT
   eval "$1"
   exit
 fi
@@ -114,7 +127,7 @@ for __loopd_c do
   (trap : TERM; eval "$__loopd_c"); __loopd_ec=$?
   [ $__loopd_ec -eq 0 ] || break
 done
-printf '\n%s exit %d\n' "$0" $__loopd_ec >>"$__loopd_s"
+__loopd_rec $__loopd_ec
 exit $__loopd_ec`
 
 // noLog is what a gated wrapper prints, after the shell's own message,
@@ -213,9 +226,12 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Commands) == 1 && simple(spec.Commands[0]) {
 		mode = "i"
 	}
-	args := []string{"/bin/sh", "-c", wrapper, spec.Tag, spec.StatusPath}
+	at, err := reserve(spec.StatusPath, spec.Tag)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"/bin/sh", "-c", wrapper, spec.Tag, spec.StatusPath, at}
 	var out, stdin, gateR, gateW, logErr *os.File
-	var err error
 	defer func() { closeAll(out, stdin, gateR) }() // the child has its own copies
 	if spec.Gated {
 		// The wrapper opens its log and its stdin itself (see wrapper);
@@ -263,7 +279,7 @@ func Start(spec Spec) (*Process, error) {
 		return cmd
 	}
 	cmd := newCmd()
-	cg, cgfd := newCgroup(spec.Tag)
+	cg, cgfd := newStepCgroup(spec.Tag)
 	if cgfd >= 0 && testCgroupHook != nil {
 		testCgroupHook(cg)
 	}
@@ -303,6 +319,43 @@ func Start(spec Spec) (*Process, error) {
 	p.BootID = BootID()
 	go p.waitChild()
 	return p, nil
+}
+
+// newStepCgroup is newCgroup; a test replaces it to make the start in a
+// cgroup fail.
+var newStepCgroup = newCgroup
+
+// reservedWord fills a reservation: as long as " exit <code>" with the
+// code padded to three digits, which is what the wrapper writes over it.
+const reservedWord = " reserved"
+
+// ErrNoSpace means a step could not be started because the file system
+// of its exits file is full: nothing of it ran.
+var ErrNoSpace = errors.New("no space left for the step's exit status")
+
+// reserve appends the step's reservation to the exits file (see wrapper)
+// and returns its offset for the wrapper.
+func reserve(path, tag string) (string, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return "", fmt.Errorf("start step: %w: %v", ErrNoSpace, err)
+		}
+		return "", fmt.Errorf("start step: open exits file: %w", err)
+	}
+	defer f.Close()
+	line := "\n" + tag + reservedWord + "\n"
+	if _, err := f.WriteString(line); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return "", fmt.Errorf("start step: %w: %v", ErrNoSpace, err)
+		}
+		return "", fmt.Errorf("start step: reserve exit status: %w", err)
+	}
+	end, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return "", fmt.Errorf("start step: reserve exit status: %w", err)
+	}
+	return strconv.FormatInt(end-int64(len(line))+1, 10), nil
 }
 
 // pipe returns a close-on-exec pipe, so no other step inherits either

@@ -60,7 +60,7 @@ func Inspect(in Inputs) ([]File, error) {
 	}
 	ch.Sets, _ = config.ParseSets(in.Sets)
 
-	if ch.Origin("stop_file", in.Config.StopFile != "") == OriginWorkspace {
+	if needsTrust(ch.Origin("stop_file", in.Config.StopFile != ""), in.Workspace, in.Config.StopFile) {
 		f, err := describeFile(in.Config.StopFile, DescribeStop)
 		if err != nil {
 			return nil, err
@@ -69,7 +69,7 @@ func Inspect(in Inputs) ([]File, error) {
 			files = append(files, f)
 		}
 	}
-	if ch.Origin("env_file", in.Config.EnvFile != "") == OriginWorkspace {
+	if needsTrust(ch.Origin("env_file", in.Config.EnvFile != ""), in.Workspace, in.Config.EnvFile) {
 		f, err := describeFile(in.Config.EnvFile, DescribeEnv)
 		if err != nil {
 			return nil, err
@@ -79,6 +79,20 @@ func Inspect(in Inputs) ([]File, error) {
 		}
 	}
 	return files, nil
+}
+
+// needsTrust decides for a file of origin o at path: the workspace's
+// choice always needs trust; the user config's only when it is a file of
+// the workspace (its content is the repository's, whoever named it).
+func needsTrust(o Origin, ws, path string) bool {
+	switch o {
+	case OriginWorkspace:
+		return true
+	case OriginUserConfig:
+		rel, err := filepath.Rel(ws, path)
+		return err == nil && filepath.IsLocal(rel)
+	}
+	return false
 }
 
 // EnvFile returns the path of the env file among files ("" when none): a

@@ -174,9 +174,13 @@ type Origin int
 const (
 	// OriginNone: no file is used for the key.
 	OriginNone Origin = iota
-	// OriginUser: the user named it (--set, a flag, or the user config
-	// file); it needs no trust.
+	// OriginUser: the user named it for this run (--set or a flag); it
+	// needs no trust.
 	OriginUser
+	// OriginUserConfig: the user config file names it. A path there that
+	// resolves inside the workspace (env_file=.env) still names the
+	// repository's file, so Inspect trusts it only outside the workspace.
+	OriginUserConfig
 	// OriginWorkspace: the workspace picked it (its .loop/config, or the
 	// default such as .env); it needs trust.
 	OriginWorkspace
@@ -204,7 +208,7 @@ func (c Chooser) Origin(key string, used bool) Origin {
 	case sets(c.Workspace):
 		return OriginWorkspace
 	case sets(c.User):
-		return OriginUser
+		return OriginUserConfig
 	}
 	return OriginWorkspace
 }

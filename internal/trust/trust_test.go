@@ -101,7 +101,7 @@ func TestChooserOrigin(t *testing.T) {
 		{"not used", Chooser{}, false, OriginNone},
 		{"default file", Chooser{}, true, OriginWorkspace},
 		{"workspace config", Chooser{Workspace: e("env_file")}, true, OriginWorkspace},
-		{"user config", Chooser{User: e("env_file")}, true, OriginUser},
+		{"user config", Chooser{User: e("env_file")}, true, OriginUserConfig},
 		{"workspace overrides user", Chooser{User: e("env_file"), Workspace: e("env_file")}, true, OriginWorkspace},
 		{"set overrides workspace", Chooser{Workspace: e("env_file"), Sets: e("env_file")}, true, OriginUser},
 		{"another key", Chooser{Sets: e("stop_file")}, true, OriginWorkspace},
@@ -211,5 +211,32 @@ func TestInspect(t *testing.T) {
 	write(".loop/config", "env_file=.env.other\n")
 	if got := paths(inspect()); !slices.Equal(got, []string{".loop/config", ".loop/stop.json", ".env.other"}) {
 		t.Errorf("env_file picked by the workspace config: %v", got)
+	}
+
+	// The user config names files: inside the workspace they are still
+	// the repository's; outside, the user's own.
+	os.Remove(filepath.Join(ws, ".loop", "config"))
+	outside := filepath.Join(t.TempDir(), "my.env")
+	os.WriteFile(outside, []byte("MINE=1\n"), 0o600)
+	for _, tt := range []struct {
+		user string
+		want []string
+	}{
+		{"env_file=.env.other\n", []string{".loop/stop.json", ".env.other"}},
+		{"env_file=" + outside + "\n", []string{".loop/stop.json"}},
+	} {
+		user := filepath.Join(t.TempDir(), "config")
+		os.WriteFile(user, []byte(tt.user), 0o600)
+		cfg, err := config.Load(config.LoadOptions{Workspace: ws, UserConfig: user, Sets: []string{"prompt=g"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := Inspect(Inputs{Workspace: ws, Config: cfg, Sets: []string{"prompt=g"}, UserConfig: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := paths(files); !slices.Equal(got, tt.want) {
+			t.Errorf("user config %q: %v, want %v", tt.user, got, tt.want)
+		}
 	}
 }

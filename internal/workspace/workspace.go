@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	gitcmd "github.com/loopd/loopd/internal/git"
 )
 
 // maxFiles bounds the walk of a non-git workspace.
@@ -133,4 +135,28 @@ func ReadPlan(path string) (Plan, error) {
 		return Plan{}, fmt.Errorf("read plan %s: %w", path, err)
 	}
 	return p, nil
+}
+
+// Resolve finds the workspace of dir the way git finds a repository: the
+// nearest ancestor of dir (dir included) holding a .loop directory, else
+// the top-level of the git working tree holding dir, else dir itself. So
+// a command run from src/deep/dir of a repository uses the repository's
+// .loop/config. dir must be absolute; the result is cleaned, with
+// symlinks as given.
+func Resolve(ctx context.Context, dir string) string {
+	dir = filepath.Clean(dir)
+	for d := dir; ; {
+		if fi, err := os.Stat(filepath.Join(d, ".loop")); err == nil && fi.IsDir() {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if top, err := gitcmd.TopLevel(ctx, dir); err == nil && top != "" {
+		return top
+	}
+	return dir
 }

@@ -118,3 +118,35 @@ func TestReadPlan(t *testing.T) {
 		t.Error("missing plan file: no error")
 	}
 }
+
+func TestResolveLikeGit(t *testing.T) {
+	ctx := t.Context()
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	deep := filepath.Join(repo, "src", "deep", "dir")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	realRepo, _ := filepath.EvalSymlinks(repo)
+	plain := t.TempDir()
+	tests := []struct {
+		name, setup, dir, want string
+	}{
+		{name: "git top-level from a subdirectory", dir: deep, want: realRepo},
+		{name: "nearest .loop wins over the top-level", setup: filepath.Join(repo, "src", ".loop"), dir: deep, want: filepath.Join(repo, "src")},
+		{name: "the directory itself outside git", dir: plain, want: plain},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.setup != "" {
+				if err := os.MkdirAll(tt.setup, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				defer os.RemoveAll(tt.setup)
+			}
+			if got := Resolve(ctx, tt.dir); got != tt.want {
+				t.Fatalf("Resolve(%s) = %s, want %s", tt.dir, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// cleanOptions are the flags of `loopctl clean`.
+type cleanOptions struct {
+	*globalOptions
+	Ended     bool
+	OlderThan string
+}
+
+func newCleanCmd(g *globalOptions) *cobra.Command {
+	o := &cleanOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "clean RUN|--ended [--older-than 7d]",
+		Short: "Remove the worktrees of ended runs (their branches stay)",
+		Long: `Remove the worktree of an ended run, or with --ended of every ended run
+(--older-than D: only runs that ended at least D ago). Their branches stay, so
+loopctl diff and loopctl land still work.
+
+Only worktrees loopd created and recorded are removed: a loop/* worktree or
+branch you made yourself is never touched, and git's entries for other
+worktrees are never pruned. A worktree with uncommitted changes to tracked
+files is skipped and listed.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 1:
+				return usageErrorf("clean takes at most one RUN")
+			case len(args) == 1 && o.Ended:
+				return usageErrorf("give a RUN or --ended, not both")
+			case len(args) == 0 && !o.Ended:
+				return usageErrorf("clean needs a RUN (an id, a unique id prefix, or last) or --ended")
+			case o.OlderThan != "" && !o.Ended:
+				return usageErrorf("--older-than goes with --ended")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) },
+	}
+	cmd.Flags().BoolVar(&o.Ended, "ended", false, "clean every ended run's worktree")
+	cmd.Flags().StringVar(&o.OlderThan, "older-than", "", "with --ended: only runs that ended at least this long ago (7d, 12h)")
+	return cmd
+}
+
+func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
+	ctx := cmd.Context()
+	req := api.CleanRequest{Ended: o.Ended, OlderThan: o.OlderThan}
+	if len(args) == 1 {
+		ref, err := o.ref(args[0])
+		if err != nil {
+			return err
+		}
+		req.Run, req.Workspace = ref.Ref, ref.Workspace
+	}
+	c, err := o.client(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := c.Clean(ctx, req)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return printJSON(o.Out, res)
+	}
+	for _, w := range res.Removed {
+		how := "removed"
+		if w.Gone {
+			how = "forgotten (it had been removed by hand)"
+		}
+		fmt.Fprintf(o.Out, "%s  %s %s; branch %s stays\n", shortID(w.RunID), w.Worktree, how, w.Branch)
+	}
+	for _, w := range res.Skipped {
+		fmt.Fprintf(o.Out, "%s  %s skipped: %s\n", shortID(w.RunID), w.Worktree, w.Reason)
+	}
+	if len(res.Removed)+len(res.Skipped) == 0 {
+		fmt.Fprintln(o.Out, "no worktree to clean")
+	}
+	return nil
+}
+
+// printWorktreeDisk adds the run worktrees' disk use to `daemon status`.
+func printWorktreeDisk(w io.Writer, d *api.WorktreeDisk) {
+	if d == nil {
+		return
+	}
+	size := bytesHuman(d.Bytes)
+	if !d.Complete {
+		size = "at least " + size + " (measure cut short on a large tree)"
+	}
+	fmt.Fprintf(w, "  disk    %d run worktree(s), %s\n", d.Count, size)
+}
+
+func bytesHuman(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,337 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/humantime"
+	"github.com/loopd/loopd/internal/scheduler"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// handleClean removes the worktrees of ended runs (`loopctl clean`): only
+// worktrees loopd created and recorded, after reconciling the records with
+// git; their branches stay.
+func (d *Daemon) handleClean(w http.ResponseWriter, r *http.Request) {
+	var req api.CleanRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	var ids []string
+	switch {
+	case req.Run != "" && req.Ended:
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "give a RUN or --ended, not both"))
+		return
+	case req.Run != "":
+		if req.OlderThan != "" {
+			d.fail(w, r, api.Errorf(api.CodeBadRequest, "--older-than goes with --ended"))
+			return
+		}
+		ws := req.Workspace
+		if ws != "" {
+			ws = scheduler.CanonicalWorkspace(ws)
+		}
+		run, err := d.store.ResolveRun(ctx, req.Run, ws)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if !run.Status.Terminal() {
+			d.fail(w, r, api.Errorf(api.CodeConflict, "run %s is %s: its worktree is removed only once it has ended (loopctl stop %s)",
+				run.ID, run.Status, shortID(run.ID)))
+			return
+		}
+		ids = []string{run.ID}
+	case req.Ended:
+		cutoff := d.store.Now()
+		if req.OlderThan != "" {
+			age, err := humantime.Parse(req.OlderThan)
+			if err != nil || age < 0 {
+				d.fail(w, r, api.Errorf(api.CodeBadRequest, "--older-than %q: give a duration such as 7d or 12h", req.OlderThan))
+				return
+			}
+			cutoff -= age.Milliseconds()
+		}
+		var err error
+		if ids, err = d.store.EndedWorktreeRuns(ctx, cutoff); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+	default:
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "clean needs a RUN or --ended"))
+		return
+	}
+	res := api.CleanResult{Removed: []api.CleanedWorktree{}, Skipped: []api.CleanedWorktree{}}
+	for _, id := range ids {
+		if err := d.cleanRun(ctx, id, &res); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+	}
+	d.diskCache.invalidate()
+	writeJSON(w, http.StatusOK, res)
+}
+
+// cleanRun removes one ended run's recorded worktrees.
+func (d *Daemon) cleanRun(ctx context.Context, runID string, res *api.CleanResult) error {
+	// Before any removal, the records are brought in line with git: a
+	// worktree removed by hand is marked gone, not removed again.
+	d.reconcileWorktrees(ctx, runID)
+	run, err := d.store.Run(ctx, runID)
+	if err != nil {
+		return err
+	}
+	objs, err := d.store.RunWorktrees(ctx, runID)
+	if err != nil {
+		return err
+	}
+	root := filepath.Join(d.opts.Home, "worktrees")
+	for _, o := range objs {
+		if o.RemovedAt != nil {
+			continue
+		}
+		item := api.CleanedWorktree{RunID: runID, Worktree: o.Name, Branch: run.Branch, Gone: o.GoneAt != nil}
+		skip := func(format string, args ...any) {
+			item.Reason = fmt.Sprintf(format, args...)
+			res.Skipped = append(res.Skipped, item)
+		}
+		// Read again now: a run resumed since it was listed works in
+		// this worktree again.
+		if !run.Status.Terminal() {
+			skip("run is %s: its worktree is in use", run.Status)
+			continue
+		}
+		if _, busy := d.landing.Load(runID); busy {
+			skip("a land of this run is under way: clean again when it has finished")
+			continue
+		}
+		if !within(root, o.Name) {
+			// A record is trusted only for worktrees where loopd makes
+			// them: a damaged or foreign row must not delete elsewhere.
+			skip("not under %s: loopd removes only worktrees it made there", root)
+			continue
+		}
+		if o.GoneAt == nil {
+			if list, err := git.ListWorktrees(ctx, o.Repo); err == nil {
+				if e, ok := entryAt(list, o.Name); ok && e.Branch != "" && e.Branch != run.Branch {
+					skip("git has it on branch %s, not on the run's %s: left alone", e.Branch, run.Branch)
+					continue
+				}
+			}
+			files, err := git.TrackedChanges(ctx, o.Name)
+			if err != nil {
+				skip("%v", err)
+				continue
+			}
+			if len(files) > 0 {
+				skip("uncommitted changes in %s: commit them on %s, or remove it yourself with git worktree remove --force %s",
+					strings.Join(files, ", "), run.Branch, o.Name)
+				continue
+			}
+		}
+		if git.RepoGone(o.Repo) {
+			// The whole repository was deleted: git cannot remove the
+			// worktree, and its directory (loopd's own, under root) would
+			// otherwise stay on disk forever.
+			if err := os.RemoveAll(o.Name); err != nil {
+				skip("the repository %s is gone, and removing %s failed: %v", o.Repo, o.Name, err)
+				continue
+			}
+		} else if err := git.RemoveWorktree(ctx, o.Repo, o.Name); err != nil {
+			skip("%v", err)
+			continue
+		}
+		if err := d.store.Write(ctx, func(tx *storage.Tx) error { return tx.MarkWorktreeRemoved(o) }); err != nil {
+			return err
+		}
+		d.log.Info("worktree removed", zap.String("run_id", runID), zap.String("worktree", o.Name), zap.Bool("was_gone", item.Gone))
+		res.Removed = append(res.Removed, item)
+	}
+	return nil
+}
+
+// reconcileWorktrees compares the worktrees loopd recorded (of one run, or
+// of every run when runID is "") with `git worktree list --porcelain` of
+// their repositories, and marks those removed by someone else as gone. It
+// never changes git: a stale entry stays until `loopctl clean`. Problems
+// are logged: a repository that cannot be read now is read next time.
+func (d *Daemon) reconcileWorktrees(ctx context.Context, runID string) {
+	objs, err := d.store.LiveWorktrees(ctx, runID)
+	if err != nil {
+		d.log.Error("reconcile worktrees", zap.Error(err))
+		return
+	}
+	lists := map[string][]git.WorktreeEntry{}
+	for _, o := range objs {
+		list, ok := lists[o.Repo]
+		if !ok && !git.RepoGone(o.Repo) {
+			var err error
+			if list, err = git.ListWorktrees(ctx, o.Repo); err != nil {
+				d.log.Warn("reconcile worktrees: cannot list", zap.String("repo", o.Repo), zap.Error(err))
+				continue
+			}
+			lists[o.Repo] = list
+		}
+		if git.WorktreePresent(list, o.Name) {
+			continue
+		}
+		if err := d.store.Write(ctx, func(tx *storage.Tx) error { return tx.MarkWorktreeGone(o) }); err != nil {
+			d.log.Error("reconcile worktrees: record gone", zap.String("worktree", o.Name), zap.Error(err))
+			continue
+		}
+		d.log.Warn("a run's worktree was removed by someone else; its branch keeps its commits",
+			zap.String("run_id", o.RunID), zap.String("worktree", o.Name))
+	}
+}
+
+// noticeGoneWorktree reconciles a worktree run whose directory, or whose
+// repository's entry for it, has disappeared since loopd last looked (a
+// read and a stat: cheap enough for every status), so that status says
+// "gone" at once.
+func (d *Daemon) noticeGoneWorktree(ctx context.Context, run storage.Run) storage.Run {
+	if run.Worktree == "" || run.WorktreeState != "present" || !worktreeBroken(run.Worktree) {
+		return run
+	}
+	d.reconcileWorktrees(ctx, run.ID)
+	if fresh, err := d.store.Run(ctx, run.ID); err == nil {
+		return fresh
+	}
+	return run
+}
+
+// worktreeBroken reports whether a worktree's directory is gone, or the
+// git directory its .git file points to is (the repository was deleted or
+// its entry pruned).
+func worktreeBroken(worktree string) bool {
+	b, err := os.ReadFile(filepath.Join(worktree, ".git"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+	if err != nil || !ok {
+		return false // not ours to judge: the full reconcile decides
+	}
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(worktree, gitdir)
+	}
+	_, err = os.Stat(gitdir)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+func entryAt(list []git.WorktreeEntry, path string) (git.WorktreeEntry, bool) {
+	for _, e := range list {
+		if filepath.Clean(e.Path) == filepath.Clean(path) {
+			return e, true
+		}
+	}
+	return git.WorktreeEntry{}, false
+}
+
+// within reports whether path is strictly inside dir.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// Disk measure of the run worktrees: a walk of every present worktree,
+// summing allocated blocks. A worktree can hold millions of files (a
+// node_modules, a build tree), so the walk has a time budget, and its
+// result is cached: `daemon status` never waits more than the budget, and
+// repeated calls within diskCacheFor cost nothing.
+const (
+	diskBudget   = 2 * time.Second
+	diskCacheFor = 30 * time.Second
+)
+
+type diskCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	last api.WorktreeDisk
+}
+
+func (c *diskCache) invalidate() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
+
+// worktreeDisk measures (or returns the cached measure of) the disk the
+// present run worktrees take.
+func (d *Daemon) worktreeDisk(ctx context.Context) *api.WorktreeDisk {
+	c := &d.diskCache
+	c.mu.Lock() // one walk at a time; others wait for it and share it
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < diskCacheFor {
+		out := c.last
+		return &out
+	}
+	objs, err := d.store.LiveWorktrees(ctx, "")
+	if err != nil {
+		d.log.Warn("measure worktrees", zap.Error(err))
+		return nil
+	}
+	deadline := time.Now().Add(diskBudget)
+	out := api.WorktreeDisk{Complete: true, MeasuredAt: api.Time{Time: time.Now()}}
+	for _, o := range objs {
+		fi, err := os.Stat(o.Name)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		out.Count++
+		n, complete := diskUsage(o.Name, deadline)
+		out.Bytes += n
+		out.Complete = out.Complete && complete
+	}
+	c.at, c.last = time.Now(), out
+	return &out
+}
+
+// diskUsage sums the allocated size of the files under dir, stopping at
+// deadline (complete is then false). Hard links are counted once per walk.
+func diskUsage(dir string, deadline time.Time) (bytes int64, complete bool) {
+	seen := map[[2]uint64]bool{}
+	n := 0
+	complete = true
+	_ = filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable: skip it
+		}
+		if n++; n%1024 == 0 && time.Now().After(deadline) {
+			complete = false
+			return fs.SkipAll
+		}
+		info, err := de.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			if st.Nlink > 1 {
+				key := [2]uint64{uint64(st.Dev), st.Ino}
+				if seen[key] {
+					return nil
+				}
+				seen[key] = true
+			}
+			bytes += st.Blocks * 512
+			return nil
+		}
+		bytes += info.Size()
+		return nil
+	})
+	return bytes, complete
+}

@@ -1,0 +1,111 @@
+package scheduler
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+func TestLastVerification(t *testing.T) {
+	impl := func(change string) storage.Step {
+		st := storage.Step{Phase: api.PhaseImplementation, Status: api.StepSucceeded}
+		st.ChangeCommit = change
+		return st
+	}
+	verify := func(seq int, s api.StepStatus) storage.Step {
+		return storage.Step{Seq: seq, Phase: api.PhaseVerification, Status: s}
+	}
+	tests := []struct {
+		name  string
+		steps []storage.Step
+		want  bool
+	}{
+		{"passed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded)}, true},
+		{"failed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b"), verify(4, api.StepFailed)}, false},
+		{"a change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b")}, false},
+		{"no change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("")}, true},
+		{"review after the pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), {Phase: api.PhaseReview, Status: api.StepFailed}}, true},
+		{"never verified", []storage.Step{impl("a")}, false},
+		{"nothing", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := LastVerification(tt.steps); got != tt.want {
+				t.Errorf("LastVerification = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLandVerificationUsesTheRunsEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	envFile := dir + "/.env"
+	if err := writeFile(envFile, "MARK=from-env-file\n"); err != nil {
+		t.Fatal(err)
+	}
+	run := storage.Run{ID: "abc123", Workspace: "/checkout", Config: `{"verify_command":["sh check.sh","true"],"env_file":"` + envFile + `"}`, Conditions: "{}"}
+	st, err := storage.Open(t.Context(), filepath.Join(dir, "loopd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(Options{Store: st, Home: dir})
+	lv, err := s.LandVerification(t.Context(), run, "/worktree", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lv.Commands, []string{"sh check.sh", "true"}) {
+		t.Errorf("commands = %q", lv.Commands)
+	}
+	for _, want := range []string{"MARK=from-env-file", "LOOP_RUN_ID=abc123", "LOOP_PHASE=verification", "LOOP_ITERATION=3", "LOOP_WORKSPACE=/worktree"} {
+		if !slices.Contains(lv.Env, want) {
+			t.Errorf("env lacks %s: %s", want, strings.Join(lv.Env, " "))
+		}
+	}
+	run.Config = `{"env_file":"` + dir + `/missing"}`
+	if _, err := s.LandVerification(t.Context(), run, "/worktree", 1); err == nil || !strings.Contains(err.Error(), "env_file") {
+		t.Errorf("a missing env_file: %v", err)
+	}
+}
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// The land's verification is judged as a verification step is: test
+// failures in its output fail it even when the commands exited 0.
+func TestLandVerificationJudge(t *testing.T) {
+	dir := t.TempDir()
+	st, err := storage.Open(t.Context(), filepath.Join(dir, "loopd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(Options{Store: st, Home: dir})
+	run := storage.Run{ID: "abc123", Workspace: dir, Config: `{"verify_command":["go test ./..."]}`, Conditions: "{}"}
+	lv, err := s.LandVerification(t.Context(), run, dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "land.log")
+	gotest := "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\nFAIL\nFAIL\texample.com/x\t0.002s\n"
+	if err := writeFile(log, gotest); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := lv.Judge(0, log, time.Now()); ok || !strings.Contains(why, "tests failed") {
+		t.Errorf("Judge of failing tests that exited 0 = %v, %q", ok, why)
+	}
+	if err := writeFile(log, "all good\n"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := lv.Judge(0, log, time.Now()); !ok {
+		t.Error("Judge of a clean exit 0 failed")
+	}
+	if ok, why := lv.Judge(2, log, time.Now()); ok || why != "exit code 2" {
+		t.Errorf("Judge of exit 2 = %v, %q", ok, why)
+	}
+}

@@ -1,0 +1,56 @@
+package scheduler
+
+import (
+	"os"
+	"slices"
+
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/redact"
+	"github.com/loopd/loopd/internal/stop"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// secretsOf is the redactor of a run's step environment: the env file's
+// values (read afresh; one that cannot be read adds nothing) and the
+// daemon's secret-looking variables. nil when redact_secrets is off.
+func secretsOf(cfg config.Config) *redact.Redactor {
+	if !cfg.RedactSecrets {
+		return nil
+	}
+	var vars []string
+	if cfg.EnvFile != "" {
+		vars, _ = config.LoadEnvFile(cfg.EnvFile)
+	}
+	return redact.New(vars, os.Environ())
+}
+
+// useSecrets sets the redactor from the environment a step is given
+// (envFile: the env file's variables it loaded).
+func (r *runner) useSecrets(envFile []string) {
+	if r.cfg.RedactSecrets {
+		r.secrets = redact.New(envFile, os.Environ())
+	}
+}
+
+// redactStep removes secret values from what is stored of a finished
+// step and shown again: its error and the agent's final message. The
+// step's log is the agent's own output and stays as it was written.
+func (r *runner) redactStep(st *storage.Step) {
+	st.Error = r.secrets.String(st.Error)
+	st.FinalMessage = r.secrets.String(st.FinalMessage)
+}
+
+// redactResults returns results with secret values removed from their
+// details (a custom_script's output is its result's reason), as stored in
+// the evaluation history; results itself is not changed.
+func (r *runner) redactResults(results []stop.Result) []stop.Result {
+	if r.secrets == nil || len(r.secrets.Names()) == 0 {
+		return results
+	}
+	out := slices.Clone(results)
+	for i := range out {
+		out[i].Reason = r.secrets.String(out[i].Reason)
+		out[i].Err = r.secrets.String(out[i].Err)
+	}
+	return out
+}
