@@ -142,6 +142,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := supervise.BecomeSubreaper(ctx); err != nil {
 		d.log.Warn("orphans of steps go to init", zap.Error(err))
 	}
+	if n := supervise.PruneCgroups(); n > 0 {
+		d.log.Info("removed the empty cgroups of ended steps", zap.Int("count", n))
+	}
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
