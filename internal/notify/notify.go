@@ -203,7 +203,9 @@ func (n *Notifier) Run(ctx context.Context) error {
 		if !wake.IsZero() {
 			timer = time.AfterFunc(max(time.Until(wake), 0), func() { woken.Store(true); stop() })
 		}
+		watched := make(chan struct{})
 		go func() {
+			defer close(watched)
 			select {
 			case <-n.done:
 				woken.Store(true)
@@ -213,11 +215,16 @@ func (n *Notifier) Run(ctx context.Context) error {
 		}()
 		seq, err := n.opts.Bus.Wait(waitCtx, after)
 		stop()
-		if timer != nil {
-			timer.Stop()
-		}
+		// Join the watcher before reading woken: when a commit ends the
+		// wait and a delivery's token arrives at the same moment, the
+		// watcher may take the token after the wait returned, and a token
+		// taken but not seen would leave a retry unscheduled until some
+		// other commit. A timer that could not be stopped has fired, or is
+		// firing: its time has come either way.
+		<-watched
+		fired := timer != nil && !timer.Stop()
 		after = max(after, seq)
-		read = woken.Load()
+		read = woken.Load() || fired
 		if errors.Is(err, events.ErrClosed) || ctx.Err() != nil {
 			return nil
 		}
