@@ -234,3 +234,52 @@ func (e *env) loopctlIn(dir string, args ...string) result {
 	}
 	return result{out.String(), errb.String(), code}
 }
+
+// An env file that sets nothing when the run is created needs no trust to
+// start, but it is still the workspace's file: when the agent writes a
+// variable into it, the next step does not load it untrusted. The run
+// ends ABORTED fatal:untrusted_env_file, and goes on once the user
+// trusted the new content.
+func TestTrustEmptyEnvWrittenDuringRun(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.writeFile(".env", "# filled in by hand\n", 0o644)
+	agent := filepath.Join(t.TempDir(), "agent.sh")
+	script := "#!/bin/sh\necho \"EVIL=${EVIL:-unset}\" >> \"$LOOP_WORKSPACE/seen\"\n" +
+		"printf 'EVIL=injected\\nBASH_ENV=/nonexistent\\n' > \"$LOOP_WORKSPACE/.env\"\necho working\n"
+	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.loopctl("start", "--set", "agent=command", "--set", "agent_command="+agent,
+		"--set", "max_iterations=3", "--set", "completion=promise", "goal")
+	if r.code != 0 {
+		t.Fatalf("start with an env file that sets nothing: exit %d\n%s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if code := e.wait(id); code != 2 {
+		t.Fatalf("wait: exit %d, want 2 (ABORTED)", code)
+	}
+	run := e.status(id)
+	envPath := filepath.Join(e.ws, ".env")
+	if run.Reason != "fatal:untrusted_env_file" || !strings.Contains(run.Description, envPath+" sets variables but is not trusted") {
+		t.Errorf("run: %s: %s", run.Reason, run.Description)
+	}
+	seen := func() string {
+		b, _ := os.ReadFile(filepath.Join(e.ws, "seen"))
+		return string(b)
+	}
+	if got := seen(); got != "EVIL=unset\n" {
+		t.Fatalf("the steps saw %q; the env file the agent wrote was loaded untrusted", got)
+	}
+	out := e.must("trust")
+	if !strings.Contains(out, "environment: BASH_ENV EVIL") {
+		t.Errorf("trust output:\n%s", out)
+	}
+	e.must("resume", id)
+	if code := e.wait(id); code != 2 || e.status(id).Reason != "max_iterations:3" {
+		t.Fatalf("after trust and resume: exit %d (%s)", code, e.status(id).Reason)
+	}
+	if got := seen(); got != "EVIL=unset\nEVIL=injected\nEVIL=injected\n" {
+		t.Errorf("after trust the steps saw %q", got)
+	}
+}

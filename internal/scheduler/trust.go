@@ -59,15 +59,18 @@ func (s *Scheduler) records(ctx context.Context, ws string) (map[string]trust.Re
 }
 
 // checkTrust is CreateRun's trust check, on a valid config: it returns the
-// env file the run must find still trusted at every step ("" when none),
-// or an *UntrustedError.
+// env file the workspace picked, which the run must find trusted at every
+// step it sets something ("" when none), or an *UntrustedError. An env
+// file that sets nothing now needs no trust to start, but is guarded all
+// the same: whatever writes into it later (the agent) is not loaded
+// untrusted.
 func (s *Scheduler) checkTrust(ctx context.Context, ws string, cfg config.Config, sets []string) (string, error) {
-	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg, Sets: sets})
+	files, env, err := trust.InspectRun(trust.Inputs{Workspace: ws, Config: cfg, Sets: sets})
 	if err != nil {
 		return "", &InputError{Msg: "cannot read the workspace's files; nothing was created", Problems: []string{err.Error()}}
 	}
 	if len(files) == 0 {
-		return "", nil
+		return env, nil
 	}
 	recs, err := s.records(ctx, ws)
 	if err != nil {
@@ -76,7 +79,7 @@ func (s *Scheduler) checkTrust(ctx context.Context, ws string, cfg config.Config
 	if bad := trust.Untrusted(trust.Check(files, recs)); len(bad) > 0 {
 		return "", &UntrustedError{Workspace: ws, Verdicts: bad}
 	}
-	return trust.EnvFile(files), nil
+	return env, nil
 }
 
 // TrustResult is what Trust found and recorded.
@@ -189,16 +192,18 @@ type untrustedEnvError struct {
 
 func (e *untrustedEnvError) Error() string {
 	if e.trustedAt.IsZero() {
-		return fmt.Sprintf("env file %s is no longer trusted (loopctl trust --revoke); it was not loaded", e.path)
+		return fmt.Sprintf("env file %s sets variables but is not trusted (it set nothing when the run was created, or its trust was revoked); it was not loaded", e.path)
 	}
 	return fmt.Sprintf("env file %s changed since it was trusted at %s; it was not loaded", e.path, e.trustedAt.UTC().Format(time.RFC3339))
 }
 
 // loadEnvFile reads the run's env file for a step. When the workspace
-// picked it, its bytes must still be the trusted ones: they are read once,
-// hashed and, only if trusted, parsed, so what is checked is what is
-// loaded. An env file the user named since (resume --set env_file=…) is
-// the user's choice.
+// picked it, its bytes must still be the trusted ones whenever they set
+// anything: they are read once, hashed and checked, so what is checked is
+// what is loaded. A file that sets nothing loads nothing and needs no
+// trust (an empty .env at the run's start); once something writes a
+// variable into it, it is refused until trusted. An env file the user
+// named since (resume --set env_file=…) is the user's choice.
 func (r *runner) loadEnvFile() ([]string, error) {
 	if r.envTrust == "" || r.envTrust != r.cfg.EnvFile {
 		return config.LoadEnvFile(r.cfg.EnvFile)
@@ -206,6 +211,9 @@ func (r *runner) loadEnvFile() ([]string, error) {
 	data, err := trust.ReadFile(r.envTrust)
 	if err != nil {
 		return nil, err
+	}
+	if vars, err := config.ParseEnvFile(r.envTrust, data); err == nil && len(vars) == 0 {
+		return nil, nil // sets nothing: nothing to trust
 	}
 	rec, err := r.s.store.TrustedFile(bg(), r.run.Workspace, r.envTrust)
 	switch {

@@ -33,6 +33,16 @@ type Inputs struct {
 // that sets nothing (a config of comments, a stop file without
 // custom_script, an empty env file) needs no trust and is left out.
 func Inspect(in Inputs) ([]File, error) {
+	files, _, err := InspectRun(in)
+	return files, err
+}
+
+// InspectRun is [Inspect] for a new run. It also returns the env file the
+// workspace picked ("" when none), whether or not it sets anything now:
+// the run reads it again before every step, and a file that set nothing
+// when the run was created (an empty .env the agent writes into later)
+// must be trusted before it is loaded, like one that changed.
+func InspectRun(in Inputs) ([]File, string, error) {
 	var files []File
 	var ch Chooser
 	cfgPath := filepath.Join(in.Workspace, config.WorkspaceConfig)
@@ -40,11 +50,11 @@ func Inspect(in Inputs) ([]File, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return nil, err
+		return nil, "", err
 	default:
 		f, err := DescribeConfig(cfgPath, data)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !f.Empty() {
 			files = append(files, f)
@@ -63,22 +73,24 @@ func Inspect(in Inputs) ([]File, error) {
 	if needsTrust(ch.Origin("stop_file", in.Config.StopFile != ""), in.Workspace, in.Config.StopFile) {
 		f, err := describeFile(in.Config.StopFile, DescribeStop)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if len(f.Commands) > 0 {
 			files = append(files, f)
 		}
 	}
+	var env string
 	if needsTrust(ch.Origin("env_file", in.Config.EnvFile != ""), in.Workspace, in.Config.EnvFile) {
+		env = in.Config.EnvFile
 		f, err := describeFile(in.Config.EnvFile, DescribeEnv)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !f.Empty() {
 			files = append(files, f)
 		}
 	}
-	return files, nil
+	return files, env, nil
 }
 
 // needsTrust decides for a file of origin o at path: the workspace's
