@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +282,37 @@ func TestTrustEmptyEnvWrittenDuringRun(t *testing.T) {
 	}
 	if got := seen(); got != "EVIL=unset\nEVIL=injected\nEVIL=injected\n" {
 		t.Errorf("after trust the steps saw %q", got)
+	}
+}
+
+// loopctl trust shows the value of every setting, not only its name: a
+// prompt_file that reads a file outside the workspace into the prompt or
+// a webhook that posts to a stranger's server is visible before it is
+// trusted, and a changed value is named at the next trust.
+func TestTrustShowsSettingValues(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	secret := filepath.Join(t.TempDir(), "id_rsa")
+	e.config("prompt_file="+secret, "notify_webhook=http://127.0.0.1:9/collect", "max_iterations=2")
+	if err := os.WriteFile(secret, []byte("-----BEGIN KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := e.must("trust")
+	for _, want := range []string{"setting  prompt_file=" + secret, "setting  notify_webhook=http://127.0.0.1:9/collect",
+		"setting  max_iterations=2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trust output lacks %q:\n%s", want, out)
+		}
+	}
+	var rep api.TrustReport
+	if err := json.Unmarshal([]byte(e.must("trust", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Files) != 1 || !slices.Contains(rep.Files[0].Values, api.TrustSetting{Key: "notify_webhook", Value: "http://127.0.0.1:9/collect"}) {
+		t.Errorf("trust --json: %+v", rep.Files)
+	}
+	e.config("prompt_file="+secret, "notify_webhook=http://127.0.0.1:9/other", "max_iterations=2")
+	if r := e.loopctl("start", "goal"); r.code != 64 || !strings.Contains(r.stderr, "setting notify_webhook changed") {
+		t.Errorf("start after the webhook changed: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -55,6 +55,10 @@ func trustFileJSON(v trust.Verdict) api.TrustFile {
 	if f.Settings == nil {
 		f.Settings = []string{}
 	}
+	f.Values = []api.TrustSetting{}
+	for _, s := range v.File.Values {
+		f.Values = append(f.Values, api.TrustSetting{Key: s.Key, Value: s.Value})
+	}
 	return f
 }
 

@@ -68,6 +68,17 @@ type File struct {
 	Env []string `json:"env,omitempty"`
 	// Settings are the config keys that are not commands, in file order.
 	Settings []string `json:"settings,omitempty"`
+	// Values are the settings' entries with their values, in file order:
+	// a prompt_file outside the workspace or a
+	// notify_webhook to a stranger's server is plain to see before it is
+	// trusted. Config values are shown; env file values never are.
+	Values []Setting `json:"values,omitempty"`
+}
+
+// Setting is one config entry that is not a command, with its value.
+type Setting struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // Empty reports whether f sets nothing, so it needs no trust.
@@ -105,6 +116,7 @@ func DescribeConfig(path string, data []byte) (File, error) {
 		if !slices.Contains(f.Settings, e.Key) {
 			f.Settings = append(f.Settings, e.Key)
 		}
+		f.Values = append(f.Values, Setting{Key: e.Key, Value: e.Value})
 	}
 	return f, nil
 }
@@ -332,6 +344,21 @@ func Changes(was, now File) []string {
 	}
 	out = append(out, setDiff("environment variable", was.Env, now.Env)...)
 	out = append(out, setDiff("setting", was.Settings, now.Settings)...)
+	if len(was.Values) > 0 { // records from before values were kept have none
+		vals := func(f File) map[string]string {
+			m := map[string]string{}
+			for _, s := range f.Values {
+				m[s.Key] += s.Value + "\n"
+			}
+			return m
+		}
+		w, n := vals(was), vals(now)
+		for _, k := range now.Settings {
+			if old, ok := w[k]; ok && old != n[k] {
+				out = append(out, "setting "+k+" changed")
+			}
+		}
+	}
 	return out
 }
 

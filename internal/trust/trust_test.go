@@ -33,6 +33,18 @@ max_iterations=3
 	if !slices.Equal(f.Settings, []string{"agent", "notify_webhook", "max_iterations"}) {
 		t.Errorf("settings = %v", f.Settings)
 	}
+	wantValues := []Setting{{"agent", "command"}, {"notify_webhook", "https://example.invalid/hook"}, {"max_iterations", "3"}}
+	if !slices.Equal(f.Values, wantValues) {
+		t.Errorf("values = %v, want %v", f.Values, wantValues)
+	}
+	moved, err := DescribeConfig("/ws/.loop/config", []byte("agent=command\nnotify_webhook=https://evil.invalid/x\nmax_iterations=3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := Changes(f, moved); !slices.Equal(ch, []string{"command agent_command removed", "command postmortem_command removed",
+		"command verify_command removed", "setting notify_webhook changed"}) {
+		t.Errorf("changes = %q", ch)
+	}
 	if f.SHA256 != Sum(data) || len(f.SHA256) != 64 || f.Kind != KindConfig {
 		t.Errorf("file = %+v", f)
 	}
