@@ -316,3 +316,41 @@ func TestTrustShowsSettingValues(t *testing.T) {
 		t.Errorf("start after the webhook changed: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// A repository's PROMPT.md needs no trust, so it may not lead outside the
+// workspace: a symlink to a private file would send that file to the
+// model and store it as the goal. start refuses it (exit 64, nothing
+// created, the file not read); a goal given on the command line, or the
+// file named with --prompt-file, is the user's choice.
+func TestTrustPromptSymlinkOutsideRefused(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	secret := filepath.Join(t.TempDir(), "id_rsa")
+	if err := os.WriteFile(secret, []byte("PRIVATE-KEY-MATERIAL\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(e.ws, "PROMPT.md")); err != nil {
+		t.Fatal(err)
+	}
+	agent := "agent_command=cat > \"$LOOP_WORKSPACE/prompt-seen\"; echo '<promise>COMPLETE</promise>'"
+	r := e.loopctl("start", "--set", "agent=command", "--set", agent)
+	if r.code != 64 || !strings.Contains(r.stderr, filepath.Join(e.ws, "PROMPT.md")+" leads outside the workspace") {
+		t.Fatalf("start with PROMPT.md -> %s: exit %d\n%s", secret, r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "PRIVATE-KEY-MATERIAL") {
+		t.Errorf("the refusal shows the file's content:\n%s", r.stderr)
+	}
+	if n := e.runCount(); n != 0 {
+		t.Errorf("%d runs created", n)
+	}
+	// trust is not blocked by it (start "GOAL" never reads PROMPT.md).
+	e.must("trust")
+	id := strings.TrimSpace(e.must("start", "--set", "agent=command", "--set", agent, "--set", "max_iterations=1", "the goal"))
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("start with a goal: exit %d (%s)", code, e.status(id).Reason)
+	}
+	b, err := os.ReadFile(filepath.Join(e.ws, "prompt-seen"))
+	if err != nil || strings.Contains(string(b), "PRIVATE-KEY-MATERIAL") || !strings.Contains(string(b), "the goal") {
+		t.Errorf("prompt the agent got (%v):\n%s", err, b)
+	}
+}

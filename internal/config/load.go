@@ -82,7 +82,7 @@ func Load(opts LoadOptions) (Config, error) {
 	errs = append(errs, flatten(err)...)
 	errs = append(errs, applyLayer(&c, entries, ws, p)...)
 
-	applyWorkspaceDefaults(&c, ws, p)
+	errs = append(errs, applyWorkspaceDefaults(&c, ws, p)...)
 	errs = append(errs, validate(c, ws, p)...)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
@@ -203,10 +203,20 @@ func where(e Entry) string {
 // applyWorkspaceDefaults fills in the defaults that depend on the
 // workspace's files, for keys that no layer set (an explicitly empty value
 // counts as set, so "env_file=" turns off loading .env).
-func applyWorkspaceDefaults(c *Config, ws string, p provenance) {
+//
+// A default PROMPT.md must stay inside the workspace: it needs no trust,
+// and a repository's PROMPT.md that is a symlink to ~/.ssh/id_rsa would
+// otherwise send that file to the model and store it as the run's goal.
+// (.loop/stop.json and .env are trusted by content, wherever they lead.)
+func applyWorkspaceDefaults(c *Config, ws string, p provenance) []error {
 	unset := func(key string) bool { _, set := p.entries[key]; return !set }
 	if c.Prompt == "" && c.PromptFile == "" && unset("prompt_file") {
 		if path := filepath.Join(ws, "PROMPT.md"); isRegularFile(path) {
+			if real, ok := insideWorkspace(ws, path); !ok {
+				return []error{&ConfigError{File: DefaultsFile, Key: "prompt_file", Msg: fmt.Sprintf(
+					"%s leads outside the workspace (to %s); a workspace's own PROMPT.md must be inside it: "+
+						"give the goal yourself (loopctl start \"…\" or --prompt-file)", path, real)}}
+			}
 			c.PromptFile = path
 		}
 	}
@@ -216,6 +226,22 @@ func applyWorkspaceDefaults(c *Config, ws string, p provenance) {
 	if path := filepath.Join(ws, ".env"); unset("env_file") && isRegularFile(path) {
 		c.EnvFile = path
 	}
+	return nil
+}
+
+// insideWorkspace resolves path's symlinks and reports whether it stays
+// in the workspace ws (itself resolved), with the resolved path.
+func insideWorkspace(ws, path string) (string, bool) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return path, false
+	}
+	root, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return real, false
+	}
+	rel, err := filepath.Rel(root, real)
+	return real, err == nil && filepath.IsLocal(rel)
 }
 
 // flatten returns the errors joined in err (nil for nil), so that the final

@@ -142,25 +142,19 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 }
 
 // loadForTrust resolves a workspace's config as `loopctl start` would
-// there with no --set. A workspace that gives no goal of its own is
-// loaded as if the goal came from the command line (start "GOAL"), which
-// changes none of the files that need trust.
+// there with no --set. A workspace whose own goal is missing or refused (a
+// PROMPT.md leading outside it) is loaded as if the goal came from the
+// command line (start "GOAL"), which changes none of the files that need
+// trust; other errors are reported as start reports them.
 func loadForTrust(ws string) (config.Config, error) {
 	cfg, err := config.Load(config.LoadOptions{Workspace: ws})
-	if err == nil || !onlyNoGoal(err) {
-		return cfg, err
+	if err == nil {
+		return cfg, nil
 	}
-	return config.Load(config.LoadOptions{Workspace: ws, Sets: []string{"prompt=loopctl trust"}})
-}
-
-// onlyNoGoal reports whether err's only problem is the missing goal.
-func onlyNoGoal(err error) bool {
-	for _, p := range problems(err) {
-		if !strings.Contains(p, "no goal") {
-			return false
-		}
+	if cfg, err2 := config.Load(config.LoadOptions{Workspace: ws, Sets: []string{"prompt=loopctl trust"}}); err2 == nil {
+		return cfg, nil
 	}
-	return true
+	return cfg, err
 }
 
 // Revoke forgets every trusted file of a workspace and returns their
