@@ -354,3 +354,50 @@ func TestTrustPromptSymlinkOutsideRefused(t *testing.T) {
 		t.Errorf("prompt the agent got (%v):\n%s", err, b)
 	}
 }
+
+// A .loop directory another user put in a shared ancestor (/tmp/.loop)
+// does not capture the runs started below it: the workspace is the
+// user's own repository, not the shared directory with the other user's
+// PROMPT.md.
+func TestTrustForeignLoopDirIgnored(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to create a directory owned by another uid")
+	}
+	e := newEnv(t)
+	e.startDaemon()
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(shared, ".loop")
+	if err := os.Mkdir(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "PROMPT.md"), []byte("the other user's goal\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(shared, "repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", repo, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	for _, p := range []string{foreign, filepath.Join(shared, "PROMPT.md")} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.loopctlIn(repo, "start", "--set", "agent=command", "--set", "agent_command=true", "--set", "max_iterations=1")
+	if r.code != 64 || !strings.Contains(r.stderr, "no goal") {
+		t.Errorf("start without a goal in %s: exit %d, want 64 (no goal)\n%s%s", repo, r.code, r.stdout, r.stderr)
+	}
+	r = e.loopctlIn(repo, "start", "--set", "agent=command", "--set", "agent_command=true", "--set", "max_iterations=1", "mine")
+	if r.code != 0 {
+		t.Fatalf("start in %s: exit %d\n%s", repo, r.code, r.stderr)
+	}
+	realRepo, _ := filepath.EvalSymlinks(repo)
+	if run := e.status(strings.TrimSpace(r.stdout)); run.Workspace != realRepo {
+		t.Errorf("workspace = %s, want %s (a .loop of uid 65534 above it was taken)", run.Workspace, realRepo)
+	}
+}
