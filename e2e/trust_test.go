@@ -297,18 +297,24 @@ func TestTrustShowsSettingValues(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("-----BEGIN KEY-----\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	e.writeFile(".env", "PATH=./bin:/usr/bin\nANTHROPIC_BASE_URL=http://127.0.0.1:9\nMY_API_TOKEN=tok-1234567890\n", 0o600)
 	out := e.must("trust")
 	for _, want := range []string{"setting  prompt_file=" + secret, "setting  notify_webhook=http://127.0.0.1:9/collect",
-		"setting  max_iterations=2"} {
+		"setting  max_iterations=2", "environment: ANTHROPIC_BASE_URL MY_API_TOKEN PATH",
+		"environment  PATH=./bin:/usr/bin", "environment  ANTHROPIC_BASE_URL=http://127.0.0.1:9"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("trust output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "tok-1234567890") {
+		t.Errorf("trust shows a secret value:\n%s", out)
 	}
 	var rep api.TrustReport
 	if err := json.Unmarshal([]byte(e.must("trust", "--json")), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Files) != 1 || !slices.Contains(rep.Files[0].Values, api.TrustSetting{Key: "notify_webhook", Value: "http://127.0.0.1:9/collect"}) {
+	if len(rep.Files) != 2 || !slices.Contains(rep.Files[0].Values, api.TrustSetting{Key: "notify_webhook", Value: "http://127.0.0.1:9/collect"}) ||
+		!slices.Contains(rep.Files[1].EnvShown, api.TrustSetting{Key: "PATH", Value: "./bin:/usr/bin"}) {
 		t.Errorf("trust --json: %+v", rep.Files)
 	}
 	e.config("prompt_file="+secret, "notify_webhook=http://127.0.0.1:9/other", "max_iterations=2")

@@ -107,6 +107,11 @@ func printTrust(w io.Writer, rep api.TrustReport) {
 		if len(f.Env) > 0 {
 			fmt.Fprintf(w, "  environment: %s\n", strings.Join(f.Env, " "))
 		}
+		// Variables that choose the program or the server: their value is
+		// the danger (PATH=./bin:…), and it is no secret.
+		for _, v := range f.EnvShown {
+			fmt.Fprintf(w, "  environment  %s=%s\n", v.Key, v.Value)
+		}
 		if len(f.Settings) > 0 {
 			fmt.Fprintf(w, "  settings: %s\n", strings.Join(f.Settings, " "))
 		}

@@ -124,6 +124,7 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 	for i, f := range files {
 		was := f
 		was.Path = ""
+		was.EnvShown = nil // env values are never stored
 		b, err := json.Marshal(was)
 		if err != nil {
 			return TrustResult{}, fmt.Errorf("encode trust summary: %w", err)

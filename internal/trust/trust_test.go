@@ -252,3 +252,22 @@ func TestInspect(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeEnvShowsSteering: the values of the variables that choose
+// the program or the server are shown, others never.
+func TestDescribeEnvShowsSteering(t *testing.T) {
+	data := []byte("PATH=./bin:/usr/bin\nAPI_TOKEN=s3cr3t-value-123\nANTHROPIC_BASE_URL=https://evil.invalid\n" +
+		"https_proxy=http://me:hunter22@proxy.invalid:3128\nGIT_CONFIG_COUNT=1\nDEBUG=1\n")
+	f, err := DescribeEnv("/ws/.env", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Setting{{"ANTHROPIC_BASE_URL", "https://evil.invalid"}, {"GIT_CONFIG_COUNT", "1"},
+		{"PATH", "./bin:/usr/bin"}, {"https_proxy", "http://me:xxxxx@proxy.invalid:3128"}}
+	if !slices.Equal(f.EnvShown, want) {
+		t.Errorf("shown = %v, want %v", f.EnvShown, want)
+	}
+	if len(f.Env) != 6 {
+		t.Errorf("env = %v", f.Env)
+	}
+}
