@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,12 @@ type LoadOptions struct {
 	UserConfig string
 	// Sets are the --set key=value arguments, in order, the last layer.
 	Sets []string
+	// WorkspaceConfigGiven says the caller already read the workspace
+	// config file: WorkspaceConfigData is its content (nil: there is
+	// none), used instead of reading the file again, so that the bytes the
+	// caller hashed for trust are the bytes the run is built from.
+	WorkspaceConfigGiven bool
+	WorkspaceConfigData  []byte
 }
 
 // UserConfigPath returns the user config file's path:
@@ -67,11 +74,21 @@ func Load(opts LoadOptions) (Config, error) {
 	if userConfig == "" {
 		userConfig, _ = UserConfigPath() // no home directory: no user layer
 	}
-	for _, path := range []string{userConfig, filepath.Join(ws, WorkspaceConfig)} {
+	wsConfig := filepath.Join(ws, WorkspaceConfig)
+	for _, path := range []string{userConfig, wsConfig} {
 		if path == "" {
 			continue
 		}
-		entries, err := ParseFile(path)
+		var entries []Entry
+		var err error
+		switch {
+		case path == wsConfig && opts.WorkspaceConfigGiven && opts.WorkspaceConfigData == nil:
+			continue
+		case path == wsConfig && opts.WorkspaceConfigGiven:
+			entries, err = Parse(bytes.NewReader(opts.WorkspaceConfigData), path)
+		default:
+			entries, err = ParseFile(path)
+		}
 		if entries == nil && errors.Is(err, fs.ErrNotExist) {
 			continue // a layer the user does not use
 		}

@@ -651,3 +651,18 @@ func TestLoadPromptSymlink(t *testing.T) {
 		t.Errorf("with a goal of the user's, PROMPT.md is not read: %v", err)
 	}
 }
+
+// TestLoadGivenWorkspaceConfig: bytes the caller read stand for the
+// workspace config file, which is not read again.
+func TestLoadGivenWorkspaceConfig(t *testing.T) {
+	w := newWorkspace(t, map[string]string{".loop/config": "max_iterations=7\nprompt=on disk\n"})
+	loadOpts := func(o LoadOptions) (Config, error) { o.Workspace = w.dir; return Load(o) }
+	c, err := loadOpts(LoadOptions{WorkspaceConfigGiven: true, WorkspaceConfigData: []byte("max_iterations=3\nprompt=given\n")})
+	if err != nil || c.MaxIterations != 3 || c.Prompt != "given" {
+		t.Fatalf("given bytes: %+v, %v", c, err)
+	}
+	c, err = loadOpts(LoadOptions{WorkspaceConfigGiven: true, Sets: []string{"prompt=g"}})
+	if err != nil || c.MaxIterations != 50 {
+		t.Fatalf("given as missing: max_iterations %d, %v", c.MaxIterations, err)
+	}
+}

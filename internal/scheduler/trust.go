@@ -64,8 +64,9 @@ func (s *Scheduler) records(ctx context.Context, ws string) (map[string]trust.Re
 // file that sets nothing now needs no trust to start, but is guarded all
 // the same: whatever writes into it later (the agent) is not loaded
 // untrusted.
-func (s *Scheduler) checkTrust(ctx context.Context, ws string, cfg config.Config, sets []string) (string, error) {
-	files, env, err := trust.InspectRun(trust.Inputs{Workspace: ws, Config: cfg, Sets: sets})
+func (s *Scheduler) checkTrust(ctx context.Context, in trust.Inputs) (string, error) {
+	ws := in.Workspace
+	files, env, err := trust.InspectRun(in)
 	if err != nil {
 		return "", &InputError{Msg: "cannot read the workspace's files; nothing was created", Problems: []string{err.Error()}}
 	}

@@ -26,6 +26,13 @@ type Inputs struct {
 	Sets []string
 	// UserConfig is the user config file; "" means config.UserConfigPath.
 	UserConfig string
+	// ConfigGiven says ConfigData is .loop/config's content as the caller
+	// read it (nil: no such file), and StopData, when not nil, is the stop
+	// file's: what Config was built from is what is described and hashed,
+	// with no second read a process could slip another content into.
+	ConfigGiven bool
+	ConfigData  []byte
+	StopData    []byte
 }
 
 // Inspect reads the workspace's files that need trust and describes them,
@@ -46,7 +53,13 @@ func InspectRun(in Inputs) ([]File, string, error) {
 	var files []File
 	var ch Chooser
 	cfgPath := filepath.Join(in.Workspace, config.WorkspaceConfig)
-	data, err := ReadFile(cfgPath)
+	data, err := in.ConfigData, error(nil)
+	switch {
+	case !in.ConfigGiven:
+		data, err = ReadFile(cfgPath)
+	case data == nil:
+		err = fs.ErrNotExist
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -71,7 +84,13 @@ func InspectRun(in Inputs) ([]File, string, error) {
 	ch.Sets, _ = config.ParseSets(in.Sets)
 
 	if needsTrust(ch.Origin("stop_file", in.Config.StopFile != ""), in.Workspace, in.Config.StopFile) {
-		f, err := describeFile(in.Config.StopFile, DescribeStop)
+		var f File
+		var err error
+		if in.StopData != nil {
+			f, err = DescribeStop(in.Config.StopFile, in.StopData)
+		} else {
+			f, err = describeFile(in.Config.StopFile, DescribeStop)
+		}
 		if err != nil {
 			return nil, "", err
 		}

@@ -271,3 +271,36 @@ func TestDescribeEnvShowsSteering(t *testing.T) {
 		t.Errorf("env = %v", f.Env)
 	}
 }
+
+// TestInspectGivenBytes: what the caller read (and built the run from) is
+// what is described and hashed, whatever the files hold by then.
+func TestInspectGivenBytes(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, ".loop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	onDisk := []byte("agent_command=echo trusted\n")
+	stopPath := filepath.Join(ws, ".loop", "stop.json")
+	for p, b := range map[string][]byte{filepath.Join(ws, ".loop", "config"): onDisk,
+		stopPath: []byte(`{"conditions":[]}`)} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := []byte("agent_command=./evil\n")
+	stopRead := []byte(`{"conditions":[{"type":"custom_script","script":"evil.sh"}]}`)
+	files, err := Inspect(Inputs{Workspace: ws, Config: config.Config{StopFile: stopPath}, UserConfig: filepath.Join(ws, "none"),
+		ConfigGiven: true, ConfigData: read, StopData: stopRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || files[0].SHA256 != Sum(read) || files[0].Commands[0].Command != "./evil" ||
+		files[1].SHA256 != Sum(stopRead) || files[1].Commands[0].Command != "evil.sh" {
+		t.Fatalf("files = %+v", files)
+	}
+	// Given as missing: no config file, whatever is on disk.
+	files, err = Inspect(Inputs{Workspace: ws, UserConfig: filepath.Join(ws, "none"), ConfigGiven: true})
+	if err != nil || len(files) != 0 {
+		t.Fatalf("config given as missing: %+v, %v", files, err)
+	}
+}
