@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,176 @@ func (e *env) loopctlIn(dir string, args ...string) result {
 		e.t.Fatalf("loopctl %v: %v", args, err)
 	}
 	return result{out.String(), errb.String(), code}
+}
+
+// An env file that sets nothing when the run is created needs no trust to
+// start, but it is still the workspace's file: when the agent writes a
+// variable into it, the next step does not load it untrusted. The run
+// ends ABORTED fatal:untrusted_env_file, and goes on once the user
+// trusted the new content.
+func TestTrustEmptyEnvWrittenDuringRun(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.writeFile(".env", "# filled in by hand\n", 0o644)
+	agent := filepath.Join(t.TempDir(), "agent.sh")
+	script := "#!/bin/sh\necho \"EVIL=${EVIL:-unset}\" >> \"$LOOP_WORKSPACE/seen\"\n" +
+		"printf 'EVIL=injected\\nBASH_ENV=/nonexistent\\n' > \"$LOOP_WORKSPACE/.env\"\necho working\n"
+	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.loopctl("start", "--set", "agent=command", "--set", "agent_command="+agent,
+		"--set", "max_iterations=3", "--set", "completion=promise", "goal")
+	if r.code != 0 {
+		t.Fatalf("start with an env file that sets nothing: exit %d\n%s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if code := e.wait(id); code != 2 {
+		t.Fatalf("wait: exit %d, want 2 (ABORTED)", code)
+	}
+	run := e.status(id)
+	envPath := filepath.Join(e.ws, ".env")
+	if run.Reason != "fatal:untrusted_env_file" || !strings.Contains(run.Description, envPath+" sets variables but is not trusted") {
+		t.Errorf("run: %s: %s", run.Reason, run.Description)
+	}
+	seen := func() string {
+		b, _ := os.ReadFile(filepath.Join(e.ws, "seen"))
+		return string(b)
+	}
+	if got := seen(); got != "EVIL=unset\n" {
+		t.Fatalf("the steps saw %q; the env file the agent wrote was loaded untrusted", got)
+	}
+	out := e.must("trust")
+	if !strings.Contains(out, "environment: BASH_ENV EVIL") {
+		t.Errorf("trust output:\n%s", out)
+	}
+	e.must("resume", id)
+	if code := e.wait(id); code != 2 || e.status(id).Reason != "max_iterations:3" {
+		t.Fatalf("after trust and resume: exit %d (%s)", code, e.status(id).Reason)
+	}
+	if got := seen(); got != "EVIL=unset\nEVIL=injected\nEVIL=injected\n" {
+		t.Errorf("after trust the steps saw %q", got)
+	}
+}
+
+// loopctl trust shows the value of every setting, not only its name: a
+// prompt_file that reads a file outside the workspace into the prompt or
+// a webhook that posts to a stranger's server is visible before it is
+// trusted, and a changed value is named at the next trust.
+func TestTrustShowsSettingValues(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	secret := filepath.Join(t.TempDir(), "id_rsa")
+	e.config("prompt_file="+secret, "notify_webhook=http://127.0.0.1:9/collect", "max_iterations=2")
+	if err := os.WriteFile(secret, []byte("-----BEGIN KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.writeFile(".env", "PATH=./bin:/usr/bin\nANTHROPIC_BASE_URL=http://127.0.0.1:9\nMY_API_TOKEN=tok-1234567890\n", 0o600)
+	out := e.must("trust")
+	for _, want := range []string{"setting  prompt_file=" + secret, "setting  notify_webhook=http://127.0.0.1:9/collect",
+		"setting  max_iterations=2", "environment: ANTHROPIC_BASE_URL MY_API_TOKEN PATH",
+		"environment  PATH=./bin:/usr/bin", "environment  ANTHROPIC_BASE_URL=http://127.0.0.1:9"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trust output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tok-1234567890") {
+		t.Errorf("trust shows a secret value:\n%s", out)
+	}
+	var rep api.TrustReport
+	if err := json.Unmarshal([]byte(e.must("trust", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Files) != 2 || !slices.Contains(rep.Files[0].Values, api.TrustSetting{Key: "notify_webhook", Value: "http://127.0.0.1:9/collect"}) ||
+		!slices.Contains(rep.Files[1].EnvShown, api.TrustSetting{Key: "PATH", Value: "./bin:/usr/bin"}) {
+		t.Errorf("trust --json: %+v", rep.Files)
+	}
+	e.config("prompt_file="+secret, "notify_webhook=http://127.0.0.1:9/other", "max_iterations=2")
+	if r := e.loopctl("start", "goal"); r.code != 64 || !strings.Contains(r.stderr, "setting notify_webhook changed") {
+		t.Errorf("start after the webhook changed: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// A repository's PROMPT.md needs no trust, so it may not lead outside the
+// workspace: a symlink to a private file would send that file to the
+// model and store it as the goal. start refuses it (exit 64, nothing
+// created, the file not read); a goal given on the command line, or the
+// file named with --prompt-file, is the user's choice.
+func TestTrustPromptSymlinkOutsideRefused(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	secret := filepath.Join(t.TempDir(), "id_rsa")
+	if err := os.WriteFile(secret, []byte("PRIVATE-KEY-MATERIAL\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(e.ws, "PROMPT.md")); err != nil {
+		t.Fatal(err)
+	}
+	agent := "agent_command=cat > \"$LOOP_WORKSPACE/prompt-seen\"; echo '<promise>COMPLETE</promise>'"
+	r := e.loopctl("start", "--set", "agent=command", "--set", agent)
+	if r.code != 64 || !strings.Contains(r.stderr, filepath.Join(e.ws, "PROMPT.md")+" leads outside the workspace") {
+		t.Fatalf("start with PROMPT.md -> %s: exit %d\n%s", secret, r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "PRIVATE-KEY-MATERIAL") {
+		t.Errorf("the refusal shows the file's content:\n%s", r.stderr)
+	}
+	if n := e.runCount(); n != 0 {
+		t.Errorf("%d runs created", n)
+	}
+	// trust is not blocked by it (start "GOAL" never reads PROMPT.md).
+	e.must("trust")
+	id := strings.TrimSpace(e.must("start", "--set", "agent=command", "--set", agent, "--set", "max_iterations=1", "the goal"))
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("start with a goal: exit %d (%s)", code, e.status(id).Reason)
+	}
+	b, err := os.ReadFile(filepath.Join(e.ws, "prompt-seen"))
+	if err != nil || strings.Contains(string(b), "PRIVATE-KEY-MATERIAL") || !strings.Contains(string(b), "the goal") {
+		t.Errorf("prompt the agent got (%v):\n%s", err, b)
+	}
+}
+
+// A .loop directory another user put in a shared ancestor (/tmp/.loop)
+// does not capture the runs started below it: the workspace is the
+// user's own repository, not the shared directory with the other user's
+// PROMPT.md.
+func TestTrustForeignLoopDirIgnored(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to create a directory owned by another uid")
+	}
+	e := newEnv(t)
+	e.startDaemon()
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(shared, ".loop")
+	if err := os.Mkdir(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "PROMPT.md"), []byte("the other user's goal\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(shared, "repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", repo, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	for _, p := range []string{foreign, filepath.Join(shared, "PROMPT.md")} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.loopctlIn(repo, "start", "--set", "agent=command", "--set", "agent_command=true", "--set", "max_iterations=1")
+	if r.code != 64 || !strings.Contains(r.stderr, "no goal") {
+		t.Errorf("start without a goal in %s: exit %d, want 64 (no goal)\n%s%s", repo, r.code, r.stdout, r.stderr)
+	}
+	r = e.loopctlIn(repo, "start", "--set", "agent=command", "--set", "agent_command=true", "--set", "max_iterations=1", "mine")
+	if r.code != 0 {
+		t.Fatalf("start in %s: exit %d\n%s", repo, r.code, r.stderr)
+	}
+	realRepo, _ := filepath.EvalSymlinks(repo)
+	if run := e.status(strings.TrimSpace(r.stdout)); run.Workspace != realRepo {
+		t.Errorf("workspace = %s, want %s (a .loop of uid 65534 above it was taken)", run.Workspace, realRepo)
+	}
 }

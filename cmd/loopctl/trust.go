@@ -27,8 +27,9 @@ its env file (.env) name commands and environment that loopd would run. loopd
 runs them only once you have trusted their exact content, like direnv allow:
 loopctl start refuses a workspace whose files are new or changed since.
 
-trust prints every command and every environment variable name these files
-set (never a value), then records their content hashes for you in the
+trust prints every command, every other setting of .loop/config with its
+value, and every environment variable name these files set (never an env
+value), then records their content hashes for you in the
 daemon's database. Files you name yourself (--set, --stop-file, your
 ~/.config/loop/config) need no trust. --revoke forgets what was trusted.`,
 		Example: `  loopctl trust
@@ -106,8 +107,18 @@ func printTrust(w io.Writer, rep api.TrustReport) {
 		if len(f.Env) > 0 {
 			fmt.Fprintf(w, "  environment: %s\n", strings.Join(f.Env, " "))
 		}
+		// Variables that choose the program or the server: their value is
+		// the danger (PATH=./bin:…), and it is no secret.
+		for _, v := range f.EnvShown {
+			fmt.Fprintf(w, "  environment  %s=%s\n", v.Key, v.Value)
+		}
 		if len(f.Settings) > 0 {
 			fmt.Fprintf(w, "  settings: %s\n", strings.Join(f.Settings, " "))
+		}
+		// Each setting's value: where the prompt comes from and where
+		// notifications go are as much the file's doing as its commands.
+		for _, v := range f.Values {
+			fmt.Fprintf(w, "  setting  %s=%s\n", v.Key, v.Value)
 		}
 	}
 }

@@ -38,6 +38,18 @@ type TrustFile struct {
 	Commands            []TrustCommand `json:"commands"`
 	Env                 []string       `json:"env"`      // variable names only, never values
 	Settings            []string       `json:"settings"` // config keys that are not commands
+	// Values are the settings' entries with their values, in file order.
+	Values []TrustSetting `json:"values"`
+	// EnvShown are the env file's variables that steer which program runs
+	// or where it connects (PATH, LD_PRELOAD, *_BASE_URL…), with their
+	// values; other env values are never shown.
+	EnvShown []TrustSetting `json:"env_shown"`
+}
+
+// TrustSetting is one config entry that is not a command, with its value.
+type TrustSetting struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // TrustReport answers POST /v1/trust: the files now trusted.

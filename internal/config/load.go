@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,12 @@ type LoadOptions struct {
 	UserConfig string
 	// Sets are the --set key=value arguments, in order, the last layer.
 	Sets []string
+	// WorkspaceConfigGiven says the caller already read the workspace
+	// config file: WorkspaceConfigData is its content (nil: there is
+	// none), used instead of reading the file again, so that the bytes the
+	// caller hashed for trust are the bytes the run is built from.
+	WorkspaceConfigGiven bool
+	WorkspaceConfigData  []byte
 }
 
 // UserConfigPath returns the user config file's path:
@@ -67,11 +74,21 @@ func Load(opts LoadOptions) (Config, error) {
 	if userConfig == "" {
 		userConfig, _ = UserConfigPath() // no home directory: no user layer
 	}
-	for _, path := range []string{userConfig, filepath.Join(ws, WorkspaceConfig)} {
+	wsConfig := filepath.Join(ws, WorkspaceConfig)
+	for _, path := range []string{userConfig, wsConfig} {
 		if path == "" {
 			continue
 		}
-		entries, err := ParseFile(path)
+		var entries []Entry
+		var err error
+		switch {
+		case path == wsConfig && opts.WorkspaceConfigGiven && opts.WorkspaceConfigData == nil:
+			continue
+		case path == wsConfig && opts.WorkspaceConfigGiven:
+			entries, err = Parse(bytes.NewReader(opts.WorkspaceConfigData), path)
+		default:
+			entries, err = ParseFile(path)
+		}
 		if entries == nil && errors.Is(err, fs.ErrNotExist) {
 			continue // a layer the user does not use
 		}
@@ -82,7 +99,7 @@ func Load(opts LoadOptions) (Config, error) {
 	errs = append(errs, flatten(err)...)
 	errs = append(errs, applyLayer(&c, entries, ws, p)...)
 
-	applyWorkspaceDefaults(&c, ws, p)
+	errs = append(errs, applyWorkspaceDefaults(&c, ws, p)...)
 	errs = append(errs, validate(c, ws, p)...)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
@@ -203,10 +220,20 @@ func where(e Entry) string {
 // applyWorkspaceDefaults fills in the defaults that depend on the
 // workspace's files, for keys that no layer set (an explicitly empty value
 // counts as set, so "env_file=" turns off loading .env).
-func applyWorkspaceDefaults(c *Config, ws string, p provenance) {
+//
+// A default PROMPT.md must stay inside the workspace: it needs no trust,
+// and a repository's PROMPT.md that is a symlink to ~/.ssh/id_rsa would
+// otherwise send that file to the model and store it as the run's goal.
+// (.loop/stop.json and .env are trusted by content, wherever they lead.)
+func applyWorkspaceDefaults(c *Config, ws string, p provenance) []error {
 	unset := func(key string) bool { _, set := p.entries[key]; return !set }
 	if c.Prompt == "" && c.PromptFile == "" && unset("prompt_file") {
 		if path := filepath.Join(ws, "PROMPT.md"); isRegularFile(path) {
+			if real, ok := insideWorkspace(ws, path); !ok {
+				return []error{&ConfigError{File: DefaultsFile, Key: "prompt_file", Msg: fmt.Sprintf(
+					"%s leads outside the workspace (to %s); a workspace's own PROMPT.md must be inside it: "+
+						"give the goal yourself (loopctl start \"…\" or --prompt-file)", path, real)}}
+			}
 			c.PromptFile = path
 		}
 	}
@@ -216,6 +243,22 @@ func applyWorkspaceDefaults(c *Config, ws string, p provenance) {
 	if path := filepath.Join(ws, ".env"); unset("env_file") && isRegularFile(path) {
 		c.EnvFile = path
 	}
+	return nil
+}
+
+// insideWorkspace resolves path's symlinks and reports whether it stays
+// in the workspace ws (itself resolved), with the resolved path.
+func insideWorkspace(ws, path string) (string, bool) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return path, false
+	}
+	root, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return real, false
+	}
+	rel, err := filepath.Rel(root, real)
+	return real, err == nil && filepath.IsLocal(rel)
 }
 
 // flatten returns the errors joined in err (nil for nil), so that the final

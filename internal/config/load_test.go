@@ -625,3 +625,44 @@ func TestVacuousCompletionIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadPromptSymlink: the default PROMPT.md may be a symlink within the
+// workspace, not one that leads out of it.
+func TestLoadPromptSymlink(t *testing.T) {
+	w := newWorkspace(t, map[string]string{"docs/goal.md": "goal"})
+	if err := os.Symlink("docs/goal.md", w.path("PROMPT.md")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := w.load()
+	if err != nil || c.PromptFile != w.path("PROMPT.md") {
+		t.Fatalf("PROMPT.md -> docs/goal.md: %v, prompt_file %q", err, c.PromptFile)
+	}
+	outside := filepath.Join(t.TempDir(), "secret")
+	writeFile(t, outside, "secret")
+	os.Remove(w.path("PROMPT.md"))
+	if err := os.Symlink(outside, w.path("PROMPT.md")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.load()
+	if err == nil || !strings.Contains(err.Error(), "defaults: prompt_file: "+w.path("PROMPT.md")+" leads outside the workspace") {
+		t.Fatalf("PROMPT.md -> %s: %v", outside, err)
+	}
+	if _, err := w.load("prompt=a goal given by the user"); err != nil {
+		t.Errorf("with a goal of the user's, PROMPT.md is not read: %v", err)
+	}
+}
+
+// TestLoadGivenWorkspaceConfig: bytes the caller read stand for the
+// workspace config file, which is not read again.
+func TestLoadGivenWorkspaceConfig(t *testing.T) {
+	w := newWorkspace(t, map[string]string{".loop/config": "max_iterations=7\nprompt=on disk\n"})
+	loadOpts := func(o LoadOptions) (Config, error) { o.Workspace = w.dir; return Load(o) }
+	c, err := loadOpts(LoadOptions{WorkspaceConfigGiven: true, WorkspaceConfigData: []byte("max_iterations=3\nprompt=given\n")})
+	if err != nil || c.MaxIterations != 3 || c.Prompt != "given" {
+		t.Fatalf("given bytes: %+v, %v", c, err)
+	}
+	c, err = loadOpts(LoadOptions{WorkspaceConfigGiven: true, Sets: []string{"prompt=g"}})
+	if err != nil || c.MaxIterations != 50 {
+		t.Fatalf("given as missing: max_iterations %d, %v", c.MaxIterations, err)
+	}
+}

@@ -55,6 +55,14 @@ func trustFileJSON(v trust.Verdict) api.TrustFile {
 	if f.Settings == nil {
 		f.Settings = []string{}
 	}
+	f.EnvShown = []api.TrustSetting{}
+	for _, s := range v.File.EnvShown {
+		f.EnvShown = append(f.EnvShown, api.TrustSetting{Key: s.Key, Value: s.Value})
+	}
+	f.Values = []api.TrustSetting{}
+	for _, s := range v.File.Values {
+		f.Values = append(f.Values, api.TrustSetting{Key: s.Key, Value: s.Value})
+	}
 	return f
 }
 

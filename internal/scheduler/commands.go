@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/trust"
 	"github.com/loopd/loopd/internal/workspace"
 )
 
@@ -91,7 +93,17 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if strings.TrimSpace(req.Goal) != "" {
 		sets = append(sets, "prompt="+config.QuoteValue(req.Goal))
 	}
-	cfg, err := config.Load(config.LoadOptions{Workspace: ws, Sets: sets})
+	// .loop/config is read once: the run is built from the very bytes
+	// the trust check hashes. (An unreadable one is left to Load, which
+	// reports it as a config error.)
+	opts := config.LoadOptions{Workspace: ws, Sets: sets}
+	switch data, err := trust.ReadFile(filepath.Join(ws, config.WorkspaceConfig)); {
+	case err == nil:
+		opts.WorkspaceConfigGiven, opts.WorkspaceConfigData = true, data
+	case errors.Is(err, fs.ErrNotExist):
+		opts.WorkspaceConfigGiven = true
+	}
+	cfg, err := config.Load(opts)
 	if err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
@@ -104,7 +116,7 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if goal == "" {
 		return storage.Run{}, nil, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
 	}
-	file, err := loadStopFile(cfg)
+	file, stopData, err := readStopFile(cfg)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
@@ -113,7 +125,8 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
-	envTrust, err := s.checkTrust(ctx, ws, cfg, sets)
+	envTrust, err := s.checkTrust(ctx, trust.Inputs{Workspace: ws, Config: cfg, Sets: sets,
+		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData})
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
@@ -184,12 +197,19 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 }
 
 func loadStopFile(cfg config.Config) (stop.Set, error) {
+	set, _, err := readStopFile(cfg)
+	return set, err
+}
+
+// readStopFile is loadStopFile that also returns the bytes it decoded, for
+// the trust check to hash (nil when there is no stop file).
+func readStopFile(cfg config.Config) (stop.Set, []byte, error) {
 	if cfg.StopFile == "" {
-		return stop.Set{}, nil
+		return stop.Set{}, nil, nil
 	}
 	b, err := os.ReadFile(cfg.StopFile)
 	if err != nil {
-		return stop.Set{}, &InputError{Msg: "cannot read the stop file", Problems: []string{err.Error()}}
+		return stop.Set{}, nil, &InputError{Msg: "cannot read the stop file", Problems: []string{err.Error()}}
 	}
 	set, err := stop.DecodeSet(b)
 	if err != nil {
@@ -197,9 +217,9 @@ func loadStopFile(cfg config.Config) (stop.Set, error) {
 		for i, p := range probs {
 			probs[i] = cfg.StopFile + ": " + p
 		}
-		return stop.Set{}, &InputError{Msg: "invalid stop file; nothing was created", Problems: probs}
+		return stop.Set{}, nil, &InputError{Msg: "invalid stop file; nothing was created", Problems: probs}
 	}
-	return set, nil
+	return set, b, nil
 }
 
 // resolveWorkspace checks that a workspace is an existing directory and

@@ -59,15 +59,19 @@ func (s *Scheduler) records(ctx context.Context, ws string) (map[string]trust.Re
 }
 
 // checkTrust is CreateRun's trust check, on a valid config: it returns the
-// env file the run must find still trusted at every step ("" when none),
-// or an *UntrustedError.
-func (s *Scheduler) checkTrust(ctx context.Context, ws string, cfg config.Config, sets []string) (string, error) {
-	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg, Sets: sets})
+// env file the workspace picked, which the run must find trusted at every
+// step it sets something ("" when none), or an *UntrustedError. An env
+// file that sets nothing now needs no trust to start, but is guarded all
+// the same: whatever writes into it later (the agent) is not loaded
+// untrusted.
+func (s *Scheduler) checkTrust(ctx context.Context, in trust.Inputs) (string, error) {
+	ws := in.Workspace
+	files, env, err := trust.InspectRun(in)
 	if err != nil {
 		return "", &InputError{Msg: "cannot read the workspace's files; nothing was created", Problems: []string{err.Error()}}
 	}
 	if len(files) == 0 {
-		return "", nil
+		return env, nil
 	}
 	recs, err := s.records(ctx, ws)
 	if err != nil {
@@ -76,7 +80,7 @@ func (s *Scheduler) checkTrust(ctx context.Context, ws string, cfg config.Config
 	if bad := trust.Untrusted(trust.Check(files, recs)); len(bad) > 0 {
 		return "", &UntrustedError{Workspace: ws, Verdicts: bad}
 	}
-	return trust.EnvFile(files), nil
+	return env, nil
 }
 
 // TrustResult is what Trust found and recorded.
@@ -121,6 +125,7 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 	for i, f := range files {
 		was := f
 		was.Path = ""
+		was.EnvShown = nil // env values are never stored
 		b, err := json.Marshal(was)
 		if err != nil {
 			return TrustResult{}, fmt.Errorf("encode trust summary: %w", err)
@@ -139,25 +144,19 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 }
 
 // loadForTrust resolves a workspace's config as `loopctl start` would
-// there with no --set. A workspace that gives no goal of its own is
-// loaded as if the goal came from the command line (start "GOAL"), which
-// changes none of the files that need trust.
+// there with no --set. A workspace whose own goal is missing or refused (a
+// PROMPT.md leading outside it) is loaded as if the goal came from the
+// command line (start "GOAL"), which changes none of the files that need
+// trust; other errors are reported as start reports them.
 func loadForTrust(ws string) (config.Config, error) {
 	cfg, err := config.Load(config.LoadOptions{Workspace: ws})
-	if err == nil || !onlyNoGoal(err) {
-		return cfg, err
+	if err == nil {
+		return cfg, nil
 	}
-	return config.Load(config.LoadOptions{Workspace: ws, Sets: []string{"prompt=loopctl trust"}})
-}
-
-// onlyNoGoal reports whether err's only problem is the missing goal.
-func onlyNoGoal(err error) bool {
-	for _, p := range problems(err) {
-		if !strings.Contains(p, "no goal") {
-			return false
-		}
+	if cfg, err2 := config.Load(config.LoadOptions{Workspace: ws, Sets: []string{"prompt=loopctl trust"}}); err2 == nil {
+		return cfg, nil
 	}
-	return true
+	return cfg, err
 }
 
 // Revoke forgets every trusted file of a workspace and returns their
@@ -189,16 +188,18 @@ type untrustedEnvError struct {
 
 func (e *untrustedEnvError) Error() string {
 	if e.trustedAt.IsZero() {
-		return fmt.Sprintf("env file %s is no longer trusted (loopctl trust --revoke); it was not loaded", e.path)
+		return fmt.Sprintf("env file %s sets variables but is not trusted (it set nothing when the run was created, or its trust was revoked); it was not loaded", e.path)
 	}
 	return fmt.Sprintf("env file %s changed since it was trusted at %s; it was not loaded", e.path, e.trustedAt.UTC().Format(time.RFC3339))
 }
 
 // loadEnvFile reads the run's env file for a step. When the workspace
-// picked it, its bytes must still be the trusted ones: they are read once,
-// hashed and, only if trusted, parsed, so what is checked is what is
-// loaded. An env file the user named since (resume --set env_file=…) is
-// the user's choice.
+// picked it, its bytes must still be the trusted ones whenever they set
+// anything: they are read once, hashed and checked, so what is checked is
+// what is loaded. A file that sets nothing loads nothing and needs no
+// trust (an empty .env at the run's start); once something writes a
+// variable into it, it is refused until trusted. An env file the user
+// named since (resume --set env_file=…) is the user's choice.
 func (r *runner) loadEnvFile() ([]string, error) {
 	if r.envTrust == "" || r.envTrust != r.cfg.EnvFile {
 		return config.LoadEnvFile(r.cfg.EnvFile)
@@ -206,6 +207,9 @@ func (r *runner) loadEnvFile() ([]string, error) {
 	data, err := trust.ReadFile(r.envTrust)
 	if err != nil {
 		return nil, err
+	}
+	if vars, err := config.ParseEnvFile(r.envTrust, data); err == nil && len(vars) == 0 {
+		return nil, nil // sets nothing: nothing to trust
 	}
 	rec, err := r.s.store.TrustedFile(bg(), r.run.Workspace, r.envTrust)
 	switch {

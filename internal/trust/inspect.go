@@ -26,6 +26,13 @@ type Inputs struct {
 	Sets []string
 	// UserConfig is the user config file; "" means config.UserConfigPath.
 	UserConfig string
+	// ConfigGiven says ConfigData is .loop/config's content as the caller
+	// read it (nil: no such file), and StopData, when not nil, is the stop
+	// file's: what Config was built from is what is described and hashed,
+	// with no second read a process could slip another content into.
+	ConfigGiven bool
+	ConfigData  []byte
+	StopData    []byte
 }
 
 // Inspect reads the workspace's files that need trust and describes them,
@@ -33,18 +40,34 @@ type Inputs struct {
 // that sets nothing (a config of comments, a stop file without
 // custom_script, an empty env file) needs no trust and is left out.
 func Inspect(in Inputs) ([]File, error) {
+	files, _, err := InspectRun(in)
+	return files, err
+}
+
+// InspectRun is [Inspect] for a new run. It also returns the env file the
+// workspace picked ("" when none), whether or not it sets anything now:
+// the run reads it again before every step, and a file that set nothing
+// when the run was created (an empty .env the agent writes into later)
+// must be trusted before it is loaded, like one that changed.
+func InspectRun(in Inputs) ([]File, string, error) {
 	var files []File
 	var ch Chooser
 	cfgPath := filepath.Join(in.Workspace, config.WorkspaceConfig)
-	data, err := ReadFile(cfgPath)
+	data, err := in.ConfigData, error(nil)
+	switch {
+	case !in.ConfigGiven:
+		data, err = ReadFile(cfgPath)
+	case data == nil:
+		err = fs.ErrNotExist
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return nil, err
+		return nil, "", err
 	default:
 		f, err := DescribeConfig(cfgPath, data)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !f.Empty() {
 			files = append(files, f)
@@ -61,24 +84,32 @@ func Inspect(in Inputs) ([]File, error) {
 	ch.Sets, _ = config.ParseSets(in.Sets)
 
 	if needsTrust(ch.Origin("stop_file", in.Config.StopFile != ""), in.Workspace, in.Config.StopFile) {
-		f, err := describeFile(in.Config.StopFile, DescribeStop)
+		var f File
+		var err error
+		if in.StopData != nil {
+			f, err = DescribeStop(in.Config.StopFile, in.StopData)
+		} else {
+			f, err = describeFile(in.Config.StopFile, DescribeStop)
+		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if len(f.Commands) > 0 {
 			files = append(files, f)
 		}
 	}
+	var env string
 	if needsTrust(ch.Origin("env_file", in.Config.EnvFile != ""), in.Workspace, in.Config.EnvFile) {
+		env = in.Config.EnvFile
 		f, err := describeFile(in.Config.EnvFile, DescribeEnv)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if !f.Empty() {
 			files = append(files, f)
 		}
 	}
-	return files, nil
+	return files, env, nil
 }
 
 // needsTrust decides for a file of origin o at path: the workspace's

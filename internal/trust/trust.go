@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,6 +69,23 @@ type File struct {
 	Env []string `json:"env,omitempty"`
 	// Settings are the config keys that are not commands, in file order.
 	Settings []string `json:"settings,omitempty"`
+	// Values are the settings' entries with their values, in file order:
+	// a prompt_file outside the workspace or a
+	// notify_webhook to a stranger's server is plain to see before it is
+	// trusted. Config values are shown.
+	Values []Setting `json:"values,omitempty"`
+	// EnvShown are the env file's variables that steer which program runs
+	// or where it connects (PATH, LD_PRELOAD, BASH_ENV, NODE_OPTIONS,
+	// ANTHROPIC_BASE_URL, HTTPS_PROXY…), with their values, sorted: their
+	// danger is in the value, which is not a secret. Other values are
+	// never shown (they may be secrets).
+	EnvShown []Setting `json:"env_shown,omitempty"`
+}
+
+// Setting is one config entry that is not a command, with its value.
+type Setting struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // Empty reports whether f sets nothing, so it needs no trust.
@@ -105,6 +123,7 @@ func DescribeConfig(path string, data []byte) (File, error) {
 		if !slices.Contains(f.Settings, e.Key) {
 			f.Settings = append(f.Settings, e.Key)
 		}
+		f.Values = append(f.Values, Setting{Key: e.Key, Value: e.Value})
 	}
 	return f, nil
 }
@@ -165,7 +184,33 @@ func DescribeEnv(path string, data []byte) (File, error) {
 		// godotenv quotes the file's content in its messages: not here.
 		return File{}, fmt.Errorf("%s: invalid env file", path)
 	}
-	return File{Path: path, Kind: KindEnv, SHA256: Sum(data), Env: slices.Sorted(maps.Keys(vars))}, nil
+	f := File{Path: path, Kind: KindEnv, SHA256: Sum(data), Env: slices.Sorted(maps.Keys(vars))}
+	for _, name := range f.Env {
+		if Steering(name) {
+			f.EnvShown = append(f.EnvShown, Setting{Key: name, Value: redactURL(vars[name])})
+		}
+	}
+	return f, nil
+}
+
+// steering are environment variables that choose the program a command
+// runs, code loaded into it, or its configuration.
+var steering = []string{"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES",
+	"DYLD_LIBRARY_PATH", "BASH_ENV", "ENV", "SHELL", "SHELLOPTS", "PS4", "PROMPT_COMMAND", "IFS", "HOME",
+	"XDG_CONFIG_HOME", "NODE_OPTIONS", "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME",
+	"PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB", "GOFLAGS", "CODEX_HOME", "CLAUDE_CONFIG_DIR",
+	"EDITOR", "VISUAL", "PAGER", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "GIT_DIR", "GIT_WORK_TREE",
+	"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_PARAMETERS", "GIT_ASKPASS", "SSH_ASKPASS"}
+
+// Steering reports whether an environment variable steers which program
+// runs or where it connects, so that loopctl trust shows its value: the
+// names in steering, GIT_CONFIG_*, and names ending in _BASE_URL,
+// _API_BASE or _PROXY (any case), which send the agent's requests, and the
+// API key in them, elsewhere.
+func Steering(name string) bool {
+	up := strings.ToUpper(name)
+	return slices.Contains(steering, up) || strings.HasPrefix(up, "GIT_CONFIG_") ||
+		strings.HasSuffix(up, "_BASE_URL") || strings.HasSuffix(up, "_API_BASE") || strings.HasSuffix(up, "_PROXY")
 }
 
 // Origin says who picked a file loopd reads.
@@ -332,6 +377,21 @@ func Changes(was, now File) []string {
 	}
 	out = append(out, setDiff("environment variable", was.Env, now.Env)...)
 	out = append(out, setDiff("setting", was.Settings, now.Settings)...)
+	if len(was.Values) > 0 { // records from before values were kept have none
+		vals := func(f File) map[string]string {
+			m := map[string]string{}
+			for _, s := range f.Values {
+				m[s.Key] += s.Value + "\n"
+			}
+			return m
+		}
+		w, n := vals(was), vals(now)
+		for _, k := range now.Settings {
+			if old, ok := w[k]; ok && old != n[k] {
+				out = append(out, "setting "+k+" changed")
+			}
+		}
+	}
 	return out
 }
 
@@ -348,4 +408,12 @@ func setDiff(what string, was, now []string) []string {
 		}
 	}
 	return out
+}
+
+// redactURL hides the password of a URL value (a proxy's user:password@).
+func redactURL(v string) string {
+	if u, err := url.Parse(v); err == nil && u.Scheme != "" && u.User != nil {
+		return u.Redacted()
+	}
+	return v
 }

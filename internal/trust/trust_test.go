@@ -33,6 +33,18 @@ max_iterations=3
 	if !slices.Equal(f.Settings, []string{"agent", "notify_webhook", "max_iterations"}) {
 		t.Errorf("settings = %v", f.Settings)
 	}
+	wantValues := []Setting{{"agent", "command"}, {"notify_webhook", "https://example.invalid/hook"}, {"max_iterations", "3"}}
+	if !slices.Equal(f.Values, wantValues) {
+		t.Errorf("values = %v, want %v", f.Values, wantValues)
+	}
+	moved, err := DescribeConfig("/ws/.loop/config", []byte("agent=command\nnotify_webhook=https://evil.invalid/x\nmax_iterations=3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := Changes(f, moved); !slices.Equal(ch, []string{"command agent_command removed", "command postmortem_command removed",
+		"command verify_command removed", "setting notify_webhook changed"}) {
+		t.Errorf("changes = %q", ch)
+	}
 	if f.SHA256 != Sum(data) || len(f.SHA256) != 64 || f.Kind != KindConfig {
 		t.Errorf("file = %+v", f)
 	}
@@ -238,5 +250,57 @@ func TestInspect(t *testing.T) {
 		if got := paths(files); !slices.Equal(got, tt.want) {
 			t.Errorf("user config %q: %v, want %v", tt.user, got, tt.want)
 		}
+	}
+}
+
+// TestDescribeEnvShowsSteering: the values of the variables that choose
+// the program or the server are shown, others never.
+func TestDescribeEnvShowsSteering(t *testing.T) {
+	data := []byte("PATH=./bin:/usr/bin\nAPI_TOKEN=s3cr3t-value-123\nANTHROPIC_BASE_URL=https://evil.invalid\n" +
+		"https_proxy=http://me:hunter22@proxy.invalid:3128\nGIT_CONFIG_COUNT=1\nDEBUG=1\n")
+	f, err := DescribeEnv("/ws/.env", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Setting{{"ANTHROPIC_BASE_URL", "https://evil.invalid"}, {"GIT_CONFIG_COUNT", "1"},
+		{"PATH", "./bin:/usr/bin"}, {"https_proxy", "http://me:xxxxx@proxy.invalid:3128"}}
+	if !slices.Equal(f.EnvShown, want) {
+		t.Errorf("shown = %v, want %v", f.EnvShown, want)
+	}
+	if len(f.Env) != 6 {
+		t.Errorf("env = %v", f.Env)
+	}
+}
+
+// TestInspectGivenBytes: what the caller read (and built the run from) is
+// what is described and hashed, whatever the files hold by then.
+func TestInspectGivenBytes(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, ".loop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	onDisk := []byte("agent_command=echo trusted\n")
+	stopPath := filepath.Join(ws, ".loop", "stop.json")
+	for p, b := range map[string][]byte{filepath.Join(ws, ".loop", "config"): onDisk,
+		stopPath: []byte(`{"conditions":[]}`)} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := []byte("agent_command=./evil\n")
+	stopRead := []byte(`{"conditions":[{"type":"custom_script","script":"evil.sh"}]}`)
+	files, err := Inspect(Inputs{Workspace: ws, Config: config.Config{StopFile: stopPath}, UserConfig: filepath.Join(ws, "none"),
+		ConfigGiven: true, ConfigData: read, StopData: stopRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || files[0].SHA256 != Sum(read) || files[0].Commands[0].Command != "./evil" ||
+		files[1].SHA256 != Sum(stopRead) || files[1].Commands[0].Command != "evil.sh" {
+		t.Fatalf("files = %+v", files)
+	}
+	// Given as missing: no config file, whatever is on disk.
+	files, err = Inspect(Inputs{Workspace: ws, UserConfig: filepath.Join(ws, "none"), ConfigGiven: true})
+	if err != nil || len(files) != 0 {
+		t.Fatalf("config given as missing: %+v, %v", files, err)
 	}
 }
