@@ -822,3 +822,79 @@ func TestResumeIsRefusedDuringALand(t *testing.T) {
 		t.Errorf("land output:\n%s", out.String())
 	}
 }
+
+// --iteration 0 is not "the whole run": it is refused, not silently read
+// as the flag's default.
+func TestDiffIterationZeroIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	r := e.loopctl("diff", run.ID, "--iteration", "0")
+	if r.code != 64 || !strings.Contains(r.stderr, "--iteration must be 1 or more, got 0") || r.stdout != "" {
+		t.Errorf("diff --iteration 0: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A fast-forward makes no commit, so --message has nowhere to go: land
+// says so (stderr and the JSON's warnings) instead of dropping it silently.
+func TestLandMessageOnAFastForwardWarns(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	r := e.loopctl("land", run.ID, "--message", "my words")
+	if r.code != 0 || !strings.Contains(r.stdout, "(fast-forward)") ||
+		!strings.Contains(r.stderr, "warning: --message is not used: main has not moved") {
+		t.Fatalf("land -m on a fast-forward: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run2 := e.finishedRun()
+	res, _, code := e.landJSON(run2.ID, "-m", "more words")
+	if code != 0 || res.Mode != "fast-forward" || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "--squash --message") {
+		t.Errorf("land --json -m on a fast-forward = %+v (exit %d)", res, code)
+	}
+	// No warning where the message is used.
+	run3 := e.finishedRun()
+	e.commitOnMain(map[string]string{"user.txt": "the user's work\n"})
+	if res, _, code := e.landJSON(run3.ID, "-m", "merge words"); code != 0 || res.Mode != "merge" || len(res.Warnings) != 0 {
+		t.Errorf("land --json -m of a merge = %+v (exit %d)", res, code)
+	}
+	if got := e.git("log", "-1", "--format=%s"); got != "merge words" {
+		t.Errorf("merge commit message = %q", got)
+	}
+}
+
+// Two runs that made the same change: once one has landed, a squash of
+// the other would be an empty commit; land refuses it as nothing_to_land.
+func TestLandSquashOfChangesAlreadyOnTheBase(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	a := e.finishedRun()
+	b := e.finishedRun() // the same agent, the same base: the same files
+	if _, _, code := e.landJSON(a.ID); code != 0 {
+		t.Fatalf("land %s: exit %d", a.ID, code)
+	}
+	before := e.checkoutState()
+	_, ref, code := e.landJSON(b.ID, "--squash")
+	if code != 64 || ref.Kind != "nothing_to_land" || !strings.Contains(ref.Message, "empty commit") {
+		t.Errorf("squash of changes already on main: exit %d, refusal %+v", code, ref)
+	}
+	if e.checkoutState() != before {
+		t.Errorf("the refused squash changed the checkout")
+	}
+}
+
+// A run outside git has no branch and no ledger: land's refusal does not
+// send the user to diff, which would only fail in turn.
+func TestLandOfARunOutsideGit(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", "agent_command=true", "max_iterations=1")
+	id := e.start("goal")
+	e.wait(id)
+	_, ref, code := e.landJSON(id)
+	if code != 64 || ref.Kind != "not_worktree" || strings.Contains(ref.Message, "loopctl diff") {
+		t.Errorf("land outside git: exit %d, refusal %+v", code, ref)
+	}
+}

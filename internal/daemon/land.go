@@ -132,9 +132,15 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 			Message: fmt.Sprintf("run %s is %s: land it once it has ended (loopctl wait %s, or loopctl stop %s)",
 				run.ID, run.Status, shortID(run.ID), shortID(run.ID))}
 	case run.Isolation != "worktree" || run.Branch == "":
+		// Only a workspace in git has a ledger that diff can show: outside
+		// git, pointing at diff would send the user to a second error.
+		shows := fmt.Sprintf(" (loopctl diff %s shows them)", shortID(run.ID))
+		if _, err := git.TopLevel(ctx, run.Workspace); errors.Is(err, git.ErrNotRepository) {
+			shows = ""
+		}
 		return nil, &git.Refusal{Kind: git.RefusedNotWorktree,
-			Message: fmt.Sprintf("run %s ran in place: its changes are already in %s (loopctl diff %s shows them)",
-				run.ID, run.Workspace, shortID(run.ID))}
+			Message: fmt.Sprintf("run %s ran in place: its changes are already in %s%s; only a worktree run (isolation=worktree) has a branch to land",
+				run.ID, run.Workspace, shows)}
 	case run.BaseBranch == "":
 		return nil, &git.Refusal{Kind: git.RefusedWrongBranch,
 			Message: fmt.Sprintf("run %s started from a detached HEAD: there is no base branch to land into", run.ID),
@@ -172,6 +178,14 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	}
 	res := &api.LandResult{RunID: run.ID, Branch: run.Branch, BaseBranch: run.BaseBranch, Mode: string(plan.Mode),
 		Checkout: run.Workspace, BaseMoved: plan.Moved}
+	if req.Message != "" && plan.Mode == git.LandFastForward {
+		// Like git merge -m, a fast-forward makes no commit to carry the
+		// message; saying so beats a message that silently goes nowhere.
+		w := fmt.Sprintf("--message is not used: %s has not moved, so land fast-forwards it to the run's last commit and makes no new commit; "+
+			"--squash --message makes one commit with it", run.BaseBranch)
+		res.Warnings = append(res.Warnings, w)
+		progress("warning: " + w)
+	}
 	steps, err := d.store.StepsLight(ctx, run.ID)
 	if err != nil {
 		return nil, err
