@@ -898,3 +898,29 @@ func TestLandOfARunOutsideGit(t *testing.T) {
 		t.Errorf("land outside git: exit %d, refusal %+v", code, ref)
 	}
 }
+
+// clean that removes nothing says why, and --older-than without --ended
+// is named as the mistake it is.
+func TestCleanSaysWhyNothingWasCleaned(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	if out := e.must("clean", run.ID); !strings.Contains(out, "removed; branch") {
+		t.Fatalf("clean RUN:\n%s", out)
+	}
+	if out := e.must("clean", run.ID); !strings.Contains(out, "the worktree of run "+run.ID[:12]+" was already removed; branch "+run.Branch+" stays") {
+		t.Errorf("second clean RUN:\n%s", out)
+	}
+	inPlace := e.start("goal", "--set", "isolation=in_place")
+	e.wait(inPlace)
+	if out := e.must("clean", inPlace); !strings.Contains(out, "ran in place: it has no worktree to clean") {
+		t.Errorf("clean of an in-place run:\n%s", out)
+	}
+	if out := e.must("clean", "--ended", "--older-than", "7d"); !strings.Contains(out, "no run with a worktree ended 7d ago or more") {
+		t.Errorf("clean --ended --older-than 7d:\n%s", out)
+	}
+	if r := e.loopctl("clean", "--older-than", "7d"); r.code != 64 || !strings.Contains(r.stderr, "--older-than goes with --ended") {
+		t.Errorf("clean --older-than without --ended: exit %d %s", r.code, r.stderr)
+	}
+}
