@@ -448,6 +448,19 @@ func TestSetupFailureFailsTheRun(t *testing.T) {
 	if steps := e.steps(id); len(steps) != 1 || steps[0].Phase != "setup" {
 		t.Fatalf("the agent ran after a failed setup: %+v", steps)
 	}
+	// The way out the description names works: the config is frozen, so a
+	// corrected command comes with resume --set.
+	want := "loopctl resume " + id[:8] + " --set setup_command="
+	if !strings.Contains(run.Description, want) {
+		t.Fatalf("the description does not say how to run a corrected setup_command (%q): %s", want, run.Description)
+	}
+	e.must("resume", id, "--set", "setup_command=echo fixed")
+	if code := e.wait(id); code == 1 {
+		t.Fatalf("resume --set setup_command: the run failed again: %+v", e.status(id))
+	}
+	if steps := e.steps(id); len(steps) < 3 || steps[1].Phase != "setup" || steps[1].Status != api.StepSucceeded || steps[2].Phase != "implementation" {
+		t.Fatalf("after resume --set setup_command: %+v", steps)
+	}
 }
 
 func TestWorktreeRemovedByHandEndsTheRun(t *testing.T) {
