@@ -573,6 +573,9 @@ func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 69 {
 		t.Errorf("loopctl land when the daemon died: %v\n%s", err, out.String())
 	}
+	if !strings.Contains(out.String(), "the land did not finish") || !strings.Contains(out.String(), "run `loopctl land "+run.ID+"` again") {
+		t.Errorf("loopctl land does not say what the lost connection means for the land:\n%s", out.String())
+	}
 	if e.checkoutState() != before {
 		t.Fatal("the checkout changed when the daemon died mid-land")
 	}
