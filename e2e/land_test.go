@@ -927,3 +927,39 @@ func TestCleanSaysWhyNothingWasCleaned(t *testing.T) {
 		t.Errorf("clean --older-than without --ended: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// A worktree run started from a detached HEAD has no base branch: start
+// says so at once (stderr and RUN_CREATED's warnings), not only land at
+// the end, and land's refusal says to switch to a branch before merging.
+func TestWorktreeRunFromADetachedHead(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	e.git("switch", "-q", "--detach")
+	e.trust()
+	r := e.loopctl("start", "goal")
+	if r.code != 0 || !strings.Contains(r.stderr, "is on a detached HEAD: loopctl land will have no base branch") {
+		t.Fatalf("start from a detached HEAD: exit %d\n%s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	e.wait(id)
+	var p struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(e.events(id)[0].Payload, &p); err != nil || !slicesContain(p.Warnings, "detached HEAD") {
+		t.Errorf("RUN_CREATED warnings = %v (%v)", p.Warnings, err)
+	}
+	_, ref, code := e.landJSON(id)
+	if code != 64 || ref.Kind != "wrong_branch" || len(ref.Hand) < 3 || !strings.HasPrefix(ref.Hand[1], "git switch ") {
+		t.Errorf("land of a detached run: exit %d, refusal %+v", code, ref)
+	}
+}
+
+func slicesContain(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}

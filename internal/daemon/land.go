@@ -144,7 +144,8 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	case run.BaseBranch == "":
 		return nil, &git.Refusal{Kind: git.RefusedWrongBranch,
 			Message: fmt.Sprintf("run %s started from a detached HEAD: there is no base branch to land into", run.ID),
-			Hand:    []string{"cd " + run.Workspace, "git merge " + run.Branch}}
+			Hand: []string{"cd " + run.Workspace, "git switch <the branch to land into>",
+				"git merge " + run.Branch + "   # resolve any conflicts, run your tests, then git commit"}}
 	}
 	if in.Message == "" {
 		in.Message = defaultLandMessage(run, req.Squash)
