@@ -627,3 +627,23 @@ func TestNoProgressInAWorktreeRun(t *testing.T) {
 		}
 	}
 }
+
+// A run whose worktree was cleaned cannot be resumed: resume refuses up
+// front and the run keeps the reason it ended with, instead of being
+// accepted and aborted at once with fatal:worktree_gone.
+func TestResumeAfterCleanIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo(map[string]string{"README": "r\n"})
+	e.startDaemon()
+	id := e.start("setup", "--set", "isolation=worktree", "--set", "setup_command=exit 3",
+		"--set", "agent=command", "--set", "agent_command=true")
+	e.wait(id)
+	e.must("clean", id)
+	r := e.loopctl("resume", id, "--set", "setup_command=true")
+	if r.code != 64 || !strings.Contains(r.stderr, "cannot be resumed: its worktree") || !strings.Contains(r.stderr, "removed by loopctl clean") {
+		t.Errorf("resume of a cleaned run: exit %d\n%s", r.code, r.stderr)
+	}
+	if run := e.status(id); run.Status != api.RunFailed || run.Reason != "setup_failed" {
+		t.Errorf("the refused resume changed the run: %s %s", run.Status, run.Reason)
+	}
+}
