@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 
 	gitcmd "github.com/loopd/loopd/internal/git"
 )
@@ -144,16 +143,10 @@ func ReadPlan(path string) (Plan, error) {
 // a command run from src/deep/dir of a repository uses the repository's
 // .loop/config. dir must be absolute; the result is cleaned, with
 // symlinks as given.
-//
-// A .loop directory that belongs to another user is passed over: in a
-// shared directory (/tmp/.loop) it would otherwise turn every run started
-// below it into a run in that directory, with that user's PROMPT.md as
-// its goal.
 func Resolve(ctx context.Context, dir string) string {
 	dir = filepath.Clean(dir)
-	uid := os.Getuid()
 	for d := dir; ; {
-		if fi, err := os.Stat(filepath.Join(d, ".loop")); err == nil && fi.IsDir() && ownedBy(fi, uid) {
+		if fi, err := os.Stat(filepath.Join(d, ".loop")); err == nil && fi.IsDir() {
 			return d
 		}
 		parent := filepath.Dir(d)
@@ -166,11 +159,4 @@ func Resolve(ctx context.Context, dir string) string {
 		return top
 	}
 	return dir
-}
-
-// ownedBy reports whether a file belongs to uid (true where the platform
-// does not say).
-func ownedBy(fi fs.FileInfo, uid int) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || int(st.Uid) == uid
 }
