@@ -912,7 +912,7 @@ func TestCleanSaysWhyNothingWasCleaned(t *testing.T) {
 	if out := e.must("clean", run.ID); !strings.Contains(out, "removed; branch") {
 		t.Fatalf("clean RUN:\n%s", out)
 	}
-	if out := e.must("clean", run.ID); !strings.Contains(out, "the worktree of run "+run.ID[:12]+" was already removed; branch "+run.Branch+" stays") {
+	if out := e.must("clean", run.ID); !strings.Contains(out, "the worktree of run "+run.ID[:12]+" was already removed (loopctl clean)") {
 		t.Errorf("second clean RUN:\n%s", out)
 	}
 	inPlace := e.start("goal", "--set", "isolation=in_place")
@@ -962,4 +962,30 @@ func slicesContain(list []string, sub string) bool {
 		}
 	}
 	return false
+}
+
+// A run's branch deleted by hand: its commits are still in the repository,
+// and land's refusal gives the one command that brings the branch back.
+func TestLandAfterTheBranchWasDeleted(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	tip := e.git("rev-parse", run.Branch)
+	e.must("clean", run.ID)
+	e.git("branch", "-q", "-D", run.Branch)
+	before := e.checkoutState()
+	_, ref, code := e.landJSON(run.ID)
+	want := "git -C " + e.ws + " branch " + run.Branch + " " + tip
+	if code != 64 || ref.Kind != "branch_missing" || !strings.Contains(ref.Message, "still in the repository") ||
+		len(ref.Hand) != 1 || !strings.HasPrefix(ref.Hand[0], want) {
+		t.Fatalf("land with the branch deleted: exit %d, refusal %+v; want hand %q", code, ref, want)
+	}
+	if e.checkoutState() != before {
+		t.Fatal("the refused land changed the checkout")
+	}
+	e.git("branch", run.Branch, tip) // the command the refusal gave
+	if res, ref, code := e.landJSON(run.ID); code != 0 || res.Commit != tip {
+		t.Errorf("land after the branch was recreated: exit %d, %+v, %+v", code, res, ref)
+	}
 }

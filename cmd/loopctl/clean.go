@@ -108,7 +108,7 @@ func (o *cleanOptions) nothingCleaned(ctx context.Context, c *api.Client, ref ap
 	case run.Isolation != "worktree":
 		return fmt.Sprintf("run %s ran in place: it has no worktree to clean", shortID(run.ID))
 	case run.WorktreeState == "removed":
-		return fmt.Sprintf("the worktree of run %s was already removed; branch %s stays", shortID(run.ID), run.Branch)
+		return fmt.Sprintf("the worktree of run %s was already removed (loopctl clean)", shortID(run.ID))
 	case run.WorktreeState == "":
 		return fmt.Sprintf("run %s never had its worktree made: nothing to clean", shortID(run.ID))
 	}

@@ -174,6 +174,10 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	defer mu.(*sync.Mutex).Unlock()
 
 	plan, err := git.PlanLand(ctx, in)
+	var ref *git.Refusal
+	if errors.As(err, &ref) && ref.Kind == git.RefusedBranchMissing {
+		return nil, d.branchMissing(ctx, run, ref)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +257,30 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	d.log.Info("run landed", zap.String("run_id", run.ID), zap.String("mode", string(plan.Mode)),
 		zap.String("commit", plan.Target), zap.Bool("verified", res.Verified))
 	return res, nil
+}
+
+// branchMissing completes the refusal of a run whose branch was deleted:
+// its ledger commits stay in the repository until git collects them, and
+// "nothing to land" would send away a user whose work is one command from
+// being back.
+func (d *Daemon) branchMissing(ctx context.Context, run storage.Run, ref *git.Refusal) error {
+	steps, err := d.store.StepsLight(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	last := ""
+	for _, st := range steps {
+		if st.ChangeCommit != "" {
+			last = st.ChangeCommit
+		}
+	}
+	if !git.CommitExists(ctx, run.Workspace, last) {
+		return ref
+	}
+	ref.Message = fmt.Sprintf("the run's branch %s no longer exists, but its last commit %s is still in the repository: "+
+		"recreate the branch, then land again", run.Branch, shortCommit(last))
+	ref.Hand = []string{"git -C " + run.Workspace + " branch " + run.Branch + " " + last + "   # then loopctl land " + shortID(run.ID) + " again"}
+	return ref
 }
 
 // verifyCombination runs verify_command on plan.Combined, checked out
