@@ -647,3 +647,21 @@ func TestResumeAfterCleanIsRefused(t *testing.T) {
 		t.Errorf("the refused resume changed the run: %s %s", run.Status, run.Reason)
 	}
 }
+
+// Inside a run's worktree (a user looking at it, or its agent), "last"
+// is that run: no run has the worktree itself as its workspace.
+func TestLastInsideARunsWorktreeIsThatRun(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	e.finishedRun() // a newer run of the same workspace: not the one the worktree belongs to
+	var got api.Run
+	out := e.must("status", "last", "--json", "-C", filepath.Join(run.Worktree, ".loop"))
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.ID != run.ID {
+		t.Errorf("status last inside %s = %q (%v), want run %s", run.Worktree, got.ID, err, run.ID)
+	}
+	if d := e.must("diff", "last", "--stat", "-C", run.Worktree); !strings.Contains(d, "changed") {
+		t.Errorf("diff last inside the worktree:\n%s", d)
+	}
+}
