@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/fakemodel"
 )
 
 // scriptedAgent is the path of the scripted Claude stand-in.
@@ -62,7 +65,8 @@ func TestClaudePresetAsRootWithoutSandboxAborts(t *testing.T) {
 	e.trust() // the changed env file is loaded only once trusted again
 	e.must("resume", id)
 	if code := e.wait(id); code != 0 {
-		t.Fatalf("after IS_SANDBOX=1: wait exit %d, want 0; %+v", code, e.status(id))
+		r := e.status(id)
+		t.Fatalf("after IS_SANDBOX=1: wait exit %d, want 0; %s %s", code, r.Reason, r.Description)
 	}
 	if n := len(e.invocations()); n != 1 {
 		t.Errorf("the agent ran %d times, want 1", n)
@@ -226,4 +230,302 @@ while :; do sleep 0.05; done
 func globIn(dir, pattern string) []string {
 	m, _ := filepath.Glob(filepath.Join(dir, pattern))
 	return m
+}
+
+// escapingAgent is an agent (run as `sh agent.sh MODE`) that leaves
+// processes behind the way real agents do: one in a session of its own
+// (Claude's Bash tool, Gemini's shell tool, `setsid cmd &`) and a plain
+// background job. It writes their pids and its own to .pids, then:
+//   - linger: prints a Claude-shaped result with the completion promise
+//     and stays alive on its background job, as `claude -p` does on a
+//     run_in_background Bash job;
+//   - work: prints a line and works forever (for stop --now and
+//     step_timeout), ignoring SIGTERM;
+//   - crash: dies by SIGKILL.
+const escapingAgent = `mode=$1
+setsid sleep 1000 & echo $! >> .pids
+sleep 1000 & echo $! >> .pids
+echo $$ >> .pids
+sid=5f0c6a2e-9d1b-4c8e-a7f3-linger
+printf '%s\n' "{\"type\":\"system\",\"subtype\":\"init\",\"cwd\":\"$(pwd)\",\"session_id\":\"$sid\",\"tools\":[\"Bash\"],\"mcp_servers\":[],\"model\":\"claude-sonnet-4-5-20250929\",\"permissionMode\":\"bypassPermissions\",\"claude_code_version\":\"2.1.7\"}"
+case $mode in
+linger)
+  printf '%s\n' "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"duration_ms\":2360,\"duration_api_ms\":2325,\"num_turns\":1,\"result\":\"All work is finished.\\n<promise>COMPLETE</promise>\",\"session_id\":\"$sid\",\"total_cost_usd\":0.01,\"usage\":{\"input_tokens\":1000,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":200,\"service_tier\":\"standard\"}}"
+  wait;;
+work)
+  trap '' TERM
+  echo working
+  while :; do sleep 0.05; done;;
+crash)
+  kill -9 $$;;
+esac`
+
+// agentPids reads the pids the escaping agent wrote, once it wrote all three.
+func (e *env) agentPids() []int {
+	e.t.Helper()
+	var pids []int
+	eventually(e.t, "the agent's pids", 30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.ws, ".pids"))
+		pids = pids[:0]
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return len(pids) == 3
+	})
+	return pids
+}
+
+// nothingSurvives checks, by /proc state (a killed orphan may stay a
+// zombie), that none of pids runs any more.
+func (e *env) nothingSurvives(pids []int) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i, pid := range pids {
+		for pidAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if pidAlive(pid) {
+			e.t.Errorf("process %d (%s) outlived its step", pid, []string{"own session", "background job", "agent"}[i])
+			_ = syscallKill(pid)
+		}
+	}
+}
+
+func (e *env) useEscapingAgent(mode string, more ...string) {
+	e.t.Helper()
+	e.writeFile("agent.sh", escapingAgent, 0o755)
+	e.config(append([]string{"agent=command", "agent_command=sh " + filepath.Join(e.ws, "agent.sh") + " " + mode}, more...)...)
+}
+
+// A turn the agent ended (its result, with the promise) ends the step even
+// though the agent lingers on a background job: the step succeeds with the
+// promise, the run completes, and the leftovers are stopped — long before
+// idle_timeout would have failed the step.
+func TestLingeringAgentEndsWithItsTurn(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.useEscapingAgent("linger", "idle_timeout=60s", "max_iterations=1")
+	id := e.start("goal")
+	pids := e.agentPids()
+	if code := e.wait(id); code != 0 {
+		r := e.status(id)
+		t.Fatalf("wait exit %d, want 0 (COMPLETED); run %s %s: %s", code, r.Status, r.Reason, r.Description)
+	}
+	steps := e.steps(id)
+	if len(steps) != 1 || steps[0].Status != api.StepSucceeded || !steps[0].Promise {
+		t.Fatalf("steps %+v: want one SUCCEEDED step with the promise", steps)
+	}
+	if r := e.status(id); !strings.HasPrefix(r.Reason, "completed:promise") {
+		t.Errorf("reason %q", r.Reason)
+	}
+	if u := steps[0].Usage; u.InputTokens != 1000 || u.OutputTokens != 200 {
+		t.Errorf("usage %+v", u)
+	}
+	e.nothingSurvives(pids)
+}
+
+// stop --now, step_timeout and a crashed agent leave nothing of the step
+// running, including what moved to its own session.
+func TestStoppedStepsLeaveNothingBehind(t *testing.T) {
+	t.Run("stop --now", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		e.useEscapingAgent("work")
+		id := e.start("goal")
+		pids := e.agentPids()
+		e.must("stop", id, "--now")
+		if code := e.wait(id); code != 3 {
+			t.Fatalf("wait exit %d, want 3", code)
+		}
+		e.nothingSurvives(pids)
+	})
+	t.Run("step_timeout", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		e.useEscapingAgent("work", "step_timeout=1s", "max_iterations=1")
+		id := e.start("goal")
+		pids := e.agentPids()
+		e.wait(id)
+		if s := e.steps(id); len(s) == 0 || !strings.Contains(s[0].Error, "step_timeout") {
+			t.Errorf("steps %+v: want a step_timeout", s)
+		}
+		e.nothingSurvives(pids)
+	})
+	t.Run("agent crash", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		e.useEscapingAgent("crash", "max_iterations=1")
+		id := e.start("goal")
+		pids := e.agentPids()
+		e.wait(id)
+		if s := e.steps(id); len(s) == 0 || s[0].Status != api.StepFailed {
+			t.Errorf("steps %+v: want a FAILED step", s)
+		}
+		e.nothingSurvives(pids)
+	})
+}
+
+// `loopctl logs` shows an agent's stream-json as a transcript (its tool call
+// with the command, the result with its cost and usage), --raw the lines as
+// written, and --follow streams the transcript while the step runs.
+func TestLogsRenderATranscript(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_DONE_AT=1", "FAKE_COST=0.25", "FAKE_WAIT_FILE=go"), "max_iterations=1")
+	id := e.start("goal")
+	e.runningStep(id, 1)
+
+	// Follow while the step runs, then let it finish.
+	follow := exec.Command(filepath.Join(binDir, "loopctl"), "logs", id, "--follow")
+	follow.Dir, follow.Env = e.ws, e.environ()
+	var followed bytes.Buffer
+	follow.Stdout = &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the followed transcript to show the session", 10*time.Second, func() bool {
+		return strings.Contains(e.must("logs", id), "── claude-sonnet-4-5-20250929 · session")
+	})
+	e.release("go")
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("logs --follow: %v", err)
+	}
+	e.wait(id)
+
+	rendered := e.must("logs", id)
+	for _, want := range []string{"==> #1 implementation (iteration 1) <==", "── claude-sonnet-4-5-20250929 · session 5f0c6a2e",
+		"$ ls", "· usage 1000 in · 200 out", "■ success · 1 turn · $0.2500 · 1000 in · 200 out", "<promise>COMPLETE</promise>"} {
+		if !strings.Contains(rendered, want) {
+			t.Errorf("logs lacks %q:\n%s", want, rendered)
+		}
+	}
+	if strings.Contains(rendered, `"type":"assistant"`) {
+		t.Errorf("logs shows raw stream-json:\n%s", rendered)
+	}
+	if got := followed.String(); !strings.Contains(got, "$ ls") || !strings.Contains(got, "■ success") {
+		t.Errorf("logs --follow:\n%s", got)
+	}
+	raw := e.must("logs", id, "--raw")
+	if !strings.Contains(raw, `"type":"assistant"`) || !strings.Contains(raw, `"type":"result"`) || strings.Contains(raw, "■ success") {
+		t.Errorf("logs --raw:\n%s", raw)
+	}
+}
+
+// The real Claude Code stays alive after its result while a
+// run_in_background Bash job runs: the step still ends with the turn,
+// SUCCEEDED with the promise and every billed token, the run completes,
+// and the job (in a session of its own) is stopped.
+func TestRealClaudeLingeringOnABackgroundJob(t *testing.T) {
+	e, a, srv := newRealEnv(t, "claude")
+	a.preset(e, "idle_timeout=5m", "max_iterations=1")
+	srv.Push(fakemodel.Turn{Text: "Starting the job.", Tool: "echo $$ > bg.pid; exec sleep 300", Background: true,
+		Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, CacheWrite: 300, CacheWrite1h: 40}},
+		fakemodel.Turn{Text: "Started it in the background.\n<promise>COMPLETE</promise>",
+			Usage: fakemodel.Usage{Input: 1350, Output: 40, CacheRead: 800}})
+	id := e.start("Start a background job.")
+	e.waitForFile("bg.pid", 60*time.Second)
+	var job int
+	eventually(t, "the job's pid", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.ws, "bg.pid"))
+		job, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return job > 0
+	})
+	if code := e.wait(id); code != 0 {
+		r := e.status(id)
+		t.Fatalf("wait exit %d, want 0; %s %s: %s", code, r.Status, r.Reason, r.Description)
+	}
+	steps := e.steps(id)
+	if len(steps) != 1 || steps[0].Status != api.StepSucceeded || !steps[0].Promise {
+		t.Fatalf("steps %+v: want one SUCCEEDED step with the promise", steps)
+	}
+	if got, want := tokens(steps[0].Usage), billed(srv.Billed(), false); got != want {
+		t.Errorf("step usage %+v, the fake billed %+v", got, want)
+	}
+	e.nothingSurvives([]int{job})
+	if !strings.Contains(e.daemonLog(), "the agent ended its turn but did not exit") {
+		t.Error("the step ended without the agent lingering: the test proves nothing")
+	}
+}
+
+// A step adopted by a restarted daemon is stopped whole too: the new
+// daemon finds the step's cgroup (or its processes by tag) and `stop --now`
+// leaves nothing of it, the processes in their own session included.
+func TestAdoptedStepLeavesNothingBehind(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.useEscapingAgent("work")
+	id := e.start("goal")
+	pids := e.agentPids()
+	e.killDaemon()
+	for _, pid := range pids {
+		if !pidAlive(pid) {
+			t.Fatalf("process %d died with the daemon", pid)
+		}
+	}
+	e.startDaemon()
+	eventually(t, "STEP_ADOPTED", 10*time.Second, func() bool { return countType(e.events(id), "STEP_ADOPTED") == 1 })
+	e.must("stop", id, "--now")
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait exit %d, want 3", code)
+	}
+	e.nothingSurvives(pids)
+}
+
+// The real CLIs run their shell tools outside their own process group
+// (Claude Code's Bash tool, Gemini CLI's run_shell_command; Gemini's
+// launcher also ignores SIGTERM): `stop --now` still leaves nothing of the
+// step running, the tool's background job included. (`tail -f`, not
+// `sleep`: Claude Code refuses long sleeps in its Bash tool.)
+func TestRealCLIStopNowLeavesNothingBehind(t *testing.T) {
+	for _, name := range []string{"claude", "gemini", "codex"} {
+		t.Run(name, func(t *testing.T) {
+			e, a, srv := newRealEnv(t, name)
+			a.preset(e)
+			srv.Push(fakemodel.Turn{Text: "Working.", Tool: "tail -f /dev/null & echo $! > bg.pid; touch started; tail -f /dev/null",
+				Usage: fakemodel.Usage{Input: 1200, Output: 70}})
+			id := e.start("Work.")
+			defer func() {
+				if t.Failed() {
+					t.Logf("step log:\n%s", e.must("logs", id))
+				}
+			}()
+			e.waitForFile("started", 60*time.Second)
+			// Every process of the step carries the run's id in its
+			// environment, the tool's background job too.
+			var procs []int
+			eventually(t, "the tool's background job", 10*time.Second, func() bool {
+				procs = processesWithEnvTag(id)
+				return slices.ContainsFunc(procs, func(pid int) bool {
+					b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+					return strings.HasPrefix(string(b), "tail\x00-f")
+				})
+			})
+			e.must("stop", id, "--now")
+			if code := e.wait(id); code != 3 {
+				t.Fatalf("wait exit %d, want 3", code)
+			}
+			for _, pid := range procs {
+				eventually(t, "process "+strconv.Itoa(pid)+" to end", 15*time.Second, func() bool { return !pidAlive(pid) })
+			}
+			// Nothing of the run at all (a next step's gated wrapper, started
+			// ahead, is abandoned when the run ends).
+			var left []int
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if left = processesWithEnvTag(id); len(left) == 0 {
+					break
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("still running: %s", describePids(left))
+			}
+		})
+	}
+}
+
+// processesWithEnvTag lists the live processes of a run's steps: those
+// whose environment names the run (LOOP_RUN_ID).
+func processesWithEnvTag(runID string) []int {
+	return processesWithEnv("LOOP_RUN_ID=" + runID)
 }

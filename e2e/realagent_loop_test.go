@@ -34,6 +34,7 @@ func newRealEnv(t *testing.T, name string) (*env, *realAgent, *fakemodel.Server)
 	e.writeFile(".env", strings.Join(a.vars, "\n")+"\n", 0o600)
 	e.startDaemon("--api-backoff", "1s")
 	t.Cleanup(func() {
+		killProcessesIn(e.ws) // tool calls that escaped the step's group
 		if t.Failed() {
 			t.Logf("fake model API requests:\n%s", srv.Summary())
 		}
@@ -113,12 +114,21 @@ func TestRealClaudeKilledStepKeepsItsTokens(t *testing.T) {
 			e, a, srv := newRealEnv(t, "claude")
 			keys := []string{}
 			if how == "idle_timeout" {
-				keys = append(keys, "idle_timeout=2s", "max_consecutive_implementation_failures=1")
+				// Long enough for Claude Code's start on a busy machine (a
+				// race-built daemon beside it); the tool's sleep prints nothing.
+				keys = append(keys, "idle_timeout=8s", "max_consecutive_implementation_failures=1")
 			}
 			a.preset(e, keys...)
 			srv.Push(slowTool)
 			id := e.start("Run the slow step.")
 			e.waitForFile("started", 60*time.Second)
+			// The response's final usage is in the log once Claude Code
+			// wrote its message_delta line (it may still be on its way
+			// when the tool has started, on a loaded machine).
+			eventually(t, "the message_delta line in the step's log", 30*time.Second, func() bool {
+				st := e.steps(id)
+				return len(st) > 0 && strings.Contains(string(readLog(t, st[0].LogPath)), `"type":"message_delta"`)
+			})
 			if how == "stop --now" {
 				e.must("stop", id, "--now")
 			}
@@ -149,14 +159,17 @@ func TestRealClaudeKilledStepKeepsItsTokens(t *testing.T) {
 }
 
 // TestRealClaudeAPIOutageWaits (issue 15, point 3, and point 5): 529
-// overloaded, 500 and a plain 429 make the run WAIT api_unavailable with a
+// overloaded, a stream cut mid-answer and a plain 429 make the run WAIT api_unavailable with a
 // doubling back-off, counting no iteration and no failure, across a kill -9
 // of the daemon; when the API answers again the run completes; the step's
 // error holds Claude's own words. Usage is what the fake billed.
 func TestRealClaudeAPIOutageWaits(t *testing.T) {
 	e, a, srv := newRealEnv(t, "claude")
 	a.preset(e, "max_consecutive_implementation_failures=1")
-	srv.Push(fakemodel.Turn{Status: 529}, fakemodel.Turn{Status: 500}, fakemodel.Turn{Status: 429},
+	// Claude Code retries a lost connection once by itself, whatever
+	// CLAUDE_CODE_MAX_RETRIES: the second attempt is cut too.
+	cut := fakemodel.Turn{Text: "I will now", Cut: true}
+	srv.Push(fakemodel.Turn{Status: 529}, cut, cut, fakemodel.Turn{Status: 429},
 		fakemodel.Turn{Text: "All done.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 900, Output: 30, CacheRead: 100}})
 	id := e.start("Finish the work.")
 
@@ -178,7 +191,7 @@ func TestRealClaudeAPIOutageWaits(t *testing.T) {
 	if len(steps) != 4 {
 		t.Fatalf("%d steps, want 4", len(steps))
 	}
-	wantWords := []string{"API Error: 529 Overloaded", "API Error: 500 Internal server error", "API Error: Request rejected (429) · Rate limited"}
+	wantWords := []string{"API Error: 529 Overloaded", "API Error: Connection to the API was lost", "API Error: Request rejected (429) · Rate limited"}
 	for i, w := range wantWords {
 		if !strings.HasPrefix(steps[i].Error, w) || !strings.Contains(steps[i].Error, "attempt "+string(rune('1'+i))) {
 			t.Errorf("step %d error %q, want it to start with %q and name attempt %d", i+1, steps[i].Error, w, i+1)
@@ -232,4 +245,239 @@ func countWaits(evs []api.Event, kind string) int {
 		}
 	}
 	return n
+}
+
+// setCodexConfig replaces a line of the CLI's config.toml.
+func (a *realAgent) setCodexConfig(t *testing.T, old, new string) {
+	t.Helper()
+	p := filepath.Join(a.home, ".codex", "config.toml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("config.toml has no %q", old)
+	}
+	writeTestFile(t, p, strings.Replace(string(b), old, new, 1))
+}
+
+// TestRealCodexFailedTurnAndResumeCountOnce (issue 15, point 2): a Codex
+// turn that fails after a billed response (here a 529: the run waits, point
+// 3) records that response's tokens, which `codex exec --json` never
+// printed; the next step resumes the thread with `codex exec resume`, whose
+// turn.completed restates the whole thread, and counts only its own turn.
+// The run's usage equals what the fake billed, to the token.
+func TestRealCodexFailedTurnAndResumeCountOnce(t *testing.T) {
+	e, a, srv := newRealEnv(t, "codex")
+	flags := "--json --model " + a.model + " --sandbox workspace-write"
+	a.preset(e, `agent_command=if [ -f .resumed ]; then codex exec `+flags+` resume --last -; else touch .resumed; codex exec `+flags+` -; fi`,
+		"max_iterations=2")
+	first := fakemodel.Turn{Text: "Let me create the file.", Tool: "echo hello > out.txt",
+		Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, Reasoning: 12}}
+	srv.Push(first, fakemodel.Turn{Status: 529},
+		fakemodel.Turn{Text: "Done.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 1500, Output: 20, CacheRead: 1000, Reasoning: 4}})
+	id := e.start("Write hello into out.txt.")
+	e.wait(id)
+	steps := e.steps(id)
+	if len(steps) < 2 {
+		t.Fatalf("steps %+v, want the failed turn and the resumed one", steps)
+	}
+	s1 := steps[0]
+	if s1.Status != api.StepFailed || !strings.Contains(s1.Error, "unexpected status 529") {
+		t.Errorf("first step %s %q, want FAILED with Codex's words on the 529", s1.Status, s1.Error)
+	}
+	if got, want := tokens(s1.Usage), billed(first.Usage, true); got != want {
+		t.Errorf("failed turn recorded %+v, billed %+v", got, want)
+	}
+	if got, want := stepTokens(steps), billed(srv.Billed(), true); got != want {
+		t.Errorf("steps recorded %+v, billed %+v", got, want)
+	}
+	// The resumed turn answered with the promise: its turn.completed
+	// restated the thread's total, first turn included.
+	if r := e.status(id); r.Status != api.RunCompleted || srv.Pending() != 0 || !strings.Contains(string(readLog(t, steps[len(steps)-1].LogPath)), `"input_tokens":4200`) {
+		t.Errorf("run %s %q, %d turns left; want COMPLETED by the resumed turn, whose output restates the thread (1700+2500 input)", r.Status, r.Reason, srv.Pending())
+	}
+	if got, want := tokens(e.status(id).Usage), billed(srv.Billed(), true); got != want {
+		t.Errorf("run usage %+v, billed %+v", got, want)
+	}
+}
+
+// TestRealCodexAPITrouble (issue 15, points 3 and 5): what Codex says when
+// the API fails decides how the run waits, and its words are the step's
+// error.
+func TestRealCodexAPITrouble(t *testing.T) {
+	reset := time.Now().Add(3 * time.Hour).Truncate(time.Minute).Add(17 * time.Second)
+	tests := []struct {
+		name   string
+		setup  func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server)
+		kind   string // the RUN_WAITING kind
+		words  string // in the step's error
+		until  time.Time
+		status api.RunStatus // instead of waiting
+	}{
+		{name: "plain 429 after its retries", kind: "api_unavailable", words: "exceeded retry limit, last status: 429",
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				srv.SetDefault(fakemodel.Turn{Status: 429})
+			}},
+		{name: "usage limit waits to the end of the minute", kind: "usage_limit", words: "You’ve hit your usage limit",
+			// "try again at 8:42 PM" is read as 8:42:00 and waited to 8:43.
+			until: reset.Truncate(time.Minute).Add(time.Minute),
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				srv.SetDefault(fakemodel.Turn{Status: 429, ResetsAt: reset})
+			}},
+		{name: "reconnecting forever", kind: "api_unavailable", words: "Reconnecting...",
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				a.setCodexConfig(t, "stream_max_retries = 0", "stream_max_retries = 50")
+				srv.SetDefault(fakemodel.Turn{Text: "I will", Cut: true})
+			}},
+		{name: "untrusted directory", status: api.RunFailed, words: "Not inside a trusted directory and --skip-git-repo-check was not specified.",
+			setup: func(t *testing.T, e *env, a *realAgent, srv *fakemodel.Server) {
+				if err := os.RemoveAll(filepath.Join(e.ws, ".git")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, a, srv := newRealEnv(t, "codex")
+			a.preset(e, "max_consecutive_implementation_failures=1")
+			tt.setup(t, e, a, srv)
+			id := e.start("Write hello into out.txt.")
+			var r api.Run
+			if tt.status != "" {
+				e.wait(id)
+				r = e.status(id)
+				if r.Status != tt.status {
+					t.Errorf("run %s %q, want %s", r.Status, r.Reason, tt.status)
+				}
+			} else {
+				eventually(t, "RUN_WAITING "+tt.kind, 90*time.Second, func() bool { return countWaits(e.events(id), tt.kind) > 0 })
+				r = e.status(id)
+				if tt.kind == "api_unavailable" {
+					eventually(t, "loopctl status saying why it waits", 30*time.Second, func() bool {
+						return strings.Contains(e.must("status", id), "(model API unavailable; resumes at ")
+					})
+				}
+				if tt.kind == "usage_limit" && !r.WaitUntil.Equal(tt.until) {
+					t.Errorf("waits until %v, want %v (the end of the minute Codex named)", r.WaitUntil.Time, tt.until)
+				}
+				e.must("stop", id, "--now")
+			}
+			steps := e.steps(id)
+			if len(steps) == 0 || !strings.Contains(steps[0].Error, tt.words) {
+				t.Fatalf("steps %+v; want the first one's error to hold %q", steps, tt.words)
+			}
+			if r.Counters.Implementation > 1 || (tt.status == "" && r.Counters.Implementation != 0) {
+				t.Errorf("counters %+v", r.Counters)
+			}
+			if got, want := stepTokens(steps), billed(srv.Billed(), true); got != want {
+				t.Errorf("recorded %+v, billed %+v", got, want)
+			}
+		})
+	}
+}
+
+func readLog(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRealGeminiPreset (issue 15, point 8): the gemini preset runs the real
+// Gemini CLI: a tool call and the promise complete the run, usage (thoughts
+// as reasoning, billed as output) equals what the fake billed; a killed CLI
+// (no result line) keeps its tokens from its session file; a 503 waits
+// api_unavailable; a quota with a retry delay waits usage_limit until then.
+func TestRealGeminiPreset(t *testing.T) {
+	t.Run("tool call and promise", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.Push(fakemodel.Turn{Text: "Let me create the file.", Tool: "echo hello > out.txt",
+			Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, Reasoning: 12}},
+			fakemodel.Turn{Text: "The file is written.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 1350, Output: 40, CacheRead: 800, Reasoning: 30}})
+		id := e.start("Write hello into out.txt.")
+		if code := e.wait(id); code != 0 {
+			t.Fatalf("wait exit %d, run %+v", code, e.status(id))
+		}
+		if b, err := os.ReadFile(filepath.Join(e.ws, "out.txt")); err != nil || string(b) != "hello\n" {
+			t.Errorf("out.txt = %q, %v: the tool call did not run", b, err)
+		}
+		r := e.status(id)
+		if r.Reason != "completed:promise" {
+			t.Errorf("reason %q", r.Reason)
+		}
+		if got, want := tokens(r.Usage), billed(srv.Billed(), true); got != want {
+			t.Errorf("run usage %+v, billed %+v", got, want)
+		}
+		if r.Usage.ReasoningTokens != 42 || r.Usage.Model != "gemini-2.5-flash" {
+			t.Errorf("reasoning %d model %q, want 42 thoughts of gemini-2.5-flash", r.Usage.ReasoningTokens, r.Usage.Model)
+		}
+	})
+	t.Run("killed", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.Push(slowTool)
+		id := e.start("Run the slow step.")
+		e.waitForFile("started", 60*time.Second)
+		e.must("stop", id, "--now")
+		e.wait(id)
+		steps := e.steps(id)
+		if len(steps) != 1 || steps[0].Status != api.StepCanceled {
+			t.Fatalf("steps %+v, want one CANCELED", steps)
+		}
+		want := billed(srv.Billed(), true)
+		want.CacheWriteTokens = 0 // Gemini reports no cache writes
+		if got := tokens(steps[0].Usage); got != want {
+			t.Errorf("killed step recorded %+v, billed %+v", got, want)
+		}
+	})
+	t.Run("503", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.SetDefault(fakemodel.Turn{Status: 503})
+		id := e.start("Write hello into out.txt.")
+		eventually(t, "RUN_WAITING api_unavailable", 60*time.Second, func() bool { return countWaits(e.events(id), "api_unavailable") > 0 })
+		e.must("stop", id, "--now")
+		if st := e.steps(id); !strings.HasPrefix(st[0].Error, "[API Error: Service unavailable]") {
+			t.Errorf("step error %q, want Gemini's words", st[0].Error)
+		}
+	})
+	t.Run("quota with a retry delay", func(t *testing.T) {
+		e, a, srv := newRealEnv(t, "gemini")
+		a.preset(e)
+		srv.SetDefault(fakemodel.Turn{Status: 429, ResetsAt: time.Now().Add(2 * time.Hour)})
+		id := e.start("Write hello into out.txt.")
+		eventually(t, "RUN_WAITING usage_limit", 60*time.Second, func() bool { return countWaits(e.events(id), "usage_limit") > 0 })
+		r := e.status(id)
+		if d := time.Until(r.WaitUntil.Time); d < 110*time.Minute || d > 121*time.Minute {
+			t.Errorf("waits until %v (in %v), want about 2h from now", r.WaitUntil.Time, d)
+		}
+		e.must("stop", id, "--now")
+	})
+}
+
+// TestRealClaudeSubscriptionLimit (issue 15, points 3 and 5): a
+// subscription's usage limit (429 with the unified reset headers) makes the
+// run WAIT usage_limit until the reset Claude Code was given, to the second,
+// and the step's error holds Claude's words.
+func TestRealClaudeSubscriptionLimit(t *testing.T) {
+	e, a, srv := newRealEnv(t, "claude")
+	a.subscription()
+	e.writeFile(".env", strings.Join(a.vars, "\n")+"\n", 0o600)
+	a.preset(e)
+	reset := time.Now().Add(90 * time.Minute).Truncate(time.Second)
+	srv.SetDefault(fakemodel.Turn{Status: 429, ResetsAt: reset})
+	id := e.start("Finish the work.")
+	eventually(t, "RUN_WAITING usage_limit", 60*time.Second, func() bool { return countWaits(e.events(id), "usage_limit") > 0 })
+	r := e.status(id)
+	if !r.WaitUntil.Equal(reset) || r.Reason != "usage_limit" || r.Counters.Implementation != 0 {
+		t.Errorf("run %s %q until %v counters %+v; want WAITING usage_limit until %v", r.Status, r.Reason, r.WaitUntil.Time, r.Counters, reset)
+	}
+	if st := e.steps(id); !strings.HasPrefix(st[0].Error, "You've hit your 5-hour limit · resets ") {
+		t.Errorf("step error %q, want Claude's words", st[0].Error)
+	}
+	e.must("stop", id, "--now")
 }

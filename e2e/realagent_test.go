@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -186,10 +187,21 @@ func (a *realAgent) runKilled(t testing.TB, dir, prompt, marker string, args ...
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
 	// The tool's own session may have escaped the group.
-	for _, pid := range processesMentioning("sleep 60") {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
+	killProcessesIn(dir)
 	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// killProcessesIn kills every process whose working directory is dir: what
+// an agent's tool calls left running there, in whatever session.
+func killProcessesIn(dir string) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		if cwd, err := os.Readlink(d + "/cwd"); err == nil && cwd == dir {
+			if pid, err := strconv.Atoi(filepath.Base(d)); err == nil && pid != os.Getpid() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
 }
 
 func writeTestFile(t testing.TB, path, content string) {

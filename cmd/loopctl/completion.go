@@ -20,7 +20,7 @@ import (
 func addCompletions(root *cobra.Command, g *globalOptions) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if strings.Contains(c.Use, " RUN") && c.ValidArgsFunction == nil {
+		if (strings.Contains(c.Use, " RUN") || strings.Contains(c.Use, " [RUN]")) && c.ValidArgsFunction == nil {
 			c.ValidArgsFunction = completeRuns(g)
 		}
 		if c.Flags().Lookup("set") != nil {

@@ -11,30 +11,37 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/transcript"
 )
 
 type logsOptions struct {
 	*globalOptions
 	Step   int
 	Follow bool
+	Raw    bool
 }
 
 func newLogsCmd(g *globalOptions) *cobra.Command {
 	o := &logsOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "logs RUN",
-		Short: "Print the output of a run's steps (or one step); --follow streams it live",
+		Short: "Print the output of a run's steps (or one step) as a readable transcript; --follow streams it live",
 		Long: `Print the output of a run's steps in order, with a header line before each
-step, or of one step (--step N, the # in loopctl steps). With --follow, output
-is streamed as it is written and the command ends when the run (or the step)
-does; a pause does not end it, and a daemon restart of up to a minute is
-ridden out (the stream goes on where it was; with --json it exits 69 and says
-so). --json prints NDJSON objects {"seq","phase","text"}.`,
+step, or of one step (--step N, the # in loopctl steps). An agent's
+stream-json (Claude Code, Codex, Gemini CLI) is shown as a transcript: its
+messages, tool calls with their commands, their results (the first lines),
+errors and usage per message; other output as it is. --raw prints the lines
+as the agent wrote them. With --follow, output is streamed as it is written
+and the command ends when the run (or the step) does; a pause does not end
+it, and a daemon restart of up to a minute is ridden out (the stream goes on
+where it was; with --json it exits 69 and says so). --json prints NDJSON
+objects {"seq","phase","text"} of the raw output.`,
 		Args: runArg,
 		RunE: o.run,
 	}
 	cmd.Flags().IntVar(&o.Step, "step", 0, "only this step (its # in `loopctl steps`)")
 	cmd.Flags().BoolVarP(&o.Follow, "follow", "f", false, "stream output as it is written, until the run (or the step) ends")
+	cmd.Flags().BoolVar(&o.Raw, "raw", false, "print the output as the agent wrote it (stream-json lines), not as a transcript")
 	return cmd
 }
 
@@ -57,6 +64,14 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		ref = api.RunRef{Ref: run.ID}
 	}
+	// An agent's stream-json is rendered as a transcript; the bytes
+	// counted for a resumed stream are the raw ones read.
+	out := o.Out
+	if !o.Raw && !o.JSON {
+		r := transcript.NewRenderer(o.Out)
+		defer r.Flush()
+		out = r
+	}
 	// A whole run's text stream is resumed after a daemon restart (as
 	// watch rides one out), skipping the bytes already printed.
 	resumable := whole && !o.JSON
@@ -67,7 +82,7 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 		var copyErr error
 		if err == nil {
 			var n int64
-			n, copyErr = io.Copy(o.Out, body)
+			n, copyErr = io.Copy(out, body)
 			body.Close()
 			printed += n
 			if n > 0 {
@@ -102,7 +117,7 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 				return err
 			}
 			defer body.Close()
-			if _, err := io.Copy(o.Out, body); err != nil && ctx.Err() == nil {
+			if _, err := io.Copy(out, body); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("read logs: %w", err)
 			}
 			return nil

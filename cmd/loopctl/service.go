@@ -83,6 +83,9 @@ type unitConfig struct {
 //     own sessions but inside the service's cgroup; the default
 //     (control-group) would kill every running agent at each restart,
 //     which loopd promises never to do — the next daemon adopts them.
+//   - Delegate=yes: loopd puts each step in a cgroup of its own below the
+//     service's (so that stop --now and timeouts kill everything a step
+//     started); delegation tells systemd that subtree is loopd's to manage.
 //   - Restart=on-failure with RestartPreventExitStatus=64 75: a crash or a
 //     failed start is retried; a usage error (64) or another daemon holding
 //     the home's lock (75) is not, since retrying cannot help.
@@ -103,6 +106,7 @@ Restart=on-failure
 RestartSec=2s
 RestartPreventExitStatus=64 75
 KillMode=process
+Delegate=yes
 TimeoutStopSec=30s
 
 [Install]

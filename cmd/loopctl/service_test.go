@@ -27,6 +27,7 @@ Restart=on-failure
 RestartSec=2s
 RestartPreventExitStatus=64 75
 KillMode=process
+Delegate=yes
 TimeoutStopSec=30s
 
 [Install]

@@ -81,7 +81,11 @@ func printStatus(w io.Writer, r api.Run) {
 		s := r.CurrentStep
 		state += fmt.Sprintf("  (step #%d %s, iteration %d, running %s)", s.Seq, s.Phase, s.Iteration, ms(s.DurationMS))
 	case r.Status == api.RunWaiting && !r.WaitUntil.IsZero():
-		state += "  (usage limit; resumes at " + r.WaitUntil.Local().Format(time.DateTime) + ")"
+		why := "usage limit"
+		if r.Reason == "api_unavailable" {
+			why = "model API unavailable"
+		}
+		state += "  (" + why + "; resumes at " + r.WaitUntil.Local().Format(time.DateTime) + ")"
 	}
 	if r.StopRequested != "" {
 		state += "  [stop requested: " + r.StopRequested + "]"

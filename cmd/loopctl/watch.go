@@ -35,6 +35,7 @@ import (
 type watchOptions struct {
 	*globalOptions
 	Plain bool
+	Raw   bool
 }
 
 func newWatchCmd(g *globalOptions) *cobra.Command {
@@ -48,7 +49,8 @@ code: 0 COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED.
 On a terminal, a full-screen view shows the run's status, iteration and
 current step with its elapsed time, a progress bar toward each limit and
 failure condition, the completion gate, recent events and the last lines of
-the step's output. q or Ctrl+C leaves the view (exit 130); the run goes on.
+the step's output, an agent's stream-json shown as a readable transcript
+(--raw: as written). q or Ctrl+C leaves the view (exit 130); the run goes on.
 
 When stdout is not a terminal (or with --plain), one line is printed per
 event instead; with --json, each event as a JSON object on its own line.`,
@@ -56,6 +58,7 @@ event instead; with --json, each event as a JSON object on its own line.`,
 		RunE: o.run,
 	}
 	cmd.Flags().BoolVar(&o.Plain, "plain", false, "print a line per event even on a terminal")
+	cmd.Flags().BoolVar(&o.Raw, "raw", false, "show the step's output as the agent wrote it, not as a transcript")
 	return cmd
 }
 
@@ -76,7 +79,7 @@ func (o *watchOptions) run(cmd *cobra.Command, args []string) error {
 	var final api.Run
 	if screen := o.screen(); screen != nil {
 		defer screen.Close() // also on a panic: never leave the terminal raw
-		final, err = watchTUI(ctx, screen, c, ref, run)
+		final, err = watchTUIOutput(ctx, screen, c, ref, run, o.Raw)
 		screen.Close() // restore the terminal before anything is printed
 	} else {
 		final, err = watchPlain(ctx, o.Out, newRunFollower(c, ref), o.JSON)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/transcript"
 )
 
 // watchClient is what watch needs of the daemon; *api.Client has it, and
@@ -131,14 +132,24 @@ type logChunk struct {
 }
 
 // followOutput streams step seq's output to onText, chunk by chunk, until
-// the step has ended and its output has been read, or ctx ends. The NDJSON
-// form is used because its chunks never split a UTF-8 character.
-func followOutput(ctx context.Context, c watchClient, ref api.RunRef, seq int, onText func(string) bool) error {
+// the step has ended and its output has been read, or ctx ends: as written
+// when raw, else rendered as a transcript (an agent's stream-json made
+// readable, line by line). The NDJSON form is used because its chunks never
+// split a UTF-8 character.
+func followOutput(ctx context.Context, c watchClient, ref api.RunRef, seq int, raw bool, onText func(string) bool) error {
 	body, err := c.Logs(ctx, ref, api.LogsOptions{Step: seq, Follow: true, JSON: true})
 	if err != nil {
 		return err
 	}
 	defer body.Close()
+	if !raw {
+		r := transcript.NewRenderer(textFunc(onText))
+		defer r.Flush()
+		onText = func(text string) bool {
+			_, err := r.Write([]byte(text))
+			return err == nil
+		}
+	}
 	sc := bufio.NewScanner(body)
 	// The daemon reads logs 32 KiB at a time; JSON escaping can grow a
 	// chunk several times.
@@ -157,3 +168,16 @@ func followOutput(ctx context.Context, c watchClient, ref api.RunRef, seq int, o
 	}
 	return nil
 }
+
+// textFunc is a writer handing what is written to a follower's onText; it
+// fails once onText says stop.
+type textFunc func(string) bool
+
+func (f textFunc) Write(b []byte) (int, error) {
+	if !f(string(b)) {
+		return 0, errStopText
+	}
+	return len(b), nil
+}
+
+var errStopText = errors.New("the reader stopped")

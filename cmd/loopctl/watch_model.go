@@ -289,7 +289,11 @@ func (m *watchModel) headerLines(now time.Time, width int) []viewLine {
 		}
 	}
 	if r.Status == api.RunWaiting && !r.WaitUntil.IsZero() {
-		state = append(state, span{" · usage limit, resumes at " + r.WaitUntil.Local().Format(time.TimeOnly), toneWarn})
+		why := "usage limit"
+		if r.Reason == "api_unavailable" {
+			why = "model API unavailable"
+		}
+		state = append(state, span{" · " + why + ", resumes at " + r.WaitUntil.Local().Format(time.TimeOnly), toneWarn})
 	}
 
 	elapsed := r.ElapsedMS

@@ -52,14 +52,21 @@ type tui struct {
 	model    *watchModel
 	now      func() time.Time
 	msgs     chan any
+	raw      bool // show the step's output as written, not as a transcript
 }
 
 // watchTUI runs the live view on screen until the run ends (its final
 // state is returned), the user quits (errWatchQuit) or ctx ends. The
 // caller owns the screen: it opened it and closes it.
 func watchTUI(ctx context.Context, screen liveScreen, c watchClient, ref api.RunRef, run api.Run) (api.Run, error) {
+	return watchTUIOutput(ctx, screen, c, ref, run, false)
+}
+
+// watchTUIOutput is watchTUI showing the step's output as written when raw,
+// else as a readable transcript of the agent's messages and tool calls.
+func watchTUIOutput(ctx context.Context, screen liveScreen, c watchClient, ref api.RunRef, run api.Run, raw bool) (api.Run, error) {
 	t := &tui{screen: screen, client: c, follower: newRunFollower(c, ref), ref: ref,
-		model: newWatchModel(run, time.Now()), now: time.Now, msgs: make(chan any, 256)}
+		model: newWatchModel(run, time.Now()), now: time.Now, msgs: make(chan any, 256), raw: raw}
 	return t.run(ctx)
 }
 
@@ -204,7 +211,7 @@ func (t *tui) feedOutput(ctx context.Context, reqs <-chan tailRequest) {
 		fctx, cancel := context.WithCancel(ctx)
 		stop = cancel
 		wg.Go(func() {
-			_ = followOutput(fctx, t.client, t.ref, req.seq, func(text string) bool {
+			_ = followOutput(fctx, t.client, t.ref, req.seq, t.raw, func(text string) bool {
 				return t.send(fctx, msgOutput{req.gen, text})
 			})
 			// Errors are not shown: the event follower reports an

@@ -47,6 +47,7 @@ func run(args []string) int {
 	logFile := fs.String("log-file", env("LOOPD_LOG_FILE", ""), "also append logs to this file (env LOOPD_LOG_FILE)")
 	httpAddr := fs.String("http", env("LOOPD_HTTP", ""), "also serve the API over TCP on this loopback address (host:port); requests need the bearer token in HOME/http.token (env LOOPD_HTTP)")
 	httpRemote := fs.Bool("http-allow-remote", false, "allow --http on a non-loopback address")
+	codeTTL := fs.Duration("dashboard-code-ttl", envDuration("LOOPD_DASHBOARD_CODE_TTL", time.Minute), "how long a `loopctl dashboard` login link stays valid, at most 10m (env LOOPD_DASHBOARD_CODE_TTL)")
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
 	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
 	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
@@ -69,6 +70,10 @@ func run(args []string) int {
 	}
 	if *maxRuns < 1 {
 		fmt.Fprintf(os.Stderr, "loopd: --max-concurrent-runs must be at least 1, got %d\n", *maxRuns)
+		return exitUsage
+	}
+	if *codeTTL <= 0 || *codeTTL > 10*time.Minute {
+		fmt.Fprintf(os.Stderr, "loopd: --dashboard-code-ttl must be more than 0 and at most 10m, got %s\n", *codeTTL)
 		return exitUsage
 	}
 	lvl, err := zapcore.ParseLevel(*level)
@@ -112,7 +117,7 @@ func run(args []string) int {
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.BuildVersion(),
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry, APIBackoff: *apiBackoff,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
-		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff,
+		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff, DashboardCodeTTL: *codeTTL,
 	})
 	var locked *daemon.LockedError
 	switch {

@@ -375,3 +375,10 @@ func decodeError(resp *http.Response) error {
 	return &Error{Status: resp.StatusCode, Code: CodeInternal,
 		Message: fmt.Sprintf("daemon answered %s: %s", resp.Status, bytes.TrimSpace(b))}
 }
+
+// DashboardLogin asks for a one-time dashboard login URL.
+func (c *Client) DashboardLogin(ctx context.Context, req DashboardLoginRequest) (DashboardLogin, error) {
+	var out DashboardLogin
+	err := c.do(ctx, http.MethodPost, "/v1/dashboard/login", nil, req, &out)
+	return out, err
+}

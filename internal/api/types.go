@@ -429,3 +429,17 @@ type WorktreeDisk struct {
 	Complete   bool `json:"complete"`
 	MeasuredAt Time `json:"measured_at"`
 }
+
+// DashboardLoginRequest asks the daemon for a dashboard login URL; Run (an
+// id, a unique prefix or "last" in Workspace) makes it open that run.
+type DashboardLoginRequest struct {
+	Run       string `json:"run,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// DashboardLogin is a one-time dashboard login URL (`loopctl dashboard`).
+type DashboardLogin struct {
+	URL       string `json:"url"`
+	ExpiresAt Time   `json:"expires_at"`
+	RunID     string `json:"run_id,omitempty"`
+}

@@ -276,7 +276,7 @@ type Config struct {
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
-	// "input,output[,cache_read[,cache_write]]" in USD per million tokens; an
+	// "input,output[,cache_read[,cache_write[,cache_write_1h]]]" in USD per million tokens; an
 	// omitted cache price equals the input price, so cache tokens are never
 	// counted as free by accident.
 	Prices map[string]Price `json:"prices,omitempty"`

@@ -204,3 +204,24 @@ func TestValidate(t *testing.T) {
 		t.Fatal("Validate accepted a relative workspace")
 	}
 }
+
+// Claude Code refuses --dangerously-skip-permissions as root: the claude
+// preset passes it, and so may an agent_command.
+func TestSkipsPermissions(t *testing.T) {
+	for _, tc := range []struct {
+		agent   Agent
+		command string
+		want    bool
+	}{
+		{AgentClaude, "", true},
+		{AgentCodex, "", false},
+		{AgentCommand, "./my-agent.sh", false},
+		{AgentClaude, "claude -p --output-format stream-json --verbose --dangerously-skip-permissions", true},
+		{AgentClaude, "claude -p --permission-mode acceptEdits", false},
+	} {
+		c := Config{Agent: tc.agent, AgentCommand: tc.command}
+		if got := c.SkipsPermissions(); got != tc.want {
+			t.Errorf("agent %q, command %q: SkipsPermissions = %v, want %v", tc.agent, tc.command, got, tc.want)
+		}
+	}
+}

@@ -80,7 +80,7 @@ type keyDoc struct{ def, meaning string }
 // ahead, from the product contract, and are used once the key exists.
 var keyDocs = map[string]keyDoc{
 	"agent": {meaning: "The agent preset that runs the implementation phase: `claude` (Claude Code), `codex` (Codex CLI), " +
-		"`gemini` where available, or `command` (your own `agent_command`). See [agents](agents.md)."},
+		"`gemini` (Gemini CLI), or `command` (your own `agent_command`). See [agents](agents.md)."},
 	"agent_command": {def: "from the preset", meaning: "A shell command (`sh -c`) that replaces the preset's command line. " +
 		"The prompt arrives on stdin and in `$LOOP_PROMPT_FILE`. Required with `agent=command`."},
 	"model":  {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},
@@ -140,9 +140,9 @@ var keyDocs = map[string]keyDoc{
 	"notify_desktop": {meaning: "`true` shows each notification with `notify-send` when a desktop session exists."},
 	"notify_on": {meaning: "Comma list of the changes that notify: `ended` (any terminal status), `waiting`, `completed`, " +
 		"`failed`, `aborted`, `paused`. An empty value turns notifications off."},
-	"price.<model>": {def: "built in", meaning: "Overrides one model's price: `input,output[,cache_read[,cache_write]]` in USD " +
-		"per million tokens, e.g. `price.my-model=3,15,0.30,3.75`. A missing cache price equals the input price. " +
-		"An empty value removes the override."},
+	"price.<model>": {def: "built in", meaning: "Overrides one model's price: `input,output[,cache_read[,cache_write[,cache_write_1h]]]` in USD " +
+		"per million tokens, e.g. `price.my-model=3,15,0.30,3.75,6`. A missing cache price equals the input price; a missing " +
+		"1-hour cache write price (Anthropic's 1-hour prompt cache) equals `cache_write`. An empty value removes the override."},
 }
 
 // KeyNames lists every key in the order of the key table, then

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/notify"
 	"github.com/loopd/loopd/internal/scheduler"
@@ -54,6 +55,9 @@ type Options struct {
 	// addresses unless HTTPAllowRemote.
 	HTTPAddr        string
 	HTTPAllowRemote bool
+	// DashboardCodeTTL is how long a dashboard login code stays valid
+	// (dashboard.CodeTTL when 0).
+	DashboardCodeTTL time.Duration
 	// NotifyBackoff is the delay before a failed webhook's second attempt,
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
@@ -70,6 +74,9 @@ type Daemon struct {
 	started time.Time
 
 	token string // bearer token of the TCP listener, "" without one
+
+	dash     *dashboard.Server // the web dashboard, served on the TCP listener
+	httpAddr string            // host:port of the TCP listener for login URLs, "" without one
 
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
@@ -135,11 +142,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err := supervise.BecomeSubreaper(ctx); err != nil {
 		d.log.Warn("orphans of steps go to init", zap.Error(err))
 	}
+	if n := supervise.PruneCgroups(); n > 0 {
+		d.log.Info("removed the empty cgroups of ended steps", zap.Int("count", n))
+	}
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff,
 	})
+	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
+		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 	// The outbox hook is installed before the first write: every state
 	// change from now on enqueues its notifications in its own transaction.
 	d.notify = notify.New(notify.Options{Store: d.store, Bus: d.bus, Logger: opts.Logger, Backoff: opts.NotifyBackoff,
@@ -162,6 +174,7 @@ func Run(ctx context.Context, opts Options) error {
 			ln.Close()
 			return err
 		}
+		d.httpAddr = dashboardHost(tcp)
 		d.log.Info("serving the API over TCP", zap.String("addr", tcp.Addr().String()),
 			zap.String("token_file", filepath.Join(opts.Home, TokenFile)))
 	}

@@ -47,6 +47,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{ref}/diff", d.handleDiff)
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
+	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
+	d.dash.Register(mux) // the web dashboard: /, /runs/{id}, /login, /live/…, /assets/…
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -55,7 +57,8 @@ func (d *Daemon) routes() http.Handler {
 
 // owner admits only the daemon's owner: on the Unix socket a peer with
 // the daemon's own uid (SO_PEERCRED, whatever the socket file's mode
-// says), on the optional TCP listener a request with the bearer token.
+// says), on the optional TCP listener a request with the bearer token or
+// a dashboard session cookie.
 //
 // Refusals are logged at most once per refusalLogEvery (with a count of
 // the others), and the TCP refusal says nothing about the daemon (not
@@ -67,9 +70,11 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := peerFrom(r.Context())
 		if p.tcp {
-			if !d.authorizedTCP(r) {
+			// The bearer token, or a dashboard session (and its CSRF token
+			// for a state change): authorizeTCP is the one check.
+			if err := d.authorizeTCP(r); err != nil {
 				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
-				d.fail(w, r, api.Errorf(api.CodeForbidden, "forbidden: a valid bearer token is required"))
+				d.refuseTCP(w, r, err)
 				return
 			}
 			next.ServeHTTP(w, r)

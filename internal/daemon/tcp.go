@@ -81,10 +81,11 @@ func tokenOK(r *http.Request, token string) bool {
 	return ok && token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
-// authorizedTCP is the one place a request on the TCP listener is
-// authorized, for the JSON API and /metrics alike: the bearer token in
-// LOOPD_HOME/http.token. (The dashboard's session cookie is to be checked
-// here too, so that every route accepts either.)
-func (d *Daemon) authorizedTCP(r *http.Request) bool {
-	return tokenOK(r, d.token)
+// authorizeTCP is the one place a request on the TCP listener is
+// authorized, for the JSON API, /metrics and the dashboard alike: the
+// bearer token in LOOPD_HOME/http.token, or a dashboard session cookie
+// (with the page's CSRF token and a same-origin Origin for a state
+// change). A nil error admits the request.
+func (d *Daemon) authorizeTCP(r *http.Request) error {
+	return d.dash.Auth().Authorize(r, tokenOK(r, d.token))
 }

@@ -121,7 +121,11 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, body, keep []
 	stop := "end_turn"
 	if t.Tool != "" {
 		stop = "tool_use"
-		input, _ := json.Marshal(map[string]any{"command": t.Tool, "description": "run a command"})
+		args := map[string]any{"command": t.Tool, "description": "run a command"}
+		if t.Background {
+			args["run_in_background"] = true
+		}
+		input, _ := json.Marshal(args)
 		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": block,
 			"content_block": map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_fake%06d", idx),
 				"name": "Bash", "input": map[string]any{}}})

@@ -99,6 +99,9 @@ type Turn struct {
 	Text string
 	// Tool, when set, is a shell command the model asks to run, after Text.
 	Tool string
+	// Background asks Claude Code to run Tool in the background
+	// (run_in_background): its turn may end while the command still runs.
+	Background bool
 	// Usage is what the response bills when its final usage is sent.
 	Usage Usage
 	// Model overrides the model name the response reports (default: the

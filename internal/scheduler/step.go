@@ -238,13 +238,30 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		defer func() { close(quit); wg.Wait() }()
 	}
 	deadline, capped := r.deadline(st)
+	var turnEnded <-chan struct{}
+	if st.Phase == api.PhaseImplementation || st.Phase == api.PhaseReview {
+		// An agent that ended its turn but lingers (a background job keeps
+		// it alive) is stopped after the kill grace, not at idle_timeout.
+		tctx, stopTail := context.WithCancel(ctx)
+		var waitTail func()
+		turnEnded, waitTail = turnEnds(tctx, st.LogPath, r.s.opts.Grace)
+		defer waitTail()
+		defer stopTail()
+	}
 	ending := proc.Watch(ctx, supervise.Limits{
 		Deadline:    deadline,
 		IdleTimeout: r.cfg.IdleTimeout.Std(),
 		LogPath:     st.LogPath,
 		Grace:       r.s.opts.Grace,
 		Detach:      r.s.detach,
+		TurnEnded:   turnEnded,
 		OnKill: func(why supervise.Ending) {
+			if why == supervise.Lingered {
+				// Its turn is over and its outcome is in its log: nothing
+				// to record first (a daemon that dies now finds the step
+				// ended without a status, and it runs again).
+				return
+			}
 			// Recorded before the first signal: a daemon that dies during
 			// the kill must still know the step was stopped, and why. One
 			// attempt only: a full disk must not keep the step alive (this
@@ -277,8 +294,9 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 // one step. Codex without network prints them for hours, and each one is
 // output that keeps idle_timeout from firing; past this many the step is
 // stopped like an idle one and classified as the API being unavailable.
-// Codex's own stream retries (5 by default) stay well below it.
-const maxReconnects = 10
+// Codex fails the turn itself after its own stream retries (5 by default),
+// so a run with the defaults loses nothing to this bound.
+const maxReconnects = 5
 
 // errAPIReconnects stops a step whose agent keeps reconnecting to its API.
 var errAPIReconnects = errors.New("the agent kept reconnecting to the model API")
@@ -361,6 +379,16 @@ func (r *runner) deadline(st *storage.Step) (time.Time, bool) {
 // the kill, so this holds after a restart too), not by the exit code the
 // kill produced.
 func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.Ending) {
+	if ending == supervise.Lingered {
+		// The agent ended its turn and only lingered: the step ends as if
+		// it had exited by itself, and the turn's outcome (read from its
+		// log below: an error, a usage limit, the promise) decides. Its
+		// exit code stays unknown: it was stopped.
+		r.log.Info("the agent ended its turn but did not exit; stopped what was left of the step",
+			zap.Int("seq", st.Seq))
+		ex, ending = supervise.Exit{Code: 0, Recorded: true}, supervise.Exited
+		defer func() { st.ExitCode = nil }()
+	}
 	if ex.Code >= 0 {
 		code := ex.Code
 		st.ExitCode = &code
@@ -485,9 +513,10 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		ms := until.UnixMilli()
 		st.RateLimitedUntil = &ms
 		st.Status = api.StepFailed
+		// The agent's own words first, as for every error.
 		st.Error = "the agent hit its usage limit; the run waits until " + until.Format(time.RFC3339) + " and repeats this step"
 		if res.RateLimit.Message != "" {
-			st.Error += ": " + res.RateLimit.Message
+			st.Error = res.RateLimit.Message + " (" + st.Error + ")"
 		}
 		return
 	}
@@ -794,7 +823,7 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 	}
 	// Its leader is gone: whatever it left running while no daemon
 	// watched (a background job in a session of its own) goes now.
-	supervise.Sweep(f.tag)
+	supervise.Sweep(f.tag, time.UnixMilli(st.StartedAt))
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's

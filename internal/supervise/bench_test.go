@@ -26,6 +26,14 @@ func BenchmarkStartTrue(b *testing.B) {
 	}
 }
 
+// BenchmarkStartTrueNoCgroup is BenchmarkStartTrue where no cgroup can be
+// used: the step's leftovers are looked for by scanning /proc.
+func BenchmarkStartTrueNoCgroup(b *testing.B) {
+	useCgroups = false
+	defer func() { useCgroups = true }()
+	BenchmarkStartTrue(b)
+}
+
 func BenchmarkShTrue(b *testing.B) {
 	for b.Loop() {
 		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {

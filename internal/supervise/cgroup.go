@@ -32,6 +32,10 @@ import (
 // useCgroups is false in tests of the fallback without cgroups.
 var useCgroups = true
 
+// testCgroupHook, when set by a test, is called with a step's new cgroup
+// before the step is started in it.
+var testCgroupHook func(dir string)
+
 // cgroupPrefix starts the name of every step cgroup; the rest is the tag
 // with characters unfit for a file name replaced.
 const cgroupPrefix = "loopd-step-"
@@ -100,7 +104,7 @@ func cgroupName(tag string) string {
 			return '-'
 		}
 		return r
-	}, tag)
+	}, strings.TrimPrefix(tag, "loopd-step:")) // "loopd-step-<run>-<seq>"
 }
 
 // newCgroup creates the step's cgroup under the daemon's own and returns
@@ -184,4 +188,24 @@ func removeCgroup(dir string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// PruneCgroups removes the empty step cgroups under this process's cgroup:
+// those of steps that ended while no daemon watched them, or whose
+// processes someone else killed. A live step's cgroup holds processes, and
+// removing a non-empty cgroup fails, so it stays (for adoption). It returns
+// how many were removed. The daemon calls it at start.
+func PruneCgroups() int {
+	mount, own := cgroupMount(), cgroupOf("self")
+	if mount == "" || own == "" {
+		return 0
+	}
+	dirs, _ := filepath.Glob(filepath.Join(mount, own, cgroupPrefix+"*"))
+	n := 0
+	for _, d := range dirs {
+		if os.Remove(d) == nil {
+			n++
+		}
+	}
+	return n
 }

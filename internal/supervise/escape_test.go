@@ -3,6 +3,7 @@ package supervise
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -176,7 +177,13 @@ func TestSweepKillsLeftovers(t *testing.T) {
 		if !withCgroup {
 			env = append(env, "LOOPD_SUPERVISE_TEST_NO_CGROUP=1")
 		}
-		startDetached(t, dir, escaper, env...)
+		// The step ends only once the mini daemon has exited: a daemon
+		// that saw it end would have killed its leftovers.
+		started := time.Now()
+		startDetached(t, dir, escaper+"\nwhile [ ! -f release ]; do sleep 0.01; done", env...)
+		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, "the step to end", func() bool {
 			_, ok := ReadStatus(filepath.Join(dir, "exits"), specIn(dir).Tag)
 			return ok
@@ -187,7 +194,92 @@ func TestSweepKillsLeftovers(t *testing.T) {
 		if !alive(pids[0]) {
 			t.Fatal("the escaped process died with its step although no daemon watched it")
 		}
-		Sweep(specIn(dir).Tag)
+		Sweep(specIn(dir).Tag, started)
 		checkNothingLeft(t, dir, pids, withCgroup)
 	})
+}
+
+// The empty cgroup of a step whose processes someone else killed is
+// removed by PruneCgroups; a live step's is kept.
+func TestPruneCgroups(t *testing.T) {
+	dead, live := t.TempDir(), t.TempDir()
+	pd, err := Start(specIn(dead, "sleep 1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := Start(specIn(live, "sleep 1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pd.cgroup == "" {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	t.Cleanup(func() { pl.Terminate(time.Second) })
+	// Killed by someone else: the cgroup is empty but still there (its
+	// daemon, this test, removes it only when its waitChild sees the end).
+	keep := pd.cgroup
+	pd.mu.Lock()
+	pd.cgroup = "" // as if its daemon had died: nobody removes it
+	pd.mu.Unlock()
+	_ = syscallKill(pd.Pid)
+	<-pd.Done()
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the killed step's cgroup is gone already: %v", err)
+	}
+	eventually(t, "the killed step's cgroup to empty", func() bool { return len(cgroupPids(keep)) == 0 })
+	PruneCgroups()
+	if _, err := os.Stat(keep); !os.IsNotExist(err) {
+		t.Errorf("the empty cgroup %s survived PruneCgroups: %v", keep, err)
+	}
+	if _, err := os.Stat(pl.cgroup); err != nil {
+		t.Errorf("the live step's cgroup was removed: %v", err)
+	}
+}
+
+// A step that cannot be started in its cgroup (clone3 refused: a seccomp
+// filter, an old kernel, the cgroup removed meanwhile) is started without
+// one.
+func TestStartFallsBackWithoutItsCgroup(t *testing.T) {
+	dir := t.TempDir()
+	removed := ""
+	testCgroupHook = func(cg string) { removed = cg; os.Remove(cg) }
+	t.Cleanup(func() { testCgroupHook = nil })
+	p, err := Start(specIn(dir, "echo ran"))
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if removed == "" {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	}
+	if ex := waitDone(t, p); ex.Code != 0 || p.cgroup != "" {
+		t.Errorf("exit %+v, cgroup %q: want the step run without a cgroup", ex, p.cgroup)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "step.log")); !strings.Contains(string(b), "ran") {
+		t.Errorf("log %q", b)
+	}
+}
+
+// ticksAt places a wall-clock time on /proc's clock: a process started
+// after it has a start time at or after it, so Sweep never skips a
+// process of the step.
+func TestTicksAt(t *testing.T) {
+	if ticksAt(time.Time{}) != 0 {
+		t.Error("the zero time must select every process")
+	}
+	before := time.Now()
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	start, err := StartTicks(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ticksAt(before); got == 0 || got > start {
+		t.Errorf("ticksAt(before the process) = %d, its start time %d", got, start)
+	}
+	if got := ticksAt(before.Add(time.Hour)); got <= start {
+		t.Errorf("ticksAt(an hour later) = %d, not after the start time %d", got, start)
+	}
 }

@@ -6,6 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +23,12 @@ import (
 // It must never reap a child that os/exec waits for, or that Wait fails
 // with ECHILD and the exit status is lost. Its own children are either step
 // leaders (each in a session of its own, registered here from before it can
-// exit until waitChild reaps it) or helpers such as git and custom_script
-// (in the daemon's session). An orphan of a step is in neither: it is in a
-// step's session or one it made itself. Only such zombies are reaped.
+// exit until waitChild reaps it) or helpers such as git, custom_script and
+// notification commands (in the daemon's session, each leading its own
+// process group or in the daemon's). An orphan is neither: it is in a step's
+// session or one it made itself, or — an orphan of a helper — in the
+// daemon's session but in the helper's process group, which it does not
+// lead. Only such zombies are reaped.
 
 var leaders = struct {
 	sync.RWMutex
@@ -59,7 +65,9 @@ func BecomeSubreaper(ctx context.Context) error {
 	go func() {
 		defer signal.Stop(chld)
 		// A SIGCHLD can be missed (several merge into one, or one
-		// arrives during a scan): a slow tick catches up.
+		// arrives during a scan): a slow tick catches up. Scans are at
+		// least a second apart: with many runs, children end many times
+		// a second, and a zombie may well wait a second for its reaping.
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
 		for {
@@ -70,9 +78,6 @@ func BecomeSubreaper(ctx context.Context) error {
 			case <-t.C:
 			}
 			reapOrphans()
-			// Every step's end is a SIGCHLD, and a scan reads every
-			// process's stat: with hundreds of runs that was most of the
-			// daemon's CPU. An orphan's zombie may wait a second.
 			select {
 			case <-ctx.Done():
 				return
@@ -91,13 +96,43 @@ func reapOrphans() {
 	if err != nil {
 		return
 	}
+	ownPgid := unix.Getpgrp()
 	leaders.RLock()
 	defer leaders.RUnlock()
-	for _, pi := range allProcs() {
-		if pi.ppid != self || pi.state != 'Z' || pi.sid == ownSid || leaders.pids[pi.pid] {
+	for _, pi := range children() {
+		if pi.ppid != self || pi.state != 'Z' || leaders.pids[pi.pid] {
 			continue
+		}
+		helperOrphan := pi.sid == ownSid && pi.pgid != pi.pid && pi.pgid != ownPgid
+		if pi.sid == ownSid && !helperOrphan {
+			continue // a child os/exec waits for
 		}
 		var info unix.Siginfo
 		_ = unix.Waitid(unix.P_PID, pi.pid, &info, unix.WEXITED|unix.WNOHANG, nil)
 	}
+}
+
+// children returns this process's children, from the children files of
+// its threads (an orphan is re-parented to any thread of its subreaper), or
+// by scanning every process where those files do not exist.
+func children() []procInfo {
+	files, _ := filepath.Glob("/proc/self/task/*/children")
+	if len(files) == 0 {
+		return allProcs()
+	}
+	var out []procInfo
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for field := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil {
+				if pi, ok := readStat(pid); ok {
+					out = append(out, pi)
+				}
+			}
+		}
+	}
+	return out
 }

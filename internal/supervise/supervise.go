@@ -259,39 +259,42 @@ func Start(spec Spec) (*Process, error) {
 		closeAll(gateW, logErr)
 		return nil, fmt.Errorf("open step stdin: %w", err)
 	}
-	cmd := &exec.Cmd{
-		Path:   "/bin/sh",
-		Args:   append(args, spec.Commands...),
-		Dir:    spec.Dir,
-		Env:    append(spec.Env[:len(spec.Env):len(spec.Env)], TagEnv+"="+spec.Tag),
-		Stdin:  stdin,
-		Stdout: out,
-		Stderr: out,
-		// Setsid: own session and process group, no controlling terminal,
-		// so neither the daemon's death nor a Ctrl+C in its terminal
-		// reaches the step.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	newCmd := func() *exec.Cmd {
+		cmd := &exec.Cmd{
+			Path:   "/bin/sh",
+			Args:   append(args, spec.Commands...),
+			Dir:    spec.Dir,
+			Env:    append(spec.Env[:len(spec.Env):len(spec.Env)], TagEnv+"="+spec.Tag),
+			Stdin:  stdin,
+			Stdout: out,
+			Stderr: out,
+			// Setsid: own session and process group, no controlling
+			// terminal, so neither the daemon's death nor a Ctrl+C in its
+			// terminal reaches the step.
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		}
+		if gateR != nil {
+			cmd.ExtraFiles = []*os.File{gateR} // fd 3
+		}
+		return cmd
 	}
-	if gateR != nil {
-		cmd.ExtraFiles = []*os.File{gateR} // fd 3
-	}
+	cmd := newCmd()
 	cg, cgfd := newStepCgroup(spec.Tag)
+	if cgfd >= 0 && testCgroupHook != nil {
+		testCgroupHook(cg)
+	}
 	if cgfd >= 0 {
 		// Born in its cgroup: not even the leader's first fork escapes.
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
 	}
 	err = startRegistered(cmd)
 	if err != nil && cgfd >= 0 {
-		// clone3 refused (a seccomp filter, an old kernel): without the
-		// cgroup, the step's processes are found by tag and parentage.
-		// An exec.Cmd starts once, even when its start failed: a fresh
-		// one ("exec: already started" failed such steps).
-		attr := *cmd.SysProcAttr
-		attr.UseCgroupFD, attr.CgroupFD = false, 0
-		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin,
-			Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: &attr}
+		// clone3 refused (a seccomp filter, an old kernel, a cgroup
+		// removed meanwhile): without the cgroup, the step's processes are
+		// found by tag and parentage. A Cmd starts only once: a new one.
 		os.Remove(cg)
 		cg = ""
+		cmd = newCmd()
 		err = startRegistered(cmd)
 	}
 	if cgfd >= 0 {
@@ -480,15 +483,22 @@ func (p *Process) waitChild() {
 }
 
 // killEscaped sends sig to the step's processes outside its process group
-// (and to those inside it, again): with SIGKILL and a cgroup, all at once
-// through cgroup.kill; otherwise each process of stepProcesses. The caller
-// holds p.mu.
+// (the caller signals the group as a whole): with SIGKILL and a cgroup, to
+// everything in the cgroup at once through cgroup.kill, the group included;
+// otherwise to each such process. The caller holds p.mu.
+//
+// With a cgroup, only its members are looked at: nothing of the step can
+// leave it (moving a process out takes privileges an agent's tools do not
+// use), and reading one file beats scanning every process on the machine
+// at the end of every step.
 func (p *Process) killEscaped(sig syscall.Signal) int {
-	n := 0
-	if sig == unix.SIGKILL && p.cgroup != "" && killCgroup(p.cgroup) {
-		n++
+	if p.cgroup != "" {
+		if sig == unix.SIGKILL && killCgroup(p.cgroup) {
+			return 1
+		}
+		return signalProcs(cgroupMembers(p.cgroup, p.Pid), sig)
 	}
-	return n + signalProcs(stepProcesses(p.Pid, p.StartTicks, p.tag, p.cgroup), sig)
+	return signalProcs(stepProcesses(p.Pid, p.tag, "", p.StartTicks), sig)
 }
 
 // logFailure reads what a gated wrapper wrote before it had its log: a

@@ -34,7 +34,10 @@ func TestMain(m *testing.M) {
 		_ = json.NewEncoder(os.Stdout).Encode(id)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// Steps the tests killed by hand leave their cgroups behind.
+	PruneCgroups()
+	os.Exit(code)
 }
 
 func specIn(dir string, commands ...string) Spec {
@@ -276,6 +279,7 @@ func TestWatchLimits(t *testing.T) {
 			func(l Limits) Limits { l.IdleTimeout = time.Second; return l }, false, Exited},
 		{"canceled", "sleep 30", func(l Limits) Limits { return l }, true, Canceled},
 		{"detached", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.Detach = ch; return l }, false, Detached},
+		{"turn ended, lingering", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.TurnEnded = ch; return l }, false, Lingered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -68,27 +70,13 @@ func allProcs() []procInfo {
 // BecomeSubreaper — and found through the tag or the cgroup instead). The
 // leader and the members of its process group are not included: the caller
 // signals the group as a whole (a second signal could turn a graceful stop
-// into a forced one). Zombies are left out: they are dead.
-//
-// since is the leader's start time (clock ticks since boot; 0 if unknown):
-// a process started before it cannot carry the step's tag, so its
-// environment is not read (with hundreds of runs, reading every process's
-// environment at every step's end was most of the daemon's work).
-//
-// With a cgroup, its members are the step's processes: none can leave it
-// without writing another cgroup's files, and reading only them keeps a
-// step's end from costing a read of every process on the machine.
-func stepProcesses(leader int, since int64, tag, cg string) []procInfo {
-	var procs []procInfo
-	if cg != "" {
-		for _, pid := range cgroupPids(cg) {
-			if pi, ok := readStat(pid); ok && pi.pid != leader && pi.pgid != leader && pi.state != 'Z' && pi.pid != os.Getpid() {
-				procs = append(procs, pi)
-			}
-		}
-		return procs
-	}
-	procs = allProcs()
+// into a forced one). Zombies are left out: they are dead. Processes that
+// started before since (clock ticks since boot: the leader's start) cannot
+// be the step's, and their environments are not read: most processes of a
+// machine are older than any step, and reading each one's environment at
+// every step's end would cost more than the step's start.
+func stepProcesses(leader int, tag, cg string, since int64) []procInfo {
+	procs := allProcs()
 	want := map[int]bool{}
 	if cg != "" {
 		for _, pid := range cgroupPids(cg) {
@@ -111,10 +99,22 @@ func stepProcesses(leader int, since int64, tag, cg string) []procInfo {
 	entry := []byte(TagEnv + "=" + tag)
 	var out []procInfo
 	for _, pi := range procs {
-		if pi.pid == leader || pi.pgid == leader || pi.state == 'Z' || pi.pid == os.Getpid() {
+		if pi.pid == leader || pi.pgid == leader || pi.state == 'Z' || pi.pid == os.Getpid() || pi.start < since {
 			continue
 		}
-		if want[pi.pid] || (pi.start >= since && hasTagEnv(pi.pid, entry)) {
+		if want[pi.pid] || hasTagEnv(pi.pid, entry) {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// cgroupMembers lists the live processes of a step's cgroup outside the
+// leader's process group (which the caller signals as a whole).
+func cgroupMembers(cg string, leader int) []procInfo {
+	var out []procInfo
+	for _, pid := range cgroupPids(cg) {
+		if pi, ok := readStat(pid); ok && pi.pid != leader && pi.pgid != leader && pi.state != 'Z' {
 			out = append(out, pi)
 		}
 	}
@@ -155,9 +155,10 @@ func signalProcs(procs []procInfo, sig syscall.Signal) int {
 // Sweep kills whatever is left of a step whose leader ended while no
 // daemon watched it (the daemon was down): its processes by tag, and its
 // cgroup, found from them or by name under this daemon's cgroup, which it
-// then removes.
-func Sweep(tag string) {
-	procs := stepProcesses(-1, 0, tag, "")
+// then removes. started is when the step started: older processes are not
+// looked at (zero: all are).
+func Sweep(tag string, started time.Time) {
+	procs := stepProcesses(-1, tag, "", ticksAt(started))
 	cgs := map[string]bool{}
 	for _, pi := range procs {
 		if cg := stepCgroup(pi.pid, tag); cg != "" {
@@ -176,6 +177,37 @@ func Sweep(tag string) {
 	for cg := range cgs {
 		removeCgroup(cg)
 	}
+}
+
+// userHZ is the unit of /proc/<pid>/stat's start times: USER_HZ, 100 on
+// every Linux architecture's ABI.
+const userHZ = 100
+
+// bootTime is when the machine booted (/proc/stat btime), zero if unknown.
+var bootTime = sync.OnceValue(func() time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return time.Unix(sec, 0)
+			}
+		}
+	}
+	return time.Time{}
+})
+
+// ticksAt converts a wall-clock time into a start time in clock ticks
+// since boot, with a few seconds of margin for clock adjustments; 0 (every
+// process) when it cannot.
+func ticksAt(t time.Time) int64 {
+	boot := bootTime()
+	if t.IsZero() || boot.IsZero() {
+		return 0
+	}
+	return max(int64(t.Sub(boot).Seconds()-5)*userHZ, 0)
 }
 
 func dirExists(path string) bool {

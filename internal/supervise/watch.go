@@ -21,6 +21,10 @@ type Limits struct {
 	// the process alone: the daemon is shutting down and the step goes on
 	// for the next daemon to adopt.
 	Detach <-chan struct{}
+	// TurnEnded, when closed, says the agent ended its turn a while ago
+	// and its process still runs (on a background job): Watch stops what
+	// is left of the step and returns Lingered.
+	TurnEnded <-chan struct{}
 }
 
 // Ending says why Watch returned.
@@ -32,6 +36,7 @@ const (
 	Idle                   // no output for Limits.IdleTimeout; the step was stopped
 	Canceled               // ctx was canceled; the step was stopped
 	Detached               // Limits.Detach was closed; the step is still running
+	Lingered               // Limits.TurnEnded was closed; what was left of the step was stopped
 )
 
 // Watch waits for the process to end while enforcing limits. When ctx is
@@ -90,6 +95,12 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 			}
 			l.kill(p, Canceled)
 			return Canceled
+		case <-l.TurnEnded:
+			if p.ended() {
+				return Exited
+			}
+			l.kill(p, Lingered)
+			return Lingered
 		case <-deadline:
 			if p.ended() {
 				return Exited

@@ -1,0 +1,116 @@
+// Package dashboardcmd is `loopctl dashboard`: it prints a one-time login
+// URL for the daemon's web dashboard (and opens it with --open). It starts
+// nothing: the dashboard is served by `loopd --http`.
+package dashboardcmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// Factory is what the command needs from loopctl's root: how to name a run
+// and how to reach the daemon.
+type Factory struct {
+	JSON   *bool
+	Out    io.Writer
+	Err    io.Writer
+	Client func(ctx context.Context) (*api.Client, error)
+	// Ref names a run for the API ("last" in the workspace).
+	Ref func(arg string) (api.RunRef, error)
+	// Browser opens a URL; default: $BROWSER, else xdg-open.
+	Browser func(url string) error
+}
+
+// Options are the command's flags and arguments.
+type Options struct {
+	Factory
+	Open bool
+	Run  string
+}
+
+// New returns the `dashboard` command.
+func New(f Factory) *cobra.Command {
+	o := &Options{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "dashboard [RUN]",
+		Short: "Print a one-time login link to the web dashboard (loopd --http)",
+		Long: `Print a link that logs this browser in to loopd's web dashboard and opens
+the runs page, or RUN's page. The link works once and expires after a
+minute; it sets a session cookie. The dashboard is served by the daemon's
+HTTP listener: start the daemon with loopd --http 127.0.0.1:7777 (or
+LOOPD_HTTP=127.0.0.1:7777). See docs/dashboard.md.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.Run = args[0]
+			}
+			return o.run(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVar(&o.Open, "open", false, "also open the link in a browser ($BROWSER, else xdg-open)")
+	return cmd
+}
+
+func (o *Options) run(ctx context.Context) error {
+	req := api.DashboardLoginRequest{}
+	if o.Run != "" {
+		ref, err := o.Ref(o.Run)
+		if err != nil {
+			return err
+		}
+		req.Run, req.Workspace = ref.Ref, ref.Workspace
+	}
+	c, err := o.Client(ctx)
+	if err != nil {
+		return err
+	}
+	login, err := c.DashboardLogin(ctx, req)
+	if err != nil {
+		return err
+	}
+	if o.JSON != nil && *o.JSON {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(login); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(o.Out, "%s\n", login.URL)
+		fmt.Fprintf(o.Err, "open this link within %.0f seconds (it works once) to log in to the dashboard\n",
+			max(time.Until(login.ExpiresAt.Time), 0).Seconds())
+	}
+	if o.Open {
+		open := o.Browser
+		if open == nil {
+			open = browser
+		}
+		if err := open(login.URL); err != nil {
+			fmt.Fprintf(o.Err, "could not open a browser (%v); open the link above by hand\n", err)
+		}
+	}
+	return nil
+}
+
+// browser opens url with $BROWSER, else xdg-open, without waiting for it.
+func browser(url string) error {
+	name := os.Getenv("BROWSER")
+	if name == "" {
+		name = "xdg-open"
+	}
+	cmd := exec.Command(name, url)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }() // reap it; the browser outlives loopctl
+	return nil
+}

@@ -1,0 +1,234 @@
+// loopd dashboard: swaps in the HTML fragments the server streams (SSE),
+// ticks elapsed times, tails the log, and sends the buttons' requests to
+// the JSON API with the page's CSRF token. No framework, no build step.
+"use strict";
+(function () {
+  var csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  var body = document.body;
+  var live = document.getElementById("live");
+
+  function setLive(on) { if (live) live.className = "live-dot " + (on ? "on" : "off"); }
+
+  // Elapsed times of running runs tick in the browser between updates.
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("[data-elapsed-ms]").forEach(function (el) {
+      if (!el.dataset.t0) el.dataset.t0 = String(now);
+      var ms = Number(el.dataset.elapsedMs) + (now - Number(el.dataset.t0));
+      el.textContent = human(ms);
+    });
+  }
+  function human(ms) {
+    var s = Math.round(ms / 1000);
+    if (s < 60) return s + "s";
+    var m = Math.floor(s / 60);
+    if (m < 60) return m + "m" + String(s % 60).padStart(2, "0") + "s";
+    var h = Math.floor(m / 60);
+    if (h < 48) return h + "h" + String(m % 60).padStart(2, "0") + "m";
+    return Math.floor(h / 24) + "d" + String(h % 24).padStart(2, "0") + "h";
+  }
+  setInterval(tick, 1000);
+
+  function stream(url, handlers) {
+    if (!url || !window.EventSource) return;
+    var es = new EventSource(url);
+    es.onopen = function () { setLive(true); };
+    es.onerror = function () { setLive(false); };
+    Object.keys(handlers).forEach(function (k) {
+      es.addEventListener(k, function (ev) { handlers[k](JSON.parse(ev.data)); });
+    });
+  }
+
+  function fragment(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html;
+    return t.content;
+  }
+
+  // Runs page: one row per changed run.
+  if (body.dataset.page === "runs") {
+    var tbody = document.getElementById("runs");
+    stream(body.dataset.stream, {
+      run: function (u) {
+        var old = document.getElementById("run-" + u.id);
+        if (!u.html) { if (old) old.remove(); }
+        else if (old) old.replaceWith(fragment(u.html));
+        else tbody.prepend(fragment(u.html));
+        document.getElementById("no-runs").hidden = tbody.children.length > 0;
+        tick();
+      }
+    });
+    ["f-status", "f-workspace"].forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el) el.addEventListener("change", function () { el.form.submit(); });
+    });
+  }
+
+  // Run page.
+  if (body.dataset.page === "run") {
+    var run = body.dataset.run;
+    stream(body.dataset.stream, {
+      run: function (u) {
+        document.getElementById("summary").replaceChildren(fragment(u.summary));
+        document.getElementById("charts").replaceChildren(fragment(u.charts));
+        if (u.ledger) {
+          // Keep the diffs the user opened open.
+          var open = {};
+          document.querySelectorAll("details.diff[open]").forEach(function (d) {
+            open[d.dataset.diff] = d.querySelector("pre").textContent;
+          });
+          document.getElementById("ledger").replaceChildren(fragment(u.ledger));
+          document.querySelectorAll("details.diff").forEach(function (d) {
+            if (d.dataset.diff in open) {
+              showDiff(d.querySelector("pre"), open[d.dataset.diff]);
+              d.dataset.loaded = "1";
+              d.open = true;
+            }
+          });
+        }
+        tick();
+      }
+    });
+
+    var log = document.getElementById("log");
+    var logStep = document.getElementById("log-step");
+    stream(body.dataset.log, {
+      log: function (u) {
+        var stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
+        if (u.start) {
+          log.textContent = "";
+          logStep.textContent = "#" + u.seq + " " + u.phase + " · iteration " + u.iteration;
+        }
+        if (u.text) {
+          log.append(u.text);
+          // Bound the page's memory: keep the last 256 KiB of text.
+          if (log.textContent.length > 262144) log.textContent = log.textContent.slice(-196608);
+        }
+        if (stick) log.scrollTop = log.scrollHeight;
+      }
+    });
+
+    // Diffs load when opened.
+    document.addEventListener("toggle", function (ev) {
+      var d = ev.target;
+      if (!(d instanceof HTMLDetailsElement) || !d.open || !d.dataset.diff || d.dataset.loaded) return;
+      d.dataset.loaded = "1";
+      var pre = d.querySelector("pre");
+      fetch(d.dataset.diff, { credentials: "same-origin" }).then(function (resp) {
+        var ct = resp.headers.get("Content-Type") || "";
+        return (ct.indexOf("json") >= 0 ? resp.json() : resp.text()).then(function (v) {
+          if (!resp.ok) throw new Error(errorText(v, resp));
+          if (typeof v === "string") return v;
+          return v.diff || v.patch || JSON.stringify(v, null, 2);
+        });
+      }).then(function (text) { showDiff(pre, text || "(empty diff)"); },
+        function (err) { pre.textContent = err.message; d.dataset.loaded = ""; });
+    }, true);
+
+    // A diff, one span per line, coloured by its first character.
+    function showDiff(pre, text) {
+      pre.textContent = "";
+      text.replace(/\n$/, "").split("\n").forEach(function (line) {
+        var span = document.createElement("span");
+        var c = line.charAt(0);
+        span.className = line.startsWith("@@") ? "hunk" : (c === "+" && !line.startsWith("+++")) ? "add" :
+          (c === "-" && !line.startsWith("---")) ? "del" : "";
+        span.textContent = line + "\n";
+        pre.append(span);
+      });
+    }
+
+    var result = document.getElementById("action-result");
+    function act(action, payload) {
+      var path = { "stop": "stop", "stop-now": "stop", "pause": "pause", "signal": "signal", "resume": "resume", "land": "land" }[action];
+      result.className = "pending";
+      result.textContent = action + "…";
+      return fetch("/v1/runs/" + encodeURIComponent(run) + "/" + path, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+        body: JSON.stringify(payload)
+      }).then(function (resp) {
+        return resp.text().then(function (t) {
+          var v; try { v = JSON.parse(t); } catch (e) { v = t; }
+          if (!resp.ok) throw new Error(errorText(v, resp));
+          if (action === "land") return landOutcome(t);
+          return label(action) + ": done — " + outcome(action, v || {});
+        });
+      }).then(function (text) {
+        result.className = "ok";
+        result.textContent = text;
+      }, function (err) {
+        result.className = "error";
+        result.textContent = label(action) + ": " + err.message;
+      });
+    }
+    // A land answers with NDJSON: progress lines, then one result, refusal
+    // or error, worded here as loopctl land prints them.
+    function landOutcome(t) {
+      var last = {};
+      t.split("\n").forEach(function (l) {
+        if (!l.trim()) return;
+        try { var m = JSON.parse(l); if (m.result || m.refusal || m.error) last = m; } catch (e) { /* not a message */ }
+      });
+      var short = function (c) { return (c || "").slice(0, 12); };
+      if (last.result) {
+        var r = last.result;
+        var v = r.verified ? (r.base_moved ? "verified: the merge with the moved " + r.base_branch + " (" + short(r.tested_commit) + ") passed verify_command"
+          : "verified: the run's last verification of " + short(r.tested_commit) + " stands")
+          : "NOT verified (" + (r.note || "").replace(/^not verified: /, "") + ")";
+        return "land: landed " + r.branch + " into " + r.base_branch + " (" + r.mode + "): " + r.base_branch + " is now " + short(r.commit) + "\n" + v;
+      }
+      if (last.refusal) {
+        var f = last.refusal, msg = "land refused (" + f.kind + "): " + f.message;
+        if (f.output_tail) msg += "\n\nlast output of verify_command (all of it: " + f.log_path + "):\n  " + f.output_tail.replace(/\n$/, "").split("\n").join("\n  ");
+        if (f.hand && f.hand.length) msg += "\n\nthe run's branch is " + f.branch + "; to finish by hand:\n  " + f.hand.join("\n  ");
+        throw new Error(msg.replace(/^land refused/, "refused"));
+      }
+      if (last.error) throw new Error(errorText({ error: last.error }, {}));
+      throw new Error("the daemon's answer ended before the land's outcome; see loopctl status");
+    }
+    function label(action) { return action === "stop-now" ? "stop --now" : action; }
+    // What happened, in loopctl's words.
+    function outcome(action, r) {
+      var ended = ["COMPLETED", "FAILED", "ABORTED", "INTERRUPTED"].indexOf(r.status) >= 0;
+      if (ended && action !== "land") return "the run ended " + r.status + (r.reason ? " (" + r.reason + ")" : "");
+      switch (action) {
+        case "stop": return "the run will stop after the current step (Stop now kills it)";
+        case "stop-now": return "stopping now; its step is being killed";
+        case "pause": return r.status === "PAUSED" ? "the run is PAUSED" : "the run will pause after the current step";
+        case "signal": return "user_signal is set; it is evaluated after the current step";
+        case "land": return "landed" + (r.landed_commit ? " as " + r.landed_commit.slice(0, 12) : "");
+      }
+      return "the run is " + r.status;
+    }
+    // The daemon's error, worded as loopctl prints it.
+    function errorText(v, resp) {
+      if (v && v.error) {
+        var e = v.error;
+        return e.message + (e.details && e.details.length ? ":\n  " + e.details.join("\n  ") : "");
+      }
+      return (typeof v === "string" && v) ? v : resp.status + " " + resp.statusText;
+    }
+    document.querySelectorAll("button[data-action]").forEach(function (b) {
+      b.addEventListener("click", function () {
+        act(b.dataset.action, b.dataset.action === "stop-now" ? { now: true } : {});
+      });
+    });
+    document.querySelectorAll("form[data-action]").forEach(function (f) {
+      f.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        if (f.dataset.action === "resume") {
+          var set = f.elements.set.value.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);
+          act("resume", set.length ? { set: set } : {});
+        } else {
+          var p = {};
+          if (f.elements.squash.checked) p.squash = true;
+          if (f.elements.message.value.trim()) p.message = f.elements.message.value.trim();
+          act("land", p);
+        }
+      });
+    });
+  }
+  tick();
+})();

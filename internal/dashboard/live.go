@@ -1,0 +1,386 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// Live pages are fed by server-sent events. Each stream follows the event
+// log the way `loopctl events --follow` does: it reads the events after
+// the last seq it handled, then waits on the bus for the next commit, so
+// it never polls the database and misses nothing between the page's
+// render (which names the seq it was rendered at) and the stream.
+const (
+	eventBatch = 1000
+	// coalesce is the least time between two updates of one stream: a
+	// burst of commits (a step's finish, its evaluation, a condition's
+	// progress) becomes one re-render.
+	coalesce = 250 * time.Millisecond
+	// keepAlive is how often a quiet stream sends a comment, so proxies
+	// and the browser keep it open.
+	keepAlive = 20 * time.Second
+	// writeTimeout drops a browser that stopped reading.
+	writeTimeout = 30 * time.Second
+	// logPoll is how often the log tail checks the step's log for growth:
+	// step output goes straight from the step's processes to the file, so
+	// growth is observed, not announced (as in `loopctl logs --follow`).
+	logPoll = 300 * time.Millisecond
+	// logBacklog is how much of a step's log a new viewer gets first, and
+	// logChunk the most one update carries.
+	logBacklog = 16 << 10
+	logChunk   = 64 << 10
+)
+
+// stream is one server-sent events response.
+type stream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startStream(w http.ResponseWriter) *stream {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	setSecurityHeaders(w)
+	w.WriteHeader(http.StatusOK)
+	s := &stream{w: w, rc: http.NewResponseController(w)}
+	_ = s.rc.Flush()
+	return s
+}
+
+// send writes one event; id (when > 0) lets a reconnecting EventSource
+// resume after it (Last-Event-ID).
+func (s *stream) send(event string, id int64, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if id > 0 {
+		if _, err := fmt.Fprintf(s.w, "id: %d\n", id); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	if err := s.rc.Flush(); err != nil {
+		return err
+	}
+	return s.rc.SetWriteDeadline(time.Time{})
+}
+
+func (s *stream) ping() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := io.WriteString(s.w, ": ping\n\n"); err != nil {
+		return err
+	}
+	if err := s.rc.Flush(); err != nil {
+		return err
+	}
+	return s.rc.SetWriteDeadline(time.Time{})
+}
+
+// startSeq is where a stream begins: after the event the browser saw last
+// (Last-Event-ID, on a reconnect), else after the seq its page was
+// rendered at (?after=).
+func startSeq(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, errors.New("a live stream needs ?after=SEQ, the event seq its page was rendered at")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("after must be an event seq ≥ 0, got %q", v)
+	}
+	return n, nil
+}
+
+// follow calls update with the runs changed by each batch of new events
+// until the client goes away or the daemon shuts down.
+func (s *Server) follow(ctx context.Context, st *stream, after int64, update func(ids []string, seq int64) error) {
+	for {
+		seen := s.src.Seq() // read before querying: a commit after this wakes us
+		ids, last, err := s.src.ChangedRuns(ctx, after, eventBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("dashboard stream: read events", zap.Error(err))
+			}
+			return
+		}
+		if last > after {
+			if err := update(ids, last); err != nil {
+				return
+			}
+			after = last
+			if !s.pause(ctx, coalesce) {
+				return
+			}
+			continue // a full batch, or commits during the pause
+		}
+		wctx, cancel := context.WithTimeout(ctx, keepAlive)
+		_, err = s.src.Wait(wctx, seen)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if st.ping() != nil {
+				return
+			}
+		case err != nil:
+			return // the bus closed: the daemon is shutting down
+		}
+	}
+}
+
+// pause waits d unless the client leaves or the daemon shuts down.
+func (s *Server) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.closing:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// rowUpdate replaces (or inserts, or with HTML "" removes) one run's row.
+type rowUpdate struct {
+	ID   string `json:"id"`
+	HTML string `json:"html"`
+}
+
+// streamRuns feeds the runs page: each run that changes is re-rendered as
+// a table row, or removed when it no longer matches the page's filter.
+func (s *Server) streamRuns(w http.ResponseWriter, r *http.Request) {
+	f, err := runsFilter(r)
+	if err != nil {
+		s.refusePage(w, http.StatusBadRequest, err)
+		return
+	}
+	after, err := startSeq(r)
+	if err != nil {
+		s.refusePage(w, http.StatusBadRequest, err)
+		return
+	}
+	st := startStream(w)
+	ctx := r.Context()
+	s.follow(ctx, st, after, func(ids []string, seq int64) error {
+		for _, id := range ids {
+			run, err := s.src.Run(ctx, id)
+			if err != nil {
+				if api.IsCode(err, api.CodeNotFound) {
+					continue
+				}
+				return err
+			}
+			u := rowUpdate{ID: run.ID}
+			if f.matches(run) {
+				if u.HTML, err = s.fragment("row", newRunRow(run)); err != nil {
+					return err
+				}
+			}
+			if err := st.send("run", seq, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// runUpdate is a run page's live update: its summary, its charts and (on
+// the page of the newest iterations) its ledger.
+type runUpdate struct {
+	Status  api.RunStatus `json:"status"`
+	Summary string        `json:"summary"`
+	Charts  string        `json:"charts"`
+	Ledger  string        `json:"ledger,omitempty"`
+}
+
+// streamRun feeds a run's page: on every commit that concerns the run, the
+// parts of the page that show its state are re-rendered.
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
+	after, err := startSeq(r)
+	if err != nil {
+		s.refusePage(w, http.StatusBadRequest, err)
+		return
+	}
+	run, err := s.src.Run(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Only the newest page of the ledger changes; older pages stay as read.
+	withLedger := r.URL.Query().Get("page") == "" || r.URL.Query().Get("page") == "1"
+	st := startStream(w)
+	ctx := r.Context()
+	s.follow(ctx, st, after, func(ids []string, seq int64) error {
+		for _, id := range ids {
+			if id != run.ID {
+				continue
+			}
+			page, err := s.runPage(r, run.ID, 1)
+			if err != nil {
+				return err
+			}
+			var u runUpdate
+			u.Status = page.Run.Status
+			if u.Summary, err = s.fragment("summary", page); err != nil {
+				return err
+			}
+			if u.Charts, err = s.fragment("charts", page); err != nil {
+				return err
+			}
+			if withLedger {
+				if u.Ledger, err = s.fragment("ledger", page); err != nil {
+					return err
+				}
+			}
+			return st.send("run", seq, u)
+		}
+		return nil
+	})
+}
+
+// logUpdate is a piece of the log tail. Start names a new step: the
+// browser clears the tail before adding Text.
+type logUpdate struct {
+	Start     bool   `json:"start,omitempty"`
+	Seq       int    `json:"seq"`
+	Phase     string `json:"phase"`
+	Iteration int    `json:"iteration"`
+	Text      string `json:"text"`
+}
+
+// streamLog tails the run's newest step's log: the last logBacklog bytes,
+// then what the step writes, moving on to each next step as it starts.
+func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	run, err := s.src.Run(ctx, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st := startStream(w)
+	var (
+		cur     *api.Step
+		f       *os.File
+		pending []byte // a character cut at the end of a read, completed by the next
+		cut     bool   // the tail starts mid-file, maybe mid-character
+		quiet   time.Duration
+	)
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	seen := int64(-1)
+	buf := make([]byte, logChunk)
+	for {
+		if seq := s.src.Seq(); seq != seen { // something committed: maybe a new step
+			seen = seq
+			last, err := s.src.LastStep(ctx, run.ID)
+			if err != nil {
+				return
+			}
+			if last != nil && (cur == nil || last.Seq != cur.Seq) {
+				// Finish the old step's output before moving on.
+				if f != nil && s.drain(st, f, cur, buf, &pending, &cut) != nil {
+					return
+				}
+				if f != nil {
+					f.Close()
+					f = nil
+				}
+				cur, pending, cut = last, nil, false
+				if err := st.send("log", 0, logUpdate{Start: true, Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration}); err != nil {
+					return
+				}
+			}
+		}
+		if cur != nil && f == nil {
+			if f, err = os.Open(cur.LogPath); err == nil {
+				if fi, err := f.Stat(); err == nil && fi.Size() > logBacklog {
+					_, _ = f.Seek(fi.Size()-logBacklog, io.SeekStart)
+					cut = true
+				}
+			} else {
+				f = nil // not written yet
+			}
+		}
+		if f != nil {
+			if err := s.drain(st, f, cur, buf, &pending, &cut); err != nil {
+				return
+			}
+		}
+		quiet += logPoll
+		if quiet >= keepAlive {
+			quiet = 0
+			if st.ping() != nil {
+				return
+			}
+		}
+		if !s.pause(ctx, logPoll) {
+			return
+		}
+	}
+}
+
+// drain sends what the log has gained since the last read, never splitting
+// a UTF-8 character between two updates.
+// A tail that starts mid-file (cut) drops the rest of a character it
+// began in, and says that it begins mid-way.
+func (s *Server) drain(st *stream, f *os.File, cur *api.Step, buf []byte, pending *[]byte, cut *bool) error {
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			data := buf[:n]
+			if *cut {
+				for len(data) > 0 && !utf8.RuneStart(data[0]) {
+					data = data[1:]
+				}
+				*pending, *cut = append([]byte("…"), *pending...), false
+			}
+			b := append(*pending, data...)
+			end := len(b)
+			for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+				if utf8.RuneStart(b[i]) {
+					if !utf8.FullRune(b[i:]) {
+						end = i
+					}
+					break
+				}
+			}
+			*pending = append([]byte(nil), b[end:]...)
+			if end > 0 {
+				if err := st.send("log", 0, logUpdate{Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration,
+					Text: string(b[:end])}); err != nil {
+					return err
+				}
+			}
+		}
+		if err != nil || n < len(buf) {
+			return nil // EOF for now: the step may write more
+		}
+	}
+}

@@ -1,0 +1,380 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// PageSize is how many iterations one page of the ledger shows: a run of
+// 10,000 iterations is read and rendered a page at a time.
+const PageSize = 25
+
+// runRow is one line of the runs page.
+type runRow struct {
+	api.Run
+	IterLimit int     // max_iterations, 0 when unlimited
+	CostLimit float64 // max_cost in USD, 0 when unlimited
+}
+
+func newRunRow(r api.Run) runRow {
+	row := runRow{Run: r}
+	for _, c := range r.Conditions {
+		switch c.Type {
+		case "max_iterations":
+			var spec struct {
+				Count int `json:"count"`
+			}
+			if json.Unmarshal(c.Spec, &spec) == nil && (row.IterLimit == 0 || spec.Count < row.IterLimit) {
+				row.IterLimit = spec.Count
+			}
+		case "max_cost":
+			var spec struct {
+				Dollars float64 `json:"dollars"`
+			}
+			if json.Unmarshal(c.Spec, &spec) == nil && (row.CostLimit == 0 || spec.Dollars < row.CostLimit) {
+				row.CostLimit = spec.Dollars
+			}
+		}
+	}
+	return row
+}
+
+// runsPage is the data of the runs page.
+type runsPage struct {
+	CSRF       string
+	Seq        int64 // the event seq the page was read at: its stream starts after it
+	Rows       []runRow
+	Status     string
+	Workspace  string
+	Statuses   []api.RunStatus
+	Workspaces []string
+	Query      string // the filter as a query string, for the live stream
+}
+
+var allStatuses = []api.RunStatus{api.RunPending, api.RunRunning, api.RunPaused, api.RunWaiting,
+	api.RunCompleted, api.RunFailed, api.RunAborted, api.RunInterrupted}
+
+// runsFilter reads the runs page's filter from its query, refusing an
+// unknown status as the API does.
+func runsFilter(r *http.Request) (RunFilter, error) {
+	q := r.URL.Query()
+	f := RunFilter{Status: api.RunStatus(q.Get("status")), Workspace: q.Get("workspace"), Limit: 100}
+	if f.Status != "" && !f.Status.Valid() {
+		return f, fmt.Errorf("unknown status %q: use PENDING, RUNNING, PAUSED, WAITING, COMPLETED, FAILED, ABORTED or INTERRUPTED", f.Status)
+	}
+	return f, nil
+}
+
+// matches reports whether a run belongs on a runs page with filter f.
+func (f RunFilter) matches(r api.Run) bool {
+	return (f.Status == "" || r.Status == f.Status) && (f.Workspace == "" || r.Workspace == f.Workspace)
+}
+
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
+	f, err := runsFilter(r)
+	if err != nil {
+		s.refusePage(w, http.StatusBadRequest, err)
+		return
+	}
+	seq := s.src.Seq() // before reading: what commits after is streamed
+	// The workspace filter is applied here rather than in the query, so
+	// its menu can offer every workspace of the listed runs.
+	runs, err := s.src.Runs(r.Context(), RunFilter{Status: f.Status, Limit: f.Limit})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	page := runsPage{CSRF: s.auth.CSRFToken(r), Seq: seq, Status: string(f.Status), Workspace: f.Workspace,
+		Statuses: allStatuses, Query: r.URL.RawQuery}
+	for _, run := range runs {
+		if !slices.Contains(page.Workspaces, run.Workspace) {
+			page.Workspaces = append(page.Workspaces, run.Workspace)
+		}
+		if f.matches(run) {
+			page.Rows = append(page.Rows, newRunRow(run))
+		}
+	}
+	if f.Workspace != "" && !slices.Contains(page.Workspaces, f.Workspace) {
+		page.Workspaces = append(page.Workspaces, f.Workspace)
+	}
+	slices.Sort(page.Workspaces)
+	s.render(w, r, http.StatusOK, "runs.html", page)
+}
+
+// iteration is one entry of the ledger: the steps of one iteration.
+type iteration struct {
+	N            int
+	Setup        bool // the setup phase, before iteration 1
+	Steps        []Step
+	Impl         *Step // the last implementation step
+	Review       *Step
+	Verify       *Step // the last verification step
+	InputTokens  int64
+	OutputTokens int64
+	CacheTokens  int64
+	CostUSD      float64
+	CostUnknown  bool
+}
+
+// runPage is the data of a run's page.
+type runPage struct {
+	CSRF   string
+	Seq    int64 // the event seq the page was read at: its stream starts after it
+	Run    api.Run
+	Row    runRow
+	Ledger ledger
+	Charts charts
+}
+
+type ledger struct {
+	RunID      string
+	Iterations []iteration // newest first
+	Page       int         // 1 = the newest iterations
+	Pages      int
+	Total      int // iterations recorded
+}
+
+func (l ledger) Prev() int { return l.Page - 1 }
+func (l ledger) Next() int { return l.Page + 1 }
+
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	page := 1
+	if p := r.URL.Query().Get("page"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			s.refusePage(w, http.StatusBadRequest, fmt.Errorf("page must be a number ≥ 1, got %q", p))
+			return
+		}
+		page = n
+	}
+	data, err := s.runPage(r, r.PathValue("id"), page)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "run.html", data)
+}
+
+// runPage reads everything a run's page shows: the run, one page of its
+// ledger (steps with their final messages, only for that page) and the
+// charts (from every step, without final messages).
+func (s *Server) runPage(r *http.Request, ref string, page int) (runPage, error) {
+	ctx := r.Context()
+	seq := s.src.Seq() // before reading: what commits after is streamed
+	run, err := s.src.Run(ctx, ref)
+	if err != nil {
+		return runPage{}, err
+	}
+	light, err := s.src.Steps(ctx, run.ID)
+	if err != nil {
+		return runPage{}, err
+	}
+	out := runPage{CSRF: s.auth.CSRFToken(r), Seq: seq, Run: run, Row: newRunRow(run), Charts: buildCharts(light)}
+	out.Ledger, err = s.ledgerPage(r, run.ID, light, page)
+	return out, err
+}
+
+// ledgerPage groups one page of iterations, newest first.
+func (s *Server) ledgerPage(r *http.Request, runID string, light []api.Step, page int) (ledger, error) {
+	// The run's iterations in order (setup's 0 first). Steps come by seq,
+	// so an iteration's steps are mostly together; the set keeps a re-run
+	// (an interrupted step's phase again) from counting twice.
+	var its []int
+	seen := make(map[int]bool)
+	for _, st := range light {
+		if !seen[st.Iteration] {
+			seen[st.Iteration] = true
+			its = append(its, st.Iteration)
+		}
+	}
+	slices.Sort(its)
+	l := ledger{RunID: runID, Page: page, Total: len(its), Pages: max(1, (len(its)+PageSize-1)/PageSize)}
+	if len(its) == 0 {
+		return l, nil
+	}
+	// Page 1 is the newest PageSize iterations.
+	hi := len(its) - (page-1)*PageSize
+	if hi <= 0 {
+		return l, nil
+	}
+	lo := max(0, hi-PageSize)
+	want := its[lo:hi]
+	fromSeq, toSeq := 0, 0
+	for _, st := range light {
+		if st.Iteration >= want[0] && st.Iteration <= want[len(want)-1] {
+			if fromSeq == 0 || st.Seq < fromSeq {
+				fromSeq = st.Seq
+			}
+			toSeq = max(toSeq, st.Seq)
+		}
+	}
+	steps, err := s.src.StepsBetween(r.Context(), runID, fromSeq, toSeq)
+	if err != nil {
+		return l, err
+	}
+	byIt := map[int]*iteration{}
+	for i := range steps {
+		st := &steps[i]
+		it := byIt[st.Iteration]
+		if it == nil {
+			it = &iteration{N: st.Iteration, Setup: st.Phase == api.PhaseSetup}
+			byIt[st.Iteration] = it
+		}
+		it.Steps = append(it.Steps, *st)
+	}
+	for n := want[len(want)-1]; n >= want[0]; n-- {
+		it := byIt[n]
+		if it == nil {
+			continue
+		}
+		for i := range it.Steps {
+			st := &it.Steps[i]
+			switch st.Phase {
+			case api.PhaseImplementation:
+				it.Impl = st
+			case api.PhaseReview:
+				it.Review = st
+			case api.PhaseVerification:
+				it.Verify = st
+			}
+			it.InputTokens += st.Usage.InputTokens
+			it.OutputTokens += st.Usage.OutputTokens
+			it.CacheTokens += st.Usage.CacheReadTokens + st.Usage.CacheWriteTokens
+			it.CostUSD += st.Usage.CostUSD
+			it.CostUnknown = it.CostUnknown || st.Usage.CostUnknown
+		}
+		l.Iterations = append(l.Iterations, *it)
+	}
+	return l, nil
+}
+
+// fail answers a page request whose data could not be read: an API error
+// (a run that does not exist, an ambiguous prefix) with its own status and
+// words, anything else as a 500 page.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *api.Error
+	status := http.StatusInternalServerError
+	switch {
+	case errors.As(err, &ae):
+		status = ae.Code.HTTPStatus()
+	default:
+		s.log.Error("dashboard page", zap.String("path", r.URL.Path), zap.Error(err))
+	}
+	s.refusePage(w, status, err)
+}
+
+// funcs are the templates' helpers.
+func (s *Server) funcs() template.FuncMap {
+	return template.FuncMap{
+		"short": func(id string) string {
+			if len(id) > 8 {
+				return id[:8]
+			}
+			return id
+		},
+		"base": filepath.Base,
+		"usd": func(v float64) string {
+			if v > 0 && v < 1 {
+				return fmt.Sprintf("$%.3f", v) // a cheap run's cents still move
+			}
+			return fmt.Sprintf("$%.2f", v)
+		},
+		"usd4": func(v float64) string { return fmt.Sprintf("$%.4f", v) },
+		"tokens": func(n int64) string {
+			switch {
+			case n >= 1_000_000:
+				return fmt.Sprintf("%.1fM", float64(n)/1e6)
+			case n >= 10_000:
+				return fmt.Sprintf("%.0fk", float64(n)/1e3)
+			case n >= 1_000:
+				return fmt.Sprintf("%.1fk", float64(n)/1e3)
+			}
+			return strconv.FormatInt(n, 10)
+		},
+		"elapsed": func(ms int64) string { return humanDuration(time.Duration(ms) * time.Millisecond) },
+		"lower":   func(s api.RunStatus) string { return strings.ToLower(string(s)) },
+		"slower":  func(s api.StepStatus) string { return strings.ToLower(string(s)) },
+		"live":    func(s api.RunStatus) bool { return s == api.RunRunning },
+		"when": func(t api.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		},
+		"iso": func(t api.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format(time.RFC3339)
+		},
+		"progress": func(p *float64) string {
+			if p == nil {
+				return ""
+			}
+			return strconv.FormatFloat(min(max(*p, 0), 1), 'f', 3, 64)
+		},
+		"pct": func(p *float64) string {
+			if p == nil {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f%%", min(max(*p, 0), 1)*100)
+		},
+		"count": func(p *int) string {
+			if p == nil {
+				return "?"
+			}
+			return strconv.Itoa(*p)
+		},
+		"tail": func(s string, n int) string {
+			if len(s) <= n {
+				return s
+			}
+			cut := len(s) - n
+			for cut < len(s) && s[cut]&0xC0 == 0x80 { // never split a character
+				cut++
+			}
+			return "…" + s[cut:]
+		},
+		"trunc": func(s string, n int) string {
+			if len(s) <= n {
+				return s
+			}
+			cut := n
+			for cut > 0 && s[cut]&0xC0 == 0x80 {
+				cut--
+			}
+			return s[:cut] + "…"
+		},
+		"firstLine": func(s string) string {
+			line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+			return line
+		},
+		"query": func(runID string, page int) string { return "/runs/" + runID + "?page=" + strconv.Itoa(page) },
+	}
+}
+
+// humanDuration prints 3s, 4m05s, 2h07m, 3d04h.
+func humanDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}

@@ -1,0 +1,60 @@
+package supervise
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// As a child subreaper the daemon reaps the orphans of its steps and
+// helpers that die as its children, and never a child os/exec waits for.
+func TestReaperReapsOrphansOnly(t *testing.T) {
+	if err := BecomeSubreaper(t.Context()); err != nil {
+		t.Skip(err)
+	}
+	// The other tests adopt steps as a restarted daemon would: not as
+	// their subreaper.
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	dir := t.TempDir()
+	// A child os/exec waits for, already a zombie, in its own process
+	// group (as custom_script and notifications run).
+	own := exec.Command("/bin/sh", "-c", "exit 7")
+	own.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := own.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Orphans: a helper's background job (same session, the helper's
+	// group) and a job that made a session of its own; each writes its pid
+	// and exits soon after its parent has gone.
+	for _, script := range []string{
+		`(sleep 0.2; exit 0) & echo $! > helper.pid`,
+		`setsid sh -c 'echo $$ > session.pid; sleep 0.2' &  while [ ! -s session.pid ]; do sleep 0.01; done`,
+	} {
+		c := exec.Command("/bin/sh", "-c", script)
+		c.Dir = dir
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"helper.pid", "session.pid"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		eventually(t, f+" reaped", func() bool { _, ok := readStat(pid); return !ok })
+	}
+	// The os/exec child was left alone: its status is still there.
+	eventually(t, "the helper a zombie", func() bool { pi, ok := readStat(own.Process.Pid); return ok && pi.state == 'Z' })
+	reapOrphans()
+	if err := own.Wait(); err == nil || own.ProcessState.ExitCode() != 7 {
+		t.Errorf("os/exec lost its child's status: %v, %v", err, own.ProcessState)
+	}
+}
