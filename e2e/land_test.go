@@ -573,6 +573,9 @@ func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 69 {
 		t.Errorf("loopctl land when the daemon died: %v\n%s", err, out.String())
 	}
+	if !strings.Contains(out.String(), "the land did not finish") || !strings.Contains(out.String(), "run `loopctl land "+run.ID+"` again") {
+		t.Errorf("loopctl land does not say what the lost connection means for the land:\n%s", out.String())
+	}
 	if e.checkoutState() != before {
 		t.Fatal("the checkout changed when the daemon died mid-land")
 	}
@@ -820,5 +823,169 @@ func TestResumeIsRefusedDuringALand(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "landed "+run.Branch+" into main (merge)") {
 		t.Errorf("land output:\n%s", out.String())
+	}
+}
+
+// --iteration 0 is not "the whole run": it is refused, not silently read
+// as the flag's default.
+func TestDiffIterationZeroIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	r := e.loopctl("diff", run.ID, "--iteration", "0")
+	if r.code != 64 || !strings.Contains(r.stderr, "--iteration must be 1 or more, got 0") || r.stdout != "" {
+		t.Errorf("diff --iteration 0: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A fast-forward makes no commit, so --message has nowhere to go: land
+// says so (stderr and the JSON's warnings) instead of dropping it silently.
+func TestLandMessageOnAFastForwardWarns(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	r := e.loopctl("land", run.ID, "--message", "my words")
+	if r.code != 0 || !strings.Contains(r.stdout, "(fast-forward)") ||
+		!strings.Contains(r.stderr, "warning: --message is not used: main has not moved") {
+		t.Fatalf("land -m on a fast-forward: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	run2 := e.finishedRun()
+	res, _, code := e.landJSON(run2.ID, "-m", "more words")
+	if code != 0 || res.Mode != "fast-forward" || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "--squash --message") {
+		t.Errorf("land --json -m on a fast-forward = %+v (exit %d)", res, code)
+	}
+	// No warning where the message is used.
+	run3 := e.finishedRun()
+	e.commitOnMain(map[string]string{"user.txt": "the user's work\n"})
+	if res, _, code := e.landJSON(run3.ID, "-m", "merge words"); code != 0 || res.Mode != "merge" || len(res.Warnings) != 0 {
+		t.Errorf("land --json -m of a merge = %+v (exit %d)", res, code)
+	}
+	if got := e.git("log", "-1", "--format=%s"); got != "merge words" {
+		t.Errorf("merge commit message = %q", got)
+	}
+}
+
+// Two runs that made the same change: once one has landed, a squash of
+// the other would be an empty commit; land refuses it as nothing_to_land.
+func TestLandSquashOfChangesAlreadyOnTheBase(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	a := e.finishedRun()
+	b := e.finishedRun() // the same agent, the same base: the same files
+	if _, _, code := e.landJSON(a.ID); code != 0 {
+		t.Fatalf("land %s: exit %d", a.ID, code)
+	}
+	before := e.checkoutState()
+	_, ref, code := e.landJSON(b.ID, "--squash")
+	if code != 64 || ref.Kind != "nothing_to_land" || !strings.Contains(ref.Message, "empty commit") {
+		t.Errorf("squash of changes already on main: exit %d, refusal %+v", code, ref)
+	}
+	if e.checkoutState() != before {
+		t.Errorf("the refused squash changed the checkout")
+	}
+}
+
+// A run outside git has no branch and no ledger: land's refusal does not
+// send the user to diff, which would only fail in turn.
+func TestLandOfARunOutsideGit(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", "agent_command=true", "max_iterations=1")
+	id := e.start("goal")
+	e.wait(id)
+	_, ref, code := e.landJSON(id)
+	if code != 64 || ref.Kind != "not_worktree" || strings.Contains(ref.Message, "loopctl diff") {
+		t.Errorf("land outside git: exit %d, refusal %+v", code, ref)
+	}
+}
+
+// clean that removes nothing says why, and --older-than without --ended
+// is named as the mistake it is.
+func TestCleanSaysWhyNothingWasCleaned(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	if out := e.must("clean", run.ID); !strings.Contains(out, "removed; branch") {
+		t.Fatalf("clean RUN:\n%s", out)
+	}
+	if out := e.must("clean", run.ID); !strings.Contains(out, "the worktree of run "+run.ID[:12]+" was already removed (loopctl clean)") {
+		t.Errorf("second clean RUN:\n%s", out)
+	}
+	inPlace := e.start("goal", "--set", "isolation=in_place")
+	e.wait(inPlace)
+	if out := e.must("clean", inPlace); !strings.Contains(out, "ran in place: it has no worktree to clean") {
+		t.Errorf("clean of an in-place run:\n%s", out)
+	}
+	if out := e.must("clean", "--ended", "--older-than", "7d"); !strings.Contains(out, "no run with a worktree ended 7d ago or more") {
+		t.Errorf("clean --ended --older-than 7d:\n%s", out)
+	}
+	if r := e.loopctl("clean", "--older-than", "7d"); r.code != 64 || !strings.Contains(r.stderr, "--older-than goes with --ended") {
+		t.Errorf("clean --older-than without --ended: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// A worktree run started from a detached HEAD has no base branch: start
+// says so at once (stderr and RUN_CREATED's warnings), not only land at
+// the end, and land's refusal says to switch to a branch before merging.
+func TestWorktreeRunFromADetachedHead(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	e.git("switch", "-q", "--detach")
+	e.trust()
+	r := e.loopctl("start", "goal")
+	if r.code != 0 || !strings.Contains(r.stderr, "is on a detached HEAD: loopctl land will have no base branch") {
+		t.Fatalf("start from a detached HEAD: exit %d\n%s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	e.wait(id)
+	var p struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(e.events(id)[0].Payload, &p); err != nil || !slicesContain(p.Warnings, "detached HEAD") {
+		t.Errorf("RUN_CREATED warnings = %v (%v)", p.Warnings, err)
+	}
+	_, ref, code := e.landJSON(id)
+	if code != 64 || ref.Kind != "wrong_branch" || len(ref.Hand) < 3 || !strings.HasPrefix(ref.Hand[1], "git switch ") {
+		t.Errorf("land of a detached run: exit %d, refusal %+v", code, ref)
+	}
+}
+
+func slicesContain(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// A run's branch deleted by hand: its commits are still in the repository,
+// and land's refusal gives the one command that brings the branch back.
+func TestLandAfterTheBranchWasDeleted(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	tip := e.git("rev-parse", run.Branch)
+	e.must("clean", run.ID)
+	e.git("branch", "-q", "-D", run.Branch)
+	before := e.checkoutState()
+	_, ref, code := e.landJSON(run.ID)
+	want := "git -C " + e.ws + " branch " + run.Branch + " " + tip
+	if code != 64 || ref.Kind != "branch_missing" || !strings.Contains(ref.Message, "still in the repository") ||
+		len(ref.Hand) != 1 || !strings.HasPrefix(ref.Hand[0], want) {
+		t.Fatalf("land with the branch deleted: exit %d, refusal %+v; want hand %q", code, ref, want)
+	}
+	if e.checkoutState() != before {
+		t.Fatal("the refused land changed the checkout")
+	}
+	e.git("branch", run.Branch, tip) // the command the refusal gave
+	if res, ref, code := e.landJSON(run.ID); code != 0 || res.Commit != tip {
+		t.Errorf("land after the branch was recreated: exit %d, %+v, %+v", code, res, ref)
 	}
 }

@@ -448,6 +448,19 @@ func TestSetupFailureFailsTheRun(t *testing.T) {
 	if steps := e.steps(id); len(steps) != 1 || steps[0].Phase != "setup" {
 		t.Fatalf("the agent ran after a failed setup: %+v", steps)
 	}
+	// The way out the description names works: the config is frozen, so a
+	// corrected command comes with resume --set.
+	want := "loopctl resume " + id[:8] + " --set setup_command="
+	if !strings.Contains(run.Description, want) {
+		t.Fatalf("the description does not say how to run a corrected setup_command (%q): %s", want, run.Description)
+	}
+	e.must("resume", id, "--set", "setup_command=echo fixed")
+	if code := e.wait(id); code == 1 {
+		t.Fatalf("resume --set setup_command: the run failed again: %+v", e.status(id))
+	}
+	if steps := e.steps(id); len(steps) < 3 || steps[1].Phase != "setup" || steps[1].Status != api.StepSucceeded || steps[2].Phase != "implementation" {
+		t.Fatalf("after resume --set setup_command: %+v", steps)
+	}
 }
 
 func TestWorktreeRemovedByHandEndsTheRun(t *testing.T) {
@@ -612,5 +625,43 @@ func TestNoProgressInAWorktreeRun(t *testing.T) {
 		if st.Changes == nil || st.Changes.Commit != "" || st.Changes.FilesChanged != 0 {
 			t.Fatalf("an iteration recorded a change in the worktree: %+v", st.Changes)
 		}
+	}
+}
+
+// A run whose worktree was cleaned cannot be resumed: resume refuses up
+// front and the run keeps the reason it ended with, instead of being
+// accepted and aborted at once with fatal:worktree_gone.
+func TestResumeAfterCleanIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo(map[string]string{"README": "r\n"})
+	e.startDaemon()
+	id := e.start("setup", "--set", "isolation=worktree", "--set", "setup_command=exit 3",
+		"--set", "agent=command", "--set", "agent_command=true")
+	e.wait(id)
+	e.must("clean", id)
+	r := e.loopctl("resume", id, "--set", "setup_command=true")
+	if r.code != 64 || !strings.Contains(r.stderr, "cannot be resumed: its worktree") || !strings.Contains(r.stderr, "removed by loopctl clean") {
+		t.Errorf("resume of a cleaned run: exit %d\n%s", r.code, r.stderr)
+	}
+	if run := e.status(id); run.Status != api.RunFailed || run.Reason != "setup_failed" {
+		t.Errorf("the refused resume changed the run: %s %s", run.Status, run.Reason)
+	}
+}
+
+// Inside a run's worktree (a user looking at it, or its agent), "last"
+// is that run: no run has the worktree itself as its workspace.
+func TestLastInsideARunsWorktreeIsThatRun(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	e.finishedRun() // a newer run of the same workspace: not the one the worktree belongs to
+	var got api.Run
+	out := e.must("status", "last", "--json", "-C", filepath.Join(run.Worktree, ".loop"))
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.ID != run.ID {
+		t.Errorf("status last inside %s = %q (%v), want run %s", run.Worktree, got.ID, err, run.ID)
+	}
+	if d := e.must("diff", "last", "--stat", "-C", run.Worktree); !strings.Contains(d, "changed") {
+		t.Errorf("diff last inside the worktree:\n%s", d)
 	}
 }

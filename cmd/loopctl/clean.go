@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -35,10 +36,12 @@ files is skipped and listed.`,
 				return usageErrorf("clean takes at most one RUN")
 			case len(args) == 1 && o.Ended:
 				return usageErrorf("give a RUN or --ended, not both")
+			case o.OlderThan != "" && !o.Ended:
+				// Checked before "needs a RUN": clean --older-than 7d
+				// lacks --ended, not a RUN.
+				return usageErrorf("--older-than goes with --ended: loopctl clean --ended --older-than %s", o.OlderThan)
 			case len(args) == 0 && !o.Ended:
 				return usageErrorf("clean needs a RUN (an id, a unique id prefix, or last) or --ended")
-			case o.OlderThan != "" && !o.Ended:
-				return usageErrorf("--older-than goes with --ended")
 			}
 			return nil
 		},
@@ -52,9 +55,10 @@ files is skipped and listed.`,
 func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
 	ctx := cmd.Context()
 	req := api.CleanRequest{Ended: o.Ended, OlderThan: o.OlderThan}
+	var ref api.RunRef
 	if len(args) == 1 {
-		ref, err := o.ref(args[0])
-		if err != nil {
+		var err error
+		if ref, err = o.ref(args[0]); err != nil {
 			return err
 		}
 		req.Run, req.Workspace = ref.Ref, ref.Workspace
@@ -81,9 +85,34 @@ func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
 		fmt.Fprintf(o.Out, "%s  %s skipped: %s\n", shortID(w.RunID), w.Worktree, w.Reason)
 	}
 	if len(res.Removed)+len(res.Skipped) == 0 {
-		fmt.Fprintln(o.Out, "no worktree to clean")
+		fmt.Fprintln(o.Out, o.nothingCleaned(ctx, c, ref))
 	}
 	return nil
+}
+
+// nothingCleaned says why clean removed nothing: for one run, why that run
+// has no worktree to remove, rather than a bare "nothing" that reads like
+// a failure to find it.
+func (o *cleanOptions) nothingCleaned(ctx context.Context, c *api.Client, ref api.RunRef) string {
+	switch {
+	case ref.Ref == "" && o.OlderThan != "":
+		return fmt.Sprintf("no worktree to clean: no run with a worktree ended %s ago or more", o.OlderThan)
+	case ref.Ref == "":
+		return "no worktree to clean: no ended run has one"
+	}
+	run, err := c.GetRun(ctx, ref, false)
+	if err != nil {
+		return "no worktree to clean"
+	}
+	switch {
+	case run.Isolation != "worktree":
+		return fmt.Sprintf("run %s ran in place: it has no worktree to clean", shortID(run.ID))
+	case run.WorktreeState == "removed":
+		return fmt.Sprintf("the worktree of run %s was already removed (loopctl clean)", shortID(run.ID))
+	case run.WorktreeState == "":
+		return fmt.Sprintf("run %s never had its worktree made: nothing to clean", shortID(run.ID))
+	}
+	return "no worktree to clean"
 }
 
 // printWorktreeDisk adds the run worktrees' disk use to `daemon status`.

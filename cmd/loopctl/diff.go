@@ -32,8 +32,10 @@ not its worktree, so it works after the worktree is cleaned or removed.
 deletions and every file as JSON.`,
 		Args: runArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.Iteration < 0 {
-				return usageErrorf("--iteration must be 1 or more, got %d", o.Iteration)
+			// 0 is the flag's "whole run" default: given explicitly it
+			// would silently print the whole run instead of an iteration.
+			if cmd.Flags().Changed("iteration") && o.Iteration < 1 {
+				return usageErrorf("--iteration must be 1 or more, got %d (a worktree run's setup has no change of its own: what it wrote is in iteration 1's)", o.Iteration)
 			}
 			return o.run(cmd, args[0])
 		},

@@ -108,6 +108,9 @@ func (g *globalOptions) ref(arg string) (api.RunRef, error) {
 	if err != nil {
 		return api.RunRef{}, err
 	}
+	if id, ok := worktreeRun(ws); ok {
+		return api.RunRef{Ref: id}, nil
+	}
 	return api.RunRef{Ref: arg, Workspace: ws}, nil
 }
 

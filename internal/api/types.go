@@ -357,6 +357,9 @@ type LandResult struct {
 	Checkout     string `json:"checkout"`
 	BaseMoved    bool   `json:"base_moved"`
 	Note         string `json:"note,omitempty"` // why it was not verified
+	// Warnings are things the user asked for that the land could not do
+	// (a --message on a fast-forward).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // LandRefusal is a land that changed nothing in the user's checkout.

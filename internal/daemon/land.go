@@ -132,13 +132,20 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 			Message: fmt.Sprintf("run %s is %s: land it once it has ended (loopctl wait %s, or loopctl stop %s)",
 				run.ID, run.Status, shortID(run.ID), shortID(run.ID))}
 	case run.Isolation != "worktree" || run.Branch == "":
+		// Only a workspace in git has a ledger that diff can show: outside
+		// git, pointing at diff would send the user to a second error.
+		shows := fmt.Sprintf(" (loopctl diff %s shows them)", shortID(run.ID))
+		if _, err := git.TopLevel(ctx, run.Workspace); errors.Is(err, git.ErrNotRepository) {
+			shows = ""
+		}
 		return nil, &git.Refusal{Kind: git.RefusedNotWorktree,
-			Message: fmt.Sprintf("run %s ran in place: its changes are already in %s (loopctl diff %s shows them)",
-				run.ID, run.Workspace, shortID(run.ID))}
+			Message: fmt.Sprintf("run %s ran in place: its changes are already in %s%s; only a worktree run (isolation=worktree) has a branch to land",
+				run.ID, run.Workspace, shows)}
 	case run.BaseBranch == "":
 		return nil, &git.Refusal{Kind: git.RefusedWrongBranch,
 			Message: fmt.Sprintf("run %s started from a detached HEAD: there is no base branch to land into", run.ID),
-			Hand:    []string{"cd " + run.Workspace, "git merge " + run.Branch}}
+			Hand: []string{"cd " + run.Workspace, "git switch <the branch to land into>",
+				"git merge " + run.Branch + "   # resolve any conflicts, run your tests, then git commit"}}
 	}
 	if in.Message == "" {
 		in.Message = defaultLandMessage(run, req.Squash)
@@ -167,11 +174,23 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	defer mu.(*sync.Mutex).Unlock()
 
 	plan, err := git.PlanLand(ctx, in)
+	var ref *git.Refusal
+	if errors.As(err, &ref) && ref.Kind == git.RefusedBranchMissing {
+		return nil, d.branchMissing(ctx, run, ref)
+	}
 	if err != nil {
 		return nil, err
 	}
 	res := &api.LandResult{RunID: run.ID, Branch: run.Branch, BaseBranch: run.BaseBranch, Mode: string(plan.Mode),
 		Checkout: run.Workspace, BaseMoved: plan.Moved}
+	if req.Message != "" && plan.Mode == git.LandFastForward {
+		// Like git merge -m, a fast-forward makes no commit to carry the
+		// message; saying so beats a message that silently goes nowhere.
+		w := fmt.Sprintf("--message is not used: %s has not moved, so land fast-forwards it to the run's last commit and makes no new commit; "+
+			"--squash --message makes one commit with it", run.BaseBranch)
+		res.Warnings = append(res.Warnings, w)
+		progress("warning: " + w)
+	}
 	steps, err := d.store.StepsLight(ctx, run.ID)
 	if err != nil {
 		return nil, err
@@ -238,6 +257,30 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	d.log.Info("run landed", zap.String("run_id", run.ID), zap.String("mode", string(plan.Mode)),
 		zap.String("commit", plan.Target), zap.Bool("verified", res.Verified))
 	return res, nil
+}
+
+// branchMissing completes the refusal of a run whose branch was deleted:
+// its ledger commits stay in the repository until git collects them, and
+// "nothing to land" would send away a user whose work is one command from
+// being back.
+func (d *Daemon) branchMissing(ctx context.Context, run storage.Run, ref *git.Refusal) error {
+	steps, err := d.store.StepsLight(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	last := ""
+	for _, st := range steps {
+		if st.ChangeCommit != "" {
+			last = st.ChangeCommit
+		}
+	}
+	if !git.CommitExists(ctx, run.Workspace, last) {
+		return ref
+	}
+	ref.Message = fmt.Sprintf("the run's branch %s no longer exists, but its last commit %s is still in the repository: "+
+		"recreate the branch, then land again", run.Branch, shortCommit(last))
+	ref.Hand = []string{"git -C " + run.Workspace + " branch " + run.Branch + " " + last + "   # then loopctl land " + shortID(run.ID) + " again"}
+	return ref
 }
 
 // verifyCombination runs verify_command on plan.Combined, checked out

@@ -140,6 +140,21 @@ func PlanLand(ctx context.Context, in LandInput) (*LandPlan, error) {
 	}
 	switch {
 	case in.Squash:
+		// The run's changes may already be on the base (the same edit
+		// landed from another run): a squash would be an empty commit.
+		treeID, err := co.Output(ctx, "rev-parse", "--verify", tree+"^{tree}")
+		if err != nil {
+			return nil, fmt.Errorf("read the tree to land: %w", err)
+		}
+		baseTree, err := co.Output(ctx, "rev-parse", "--verify", baseTip+"^{tree}")
+		if err != nil {
+			return nil, fmt.Errorf("read the tree of %s: %w", in.BaseBranch, err)
+		}
+		if treeID == baseTree {
+			return nil, &Refusal{Kind: RefusedNothing,
+				Message: fmt.Sprintf("nothing to land: %s already has every change of %s (a squash would be an empty commit)",
+					in.BaseBranch, in.Branch)}
+		}
 		p.Mode = LandSquash
 		if p.Target, err = commitTree(ctx, co, tree, in.Message, baseTip); err != nil {
 			return nil, err
@@ -166,7 +181,7 @@ func CheckCheckout(ctx context.Context, in LandInput) error {
 		return &Refusal{Kind: RefusedWrongBranch,
 			Message: fmt.Sprintf("the checkout %s is on %s, not on %s, the branch the run started from", in.Checkout, on, in.BaseBranch),
 			Hand: []string{"git -C " + shellQuote(in.Checkout) + " switch " + shellQuote(in.BaseBranch) + "   # then loopctl land again",
-				"# or land by hand: git merge " + shellQuote(in.Branch)}}
+				"# or land by hand, after that switch: git merge " + shellQuote(in.Branch)}}
 	}
 	if _, err := co.Output(ctx, "rev-parse", "-q", "--verify", "MERGE_HEAD"); err == nil {
 		return &Refusal{Kind: RefusedDirty,

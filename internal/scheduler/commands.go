@@ -360,6 +360,18 @@ func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) err
 				return err
 			}
 		}
+		if run.Status.Terminal() && (run.WorktreeState == "removed" || run.WorktreeState == "gone") {
+			// Accepted, the run would only end again at once with
+			// fatal:worktree_gone, and lose the reason it ended with: loopd
+			// never recreates a worktree that was removed.
+			how := "was removed by loopctl clean"
+			if run.WorktreeState == "gone" {
+				how = "was removed by hand"
+			}
+			return &StateError{Msg: fmt.Sprintf("run %s cannot be resumed: its worktree %s %s.\n"+
+				"  every recorded iteration is on branch %s (loopctl diff %s); start a new run to go on",
+				shortOf(runID), run.Worktree, how, run.Branch, shortOf(runID))}
+		}
 		if len(sets) > 0 {
 			cfg, _, err := decodeFrozen(run)
 			if err != nil {

@@ -62,6 +62,12 @@ func (s *Scheduler) isolate(ctx context.Context, run *storage.Run, cfg config.Co
 		warnings = append(warnings, fmt.Sprintf("the checkout %s has uncommitted changes; they are not part of this run, which starts from %s (%s)",
 			repo.TopLevel, shortOf(repo.Head), branchOrDetached(repo.Branch)))
 	}
+	if repo.Branch == "" {
+		// Found out only at the end otherwise: land has no base branch to
+		// move, and refuses.
+		warnings = append(warnings, fmt.Sprintf("the checkout %s is on a detached HEAD: loopctl land will have no base branch to land into; "+
+			"merge %s by hand when the run ends (or switch to a branch and start again)", repo.TopLevel, run.Branch))
+	}
 	return repo.CommonDir, warnings, nil
 }
 

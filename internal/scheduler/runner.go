@@ -826,8 +826,11 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	}
 	if st != nil && st.Phase == api.PhaseSetup && st.Status == api.StepFailed {
 		return &decision{status: api.RunFailed, reason: "setup_failed", event: events.RunFailed,
-			description: fmt.Sprintf("setup_command failed in the worktree %s: %s; see `loopctl logs %s --step %d`, fix it, then `loopctl resume %s`",
-				r.workdir, st.Error, shortOf(r.id), st.Seq, shortOf(r.id))}
+			// The run's config is frozen: a setup_command corrected in
+			// .loop/config is not what resume runs, so name the --set.
+			description: fmt.Sprintf("setup_command failed in the worktree %s: %s; see `loopctl logs %s --step %d`, fix the cause, then `loopctl resume %s` "+
+				"(the run keeps the setup_command it started with; to run a corrected one: `loopctl resume %s --set setup_command=…`)",
+				r.workdir, st.Error, shortOf(r.id), st.Seq, shortOf(r.id), shortOf(r.id))}
 	}
 	v := ev.Stop
 	if v != nil && v.Class == stop.ClassFailure {
