@@ -12,7 +12,7 @@ import (
 // Exit codes (SPEC section 3).
 const (
 	exitOK          = 0
-	exitUsage       = 64  // bad flags, arguments or input
+	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `resume` of a run whose worktree is gone)
 	exitNotFound    = 66  // no such run
 	exitUnavailable = 69  // the daemon is not reachable, refuses this user, or does not answer within 10s
 	exitInternal    = 70  // a daemon-side or unexpected failure

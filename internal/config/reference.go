@@ -86,7 +86,7 @@ var keyDocs = map[string]keyDoc{
 	"model":  {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},
 	"prompt": {meaning: "The goal, as text. `loopctl start \"text\"` sets it. Only one of `prompt` and `prompt_file` may be set."},
 	"prompt_file": {def: "`PROMPT.md` if present", meaning: "A file holding the goal, re-read at every iteration (edit it to steer the loop). " +
-		"Relative to the workspace."},
+		"Relative to the workspace. The default `PROMPT.md` must not be a symlink leading out of the workspace (docs/security.md)."},
 	"spec_file": {meaning: "A specification file named in the prompt. Must exist when set."},
 	"plan_file": {meaning: "A plan file named in the prompt. The `plan` completion gate and stuck-task detection read its " +
 		"`- [ ]` / `- [x]` items."},
