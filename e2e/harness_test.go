@@ -226,8 +226,15 @@ func (e *env) loopctl(args ...string) result {
 
 func (e *env) loopctlEnv(extra []string, args ...string) result {
 	e.t.Helper()
+	return e.loopctlAt(e.ws, extra, args...)
+}
+
+// loopctlAt runs loopctl from dir with the environment's variables and
+// extra ones.
+func (e *env) loopctlAt(dir string, extra []string, args ...string) result {
+	e.t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "loopctl"), args...)
-	cmd.Dir = e.ws
+	cmd.Dir = dir
 	cmd.Env = e.environ(extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
