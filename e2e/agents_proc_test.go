@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,13 +12,6 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 )
-
-// scriptedAgent is the path of the scripted Claude stand-in.
-func scriptedAgent(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh")
-}
 
 // Claude Code refuses --dangerously-skip-permissions as root unless
 // IS_SANDBOX=1: the claude preset then ends the run at once, saying what to
@@ -30,7 +22,7 @@ func TestClaudePresetAsRootWithoutSandboxAborts(t *testing.T) {
 		t.Skip("needs root")
 	}
 	bin := t.TempDir()
-	if err := os.Symlink(scriptedAgent(t), filepath.Join(bin, "claude")); err != nil {
+	if err := os.Symlink(scriptedAgent(), filepath.Join(bin, "claude")); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH")) // the daemon finds `claude` there
@@ -78,8 +70,7 @@ func reportedCost(u api.Usage) float64 {
 // transcriptFixture is the path of a parser fixture (real captured output).
 func transcriptFixture(t *testing.T, name string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "internal", "transcript", "testdata", name)
+	return filepath.Join(repoRoot(), "internal", "transcript", "testdata", name)
 }
 
 // A real Claude Code result whose cache writes are 1-hour writes is priced

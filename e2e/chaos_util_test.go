@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,9 +94,7 @@ const (
 const chaosStepLog = `echo "$LOOP_PHASE $LOOP_ITERATION $LOOP_STEP" >> .step-invocations; `
 
 func chaosAgentCommand() string {
-	_, file, _, _ := runtime.Caller(0)
-	agent := filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh")
-	return `agent_command=sleep 0.0$(( $$ % 5 + 2 )); ` + agent + `; rc=$?; sleep 0.0$(( $$ % 3 + 1 )); exit $rc`
+	return `agent_command=sleep 0.0$(( $$ % 5 + 2 )); ` + scriptedAgent() + `; rc=$?; sleep 0.0$(( $$ % 3 + 1 )); exit $rc`
 }
 
 // chaosScenario is one kind of run and the ending it must reach whatever
@@ -1185,8 +1182,7 @@ type monitor struct {
 }
 
 func newMonitor() *monitor {
-	_, file, _, _ := runtime.Caller(0)
-	return &monitor{agent: filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh"),
+	return &monitor{agent: scriptedAgent(),
 		wsRun: map[string]string{}, runs: map[string]bool{}}
 }
 

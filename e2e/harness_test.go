@@ -346,13 +346,23 @@ func (e *env) config(lines ...string) {
 	e.writeFile(".loop/config", strings.Join(lines, "\n")+"\n", 0o644)
 }
 
+// repoRoot is the top folder of the source tree the tests were built from,
+// whatever the working directory.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// scriptedAgent is the path of the scripted Claude stand-in.
+func scriptedAgent() string {
+	return filepath.Join(repoRoot(), "e2e", "testdata", "agents", "claude.sh")
+}
+
 // fakeAgent installs the scripted Claude agent; vars go into .env.
 func (e *env) fakeAgent(vars ...string) string {
 	e.t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	agent := filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh")
 	e.writeFile(".env", strings.Join(vars, "\n")+"\n", 0o600)
-	return "agent_command=" + agent
+	return "agent_command=" + scriptedAgent()
 }
 
 // invocations reads the fake agent's invocation log: one line per run of
