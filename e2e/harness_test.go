@@ -169,15 +169,22 @@ func (e *env) daemonLog() string {
 	return b.String()
 }
 
-func (e *env) cleanup() {
-	if e.daemon != nil {
-		select {
-		case <-e.exited:
-		default:
-			_ = e.daemon.Process.Signal(syscall.SIGKILL)
-			<-e.exited
-		}
+// reapDaemon kills the test's daemon unless it has exited already, and
+// waits for it.
+func (e *env) reapDaemon() {
+	if e.daemon == nil {
+		return
 	}
+	select {
+	case <-e.exited:
+	default:
+		_ = e.daemon.Process.Signal(syscall.SIGKILL)
+		<-e.exited
+	}
+}
+
+func (e *env) cleanup() {
+	e.reapDaemon()
 	// Kill every process of this home, whoever started it: steps (their
 	// argv names it) and daemons (autostarted ones too: their
 	// environment names it).
