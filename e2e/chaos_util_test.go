@@ -332,18 +332,7 @@ func (c *chaos) events(id string) []api.Event {
 	if r.code != 0 {
 		c.t.Fatalf("loopctl events %s: exit %d: %s", id, r.code, r.stderr)
 	}
-	var evs []api.Event
-	for line := range strings.SplitSeq(strings.TrimSpace(r.stdout), "\n") {
-		if line == "" {
-			continue
-		}
-		var ev api.Event
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			c.t.Fatalf("event json: %v\n%s", err, line)
-		}
-		evs = append(evs, ev)
-	}
-	return evs
+	return parseEvents(c.t, r.stdout)
 }
 
 func (c *chaos) startDaemon() {

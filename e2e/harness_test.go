@@ -310,15 +310,20 @@ func (e *env) steps(id string) []api.Step {
 
 func (e *env) events(id string) []api.Event {
 	e.t.Helper()
+	return parseEvents(e.t, e.must("events", id, "--json"))
+}
+
+// parseEvents reads the output of `loopctl events --json`: an event a line.
+func parseEvents(t *testing.T, out string) []api.Event {
+	t.Helper()
 	var evs []api.Event
-	out := e.must("events", id, "--json")
 	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
 		var ev api.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			e.t.Fatalf("event json: %v\n%s", err, line)
+			t.Fatalf("event json: %v\n%s", err, line)
 		}
 		evs = append(evs, ev)
 	}
