@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -166,45 +164,20 @@ func TestLogsFollowStreamsARunningStep(t *testing.T) {
 		`verify_command=echo "checking: héllo wörld ✓"; test -f done.txt`)
 	id := e.start("goal")
 	e.runningStep(id, 1)
-	cmd := exec.Command(filepath.Join(binDir, "loopctl"), "logs", id, "--follow")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen bytes.Buffer
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		r := bufio.NewReader(stdout)
-		buf := make([]byte, 256)
-		for {
-			n, err := r.Read(buf)
-			mu.Lock()
-			seen.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	f := e.background("logs", id, "--follow")
 	eventually(t, "the running step's output", 20*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Contains(seen.String(), "working on iteration 1")
+		return strings.Contains(f.String(), "working on iteration 1")
 	})
 	if r := e.status(id); r.CurrentStep == nil || r.CurrentStep.Seq != 1 {
 		t.Fatal("the output arrived after the step ended; it must stream live")
 	}
 	e.release("go-1")
 	select {
-	case <-readDone:
+	case <-f.done:
 	case <-time.After(60 * time.Second):
 		t.Fatal("logs --follow did not end with the run")
 	}
-	_ = cmd.Wait()
-	out := seen.String()
+	out := f.String()
 	for _, want := range []string{"==> #1 implementation (iteration 1) <==", "==> #4 verification (iteration 2) <==", "checking: héllo wörld ✓"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("followed logs lack %q", want)
