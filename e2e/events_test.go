@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,11 +19,7 @@ import (
 )
 
 // follower runs `loopctl events RUN --follow --json` in the background.
-type follower struct {
-	cmd  *exec.Cmd
-	out  syncBuffer // written by exec's copier while the test reads it
-	done chan error
-}
+type follower struct{ *bgLoopctl }
 
 // caughtUp waits until the follower has printed the event seq (or a later
 // one): it has replayed the stored events up to there and follows live.
@@ -43,23 +38,16 @@ func (f *follower) caughtUp(t *testing.T, seq int64) {
 
 func (e *env) follow(args ...string) *follower {
 	e.t.Helper()
-	f := &follower{done: make(chan error, 1)}
-	f.cmd = exec.Command(filepath.Join(binDir, "loopctl"), append([]string{"events", "--follow", "--json"}, args...)...)
-	f.cmd.Dir, f.cmd.Env, f.cmd.Stdout = e.ws, e.environ(), &f.out
-	if err := f.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { f.done <- f.cmd.Wait() }()
-	return f
+	return &follower{e.background(append([]string{"events", "--follow", "--json"}, args...)...)}
 }
 
 // events waits for the follower to end by itself and decodes its output.
 func (f *follower) events(t *testing.T) []api.Event {
 	t.Helper()
 	select {
-	case err := <-f.done:
-		if err != nil {
-			t.Fatalf("follower: %v", err)
+	case <-f.done:
+		if f.err != nil {
+			t.Fatalf("follower: %v", f.err)
 		}
 	case <-time.After(60 * time.Second):
 		_ = f.cmd.Process.Kill()
