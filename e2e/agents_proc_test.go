@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,13 +16,6 @@ import (
 	"github.com/loopd/loopd/internal/fakemodel"
 )
 
-// scriptedAgent is the path of the scripted Claude stand-in.
-func scriptedAgent(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh")
-}
-
 // Claude Code refuses --dangerously-skip-permissions as root unless
 // IS_SANDBOX=1: the claude preset then ends the run at once, saying what to
 // do, instead of failing every step; with IS_SANDBOX=1 in the env file the
@@ -33,7 +25,7 @@ func TestClaudePresetAsRootWithoutSandboxAborts(t *testing.T) {
 		t.Skip("needs root")
 	}
 	bin := t.TempDir()
-	if err := os.Symlink(scriptedAgent(t), filepath.Join(bin, "claude")); err != nil {
+	if err := os.Symlink(scriptedAgent(), filepath.Join(bin, "claude")); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH")) // the daemon finds `claude` there
@@ -82,8 +74,7 @@ func reportedCost(u api.Usage) float64 {
 // transcriptFixture is the path of a parser fixture (real captured output).
 func transcriptFixture(t *testing.T, name string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "internal", "transcript", "testdata", name)
+	return filepath.Join(repoRoot(), "internal", "transcript", "testdata", name)
 }
 
 // A real Claude Code result whose cache writes are 1-hour writes is priced

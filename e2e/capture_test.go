@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -119,8 +118,7 @@ func TestRealCLIScenarios(t *testing.T) {
 						t.Errorf("%d scripted turns were not used", n)
 					}
 					if capture := os.Getenv("LOOPD_CAPTURE"); capture != "" && (capture == "1" || strings.Contains(t.Name(), capture)) {
-						_, file, _, _ := runtime.Caller(0)
-						dst := filepath.Join(filepath.Dir(file), "..", "internal", "transcript", "testdata",
+						dst := filepath.Join(repoRoot(), "internal", "transcript", "testdata",
 							cli+"-"+cliVersions[cli]+"-"+sc.name+".jsonl")
 						if err := os.WriteFile(dst, []byte(scrub(out, ws, a.home)), 0o644); err != nil {
 							t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,9 +94,7 @@ const (
 const chaosStepLog = `echo "$LOOP_PHASE $LOOP_ITERATION $LOOP_STEP" >> .step-invocations; `
 
 func chaosAgentCommand() string {
-	_, file, _, _ := runtime.Caller(0)
-	agent := filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh")
-	return `agent_command=sleep 0.0$(( $$ % 5 + 2 )); ` + agent + `; rc=$?; sleep 0.0$(( $$ % 3 + 1 )); exit $rc`
+	return `agent_command=sleep 0.0$(( $$ % 5 + 2 )); ` + scriptedAgent() + `; rc=$?; sleep 0.0$(( $$ % 3 + 1 )); exit $rc`
 }
 
 // chaosScenario is one kind of run and the ending it must reach whatever
@@ -335,18 +332,7 @@ func (c *chaos) events(id string) []api.Event {
 	if r.code != 0 {
 		c.t.Fatalf("loopctl events %s: exit %d: %s", id, r.code, r.stderr)
 	}
-	var evs []api.Event
-	for line := range strings.SplitSeq(strings.TrimSpace(r.stdout), "\n") {
-		if line == "" {
-			continue
-		}
-		var ev api.Event
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			c.t.Fatalf("event json: %v\n%s", err, line)
-		}
-		evs = append(evs, ev)
-	}
-	return evs
+	return parseEvents(c.t, r.stdout)
 }
 
 func (c *chaos) startDaemon() {
@@ -1185,8 +1171,7 @@ type monitor struct {
 }
 
 func newMonitor() *monitor {
-	_, file, _, _ := runtime.Caller(0)
-	return &monitor{agent: filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh"),
+	return &monitor{agent: scriptedAgent(),
 		wsRun: map[string]string{}, runs: map[string]bool{}}
 }
 

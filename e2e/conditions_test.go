@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -237,8 +236,7 @@ func TestSpecificTestsPassCompletesTheRun(t *testing.T) {
 
 func copyQuickstartProject(t *testing.T, dst string) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(filepath.Dir(file)), "examples", "quickstart", "project")
+	src := filepath.Join(repoRoot(), "examples", "quickstart", "project")
 	if out, err := exec.Command("cp", "-R", src+"/.", dst).CombinedOutput(); err != nil {
 		t.Fatalf("copy project: %v %s", err, out)
 	}

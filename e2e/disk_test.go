@@ -30,14 +30,7 @@ func (e *env) mountHome(opts string) {
 		e.t.Skipf("cannot mount tmpfs: %v %s", err, out)
 	}
 	e.t.Cleanup(func() {
-		if e.daemon != nil {
-			select {
-			case <-e.exited:
-			default:
-				_ = e.daemon.Process.Signal(syscall.SIGKILL)
-				<-e.exited
-			}
-		}
+		e.reapDaemon()
 		for _, pid := range processesMentioning(e.home) {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}

@@ -2,19 +2,16 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,11 +19,7 @@ import (
 )
 
 // follower runs `loopctl events RUN --follow --json` in the background.
-type follower struct {
-	cmd  *exec.Cmd
-	out  syncBuffer // written by exec's copier while the test reads it
-	done chan error
-}
+type follower struct{ *bgLoopctl }
 
 // caughtUp waits until the follower has printed the event seq (or a later
 // one): it has replayed the stored events up to there and follows live.
@@ -45,23 +38,16 @@ func (f *follower) caughtUp(t *testing.T, seq int64) {
 
 func (e *env) follow(args ...string) *follower {
 	e.t.Helper()
-	f := &follower{done: make(chan error, 1)}
-	f.cmd = exec.Command(filepath.Join(binDir, "loopctl"), append([]string{"events", "--follow", "--json"}, args...)...)
-	f.cmd.Dir, f.cmd.Env, f.cmd.Stdout = e.ws, e.environ(), &f.out
-	if err := f.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { f.done <- f.cmd.Wait() }()
-	return f
+	return &follower{e.background(append([]string{"events", "--follow", "--json"}, args...)...)}
 }
 
 // events waits for the follower to end by itself and decodes its output.
 func (f *follower) events(t *testing.T) []api.Event {
 	t.Helper()
 	select {
-	case err := <-f.done:
-		if err != nil {
-			t.Fatalf("follower: %v", err)
+	case <-f.done:
+		if f.err != nil {
+			t.Fatalf("follower: %v", f.err)
 		}
 	case <-time.After(60 * time.Second):
 		_ = f.cmd.Process.Kill()
@@ -166,45 +152,20 @@ func TestLogsFollowStreamsARunningStep(t *testing.T) {
 		`verify_command=echo "checking: héllo wörld ✓"; test -f done.txt`)
 	id := e.start("goal")
 	e.runningStep(id, 1)
-	cmd := exec.Command(filepath.Join(binDir, "loopctl"), "logs", id, "--follow")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen bytes.Buffer
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		r := bufio.NewReader(stdout)
-		buf := make([]byte, 256)
-		for {
-			n, err := r.Read(buf)
-			mu.Lock()
-			seen.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	f := e.background("logs", id, "--follow")
 	eventually(t, "the running step's output", 20*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Contains(seen.String(), "working on iteration 1")
+		return strings.Contains(f.String(), "working on iteration 1")
 	})
 	if r := e.status(id); r.CurrentStep == nil || r.CurrentStep.Seq != 1 {
 		t.Fatal("the output arrived after the step ended; it must stream live")
 	}
 	e.release("go-1")
 	select {
-	case <-readDone:
+	case <-f.done:
 	case <-time.After(60 * time.Second):
 		t.Fatal("logs --follow did not end with the run")
 	}
-	_ = cmd.Wait()
-	out := seen.String()
+	out := f.String()
 	for _, want := range []string{"==> #1 implementation (iteration 1) <==", "==> #4 verification (iteration 2) <==", "checking: héllo wörld ✓"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("followed logs lack %q", want)

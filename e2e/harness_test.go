@@ -169,15 +169,22 @@ func (e *env) daemonLog() string {
 	return b.String()
 }
 
-func (e *env) cleanup() {
-	if e.daemon != nil {
-		select {
-		case <-e.exited:
-		default:
-			_ = e.daemon.Process.Signal(syscall.SIGKILL)
-			<-e.exited
-		}
+// reapDaemon kills the test's daemon unless it has exited already, and
+// waits for it.
+func (e *env) reapDaemon() {
+	if e.daemon == nil {
+		return
 	}
+	select {
+	case <-e.exited:
+	default:
+		_ = e.daemon.Process.Signal(syscall.SIGKILL)
+		<-e.exited
+	}
+}
+
+func (e *env) cleanup() {
+	e.reapDaemon()
 	// Kill every process of this home, whoever started it: steps (their
 	// argv names it) and daemons (autostarted ones too: their
 	// environment names it).
@@ -226,8 +233,15 @@ func (e *env) loopctl(args ...string) result {
 
 func (e *env) loopctlEnv(extra []string, args ...string) result {
 	e.t.Helper()
+	return e.loopctlAt(e.ws, extra, args...)
+}
+
+// loopctlAt runs loopctl from dir with the environment's variables and
+// extra ones.
+func (e *env) loopctlAt(dir string, extra []string, args ...string) result {
+	e.t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "loopctl"), args...)
-	cmd.Dir = e.ws
+	cmd.Dir = dir
 	cmd.Env = e.environ(extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -296,15 +310,20 @@ func (e *env) steps(id string) []api.Step {
 
 func (e *env) events(id string) []api.Event {
 	e.t.Helper()
+	return parseEvents(e.t, e.must("events", id, "--json"))
+}
+
+// parseEvents reads the output of `loopctl events --json`: an event a line.
+func parseEvents(t *testing.T, out string) []api.Event {
+	t.Helper()
 	var evs []api.Event
-	out := e.must("events", id, "--json")
 	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
 		if line == "" {
 			continue
 		}
 		var ev api.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			e.t.Fatalf("event json: %v\n%s", err, line)
+			t.Fatalf("event json: %v\n%s", err, line)
 		}
 		evs = append(evs, ev)
 	}
@@ -339,13 +358,23 @@ func (e *env) config(lines ...string) {
 	e.writeFile(".loop/config", strings.Join(lines, "\n")+"\n", 0o644)
 }
 
+// repoRoot is the top folder of the source tree the tests were built from,
+// whatever the working directory.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// scriptedAgent is the path of the scripted Claude stand-in.
+func scriptedAgent() string {
+	return filepath.Join(repoRoot(), "e2e", "testdata", "agents", "claude.sh")
+}
+
 // fakeAgent installs the scripted Claude agent; vars go into .env.
 func (e *env) fakeAgent(vars ...string) string {
 	e.t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	agent := filepath.Join(filepath.Dir(file), "testdata", "agents", "claude.sh")
 	e.writeFile(".env", strings.Join(vars, "\n")+"\n", 0o600)
-	return "agent_command=" + agent
+	return "agent_command=" + scriptedAgent()
 }
 
 // invocations reads the fake agent's invocation log: one line per run of

@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,50 +15,28 @@ import (
 // bgLoopctl runs a long-lived loopctl command and collects its output.
 type bgLoopctl struct {
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    bytes.Buffer
+	out    syncBuffer // written by exec's copier while the test reads it
 	stderr bytes.Buffer
-	err    error // from Wait, once done is closed
+	err    error // from Wait (the exit, or a failed read of the output), once done is closed
 	done   chan struct{}
 }
 
 func (e *env) background(args ...string) *bgLoopctl {
 	e.t.Helper()
 	f := &bgLoopctl{cmd: exec.Command(filepath.Join(binDir, "loopctl"), args...), done: make(chan struct{})}
-	f.cmd.Dir, f.cmd.Env, f.cmd.Stderr = e.ws, e.environ(), &f.stderr
-	stdout, err := f.cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	f.cmd.Dir, f.cmd.Env, f.cmd.Stdout, f.cmd.Stderr = e.ws, e.environ(), &f.out, &f.stderr
 	if err := f.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
 	go func() {
 		defer close(f.done)
-		buf := make([]byte, 4096)
-		for {
-			n, err := stdout.Read(buf)
-			f.mu.Lock()
-			f.out.Write(buf[:n])
-			f.mu.Unlock()
-			if err != nil {
-				if err != io.EOF {
-					e.t.Logf("read %v: %v", args, err)
-				}
-				f.err = f.cmd.Wait()
-				return
-			}
-		}
+		f.err = f.cmd.Wait() // returns once the output is read to its end
 	}()
 	e.t.Cleanup(func() { _ = f.cmd.Process.Kill(); <-f.done })
 	return f
 }
 
-func (f *bgLoopctl) String() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.out.String()
-}
+func (f *bgLoopctl) String() string { return f.out.String() }
 
 // logs --follow goes on through a pause: it ends when the run ends, so the
 // steps after resume are in its output.

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -15,8 +14,7 @@ func TestQuickstart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs a full loop")
 	}
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Dir(filepath.Dir(file))
+	repo := repoRoot()
 	tmp := t.TempDir()
 	cmd := exec.Command(filepath.Join(repo, "examples", "quickstart", "run.sh"))
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "LOOPCTL_NO_AUTOSTART=")

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,8 +58,7 @@ func TestReadmeCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the binaries and runs loops")
 	}
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Dir(filepath.Dir(file))
+	repo := repoRoot()
 	blocks := readmeBlocks(t, repo)
 	if len(blocks) < 4 {
 		t.Fatalf("found %d sh blocks in README.md", len(blocks))

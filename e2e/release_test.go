@@ -20,8 +20,7 @@ func TestReleaseScript(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("release binaries are for linux")
 	}
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Dir(filepath.Dir(file))
+	repo := repoRoot()
 	dist := t.TempDir()
 	cmd := exec.Command(filepath.Join(repo, "scripts", "release"), "v1.2.3-test")
 	cmd.Env = append(os.Environ(), "DIST="+dist, "ARCHS="+runtime.GOARCH)

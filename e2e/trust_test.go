@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -221,19 +219,7 @@ func TestTrustEnvChangedDuringRun(t *testing.T) {
 // loopctlIn runs loopctl from another directory than the workspace.
 func (e *env) loopctlIn(dir string, args ...string) result {
 	e.t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "loopctl"), args...)
-	cmd.Dir = dir
-	cmd.Env = e.environ()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatalf("loopctl %v: %v", args, err)
-	}
-	return result{out.String(), errb.String(), code}
+	return e.loopctlAt(dir, nil, args...)
 }
 
 // An env file that sets nothing when the run is created needs no trust to

@@ -19,20 +19,12 @@ import (
 // persisted steps, against `loopctl daemon status` (GET /v1/daemon) in the
 // same daemon, interleaved; the ratio is the measure (target <= 3).
 func (b *bench) list(runs, steps, rounds int) error {
-	home, err := os.MkdirTemp("", "lb")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(home)
-	ws, err := os.MkdirTemp("", "lbws")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ws)
 	t0 := time.Now()
-	if _, err := generate(filepath.Join(home, "loopd.db"), ws, runs, steps, 0); err != nil {
+	home, _, remove, err := generatedHome(runs, steps, 0)
+	if err != nil {
 		return err
 	}
+	defer remove()
 	fmt.Printf("generated %d runs, %d steps in %s\n", runs, runs*steps, time.Since(t0).Round(time.Second))
 	start := time.Now()
 	d, err := b.startDaemon(home, "--log-level", "info")

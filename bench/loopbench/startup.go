@@ -24,21 +24,12 @@ import (
 // resumed: recovered, its lost step marked INTERRUPTED, and its next step
 // started.
 func (b *bench) startup(runs, steps, running int) error {
-	home, err := os.MkdirTemp("", "lb")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(home)
-	ws, err := os.MkdirTemp("", "lbws")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ws)
 	t0 := time.Now()
-	ids, err := generate(filepath.Join(home, "loopd.db"), ws, runs, steps, running)
+	home, ids, remove, err := generatedHome(runs, steps, running)
 	if err != nil {
 		return err
 	}
+	defer remove()
 	fi, _ := os.Stat(filepath.Join(home, "loopd.db"))
 	fmt.Printf("generated %d runs, %d steps, %d events in %s (%d MB)\n", runs, runs*steps, 2*runs*steps,
 		time.Since(t0).Round(time.Second), fi.Size()>>20)
@@ -79,6 +70,30 @@ func (b *bench) startup(runs, steps, running int) error {
 	fmt.Printf("RESULT start with %d steps over %d runs until all %d RUNNING runs resumed: %s (target <= 1s)\n",
 		runs*steps, runs, running, took.Round(time.Millisecond))
 	return nil
+}
+
+// generatedHome is a daemon home in a temporary folder whose database
+// generate fills with runs×steps steps of runs on a temporary workspace
+// (running of them left RUNNING); remove deletes both folders.
+func generatedHome(runs, steps, running int) (home string, ids []string, remove func(), err error) {
+	home, err = os.MkdirTemp("", "lb")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	ws, err := os.MkdirTemp("", "lbws")
+	if err != nil {
+		os.RemoveAll(home)
+		return "", nil, nil, err
+	}
+	remove = func() {
+		os.RemoveAll(ws)
+		os.RemoveAll(home)
+	}
+	if ids, err = generate(filepath.Join(home, "loopd.db"), ws, runs, steps, running); err != nil {
+		remove()
+		return "", nil, nil, err
+	}
+	return home, ids, remove, nil
 }
 
 // generate writes the database through loopd's own schema (storage.Open

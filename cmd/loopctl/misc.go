@@ -92,15 +92,8 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 			if err := c.StopDaemon(cmd.Context(), api.DaemonStopRequest{KillSteps: killSteps}); err != nil {
 				return err
 			}
-			// Wait until it has released the home: the process is gone.
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			for alive(info.PID) {
-				select {
-				case <-ctx.Done():
-					return errors.New("the daemon did not exit within 30s")
-				case <-time.After(20 * time.Millisecond):
-				}
+			if !awaitGone(cmd.Context(), info.PID) {
+				return errors.New("the daemon did not exit within 30s")
 			}
 			if g.JSON {
 				return printJSON(g.Out, map[string]any{"stopped": true, "pid": info.PID, "kill_steps": killSteps})
@@ -112,6 +105,22 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 	stop.Flags().BoolVar(&killSteps, "kill-steps", false, "also stop running steps (their runs continue when the daemon is next started)")
 	cmd.AddCommand(stop, newDaemonInstallCmd(g), newDaemonUninstallCmd(g))
 	return cmd
+}
+
+// awaitGone waits until process pid has exited, for at most 30s (less if
+// ctx ends first), and reports whether it did: a daemon asked to stop has
+// released its home (lock, socket) only once its process is gone.
+func awaitGone(ctx context.Context, pid int) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for alive(pid) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 func alive(pid int) bool {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -218,12 +217,8 @@ func (o *serviceOptions) stopUnmanaged(ctx context.Context) error {
 	if err := c.StopDaemon(ctx, api.DaemonStopRequest{}); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for alive(info.PID) {
-		if time.Now().After(deadline) {
-			return errors.New("the running daemon did not exit within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !awaitGone(ctx, info.PID) {
+		return errors.New("the running daemon did not exit within 30s")
 	}
 	return nil
 }

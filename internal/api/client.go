@@ -273,6 +273,16 @@ func (c *Client) Logs(ctx context.Context, ref RunRef, opts LogsOptions) (io.Rea
 }
 
 func (c *Client) stream(ctx context.Context, path string, q url.Values) (io.ReadCloser, error) {
+	resp, err := c.streamResponse(ctx, path, q)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// streamResponse is a GET whose successful answer is read as it comes: the
+// caller closes its body. An error answer is decoded (and closed) here.
+func (c *Client) streamResponse(ctx context.Context, path string, q url.Values) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://loopd"+path+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
@@ -285,7 +295,7 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values) (io.Read
 		defer resp.Body.Close()
 		return nil, decodeError(resp)
 	}
-	return resp.Body, nil
+	return resp, nil
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {

@@ -25,18 +25,26 @@ func serve(t *testing.T, h http.Handler) *Client {
 	return NewClient(sock)
 }
 
-// A daemon that accepts and never answers (frozen by SIGSTOP) makes an
-// ordinary request fail with ErrNoAnswer — an ErrUnavailable — once the
-// client's timeout has passed, not hang.
-func TestRequestTimeoutIsNoAnswer(t *testing.T) {
+// frozenDaemon is a daemon that accepts requests and never answers them,
+// as one stopped by SIGSTOP, until the test ends.
+func frozenDaemon(t *testing.T) *Client {
+	t.Helper()
 	release := make(chan struct{})
-	defer close(release)
 	c := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
 		}
 	}))
+	t.Cleanup(func() { close(release) })
+	return c
+}
+
+// A daemon that accepts and never answers (frozen by SIGSTOP) makes an
+// ordinary request fail with ErrNoAnswer — an ErrUnavailable — once the
+// client's timeout has passed, not hang.
+func TestRequestTimeoutIsNoAnswer(t *testing.T) {
+	c := frozenDaemon(t)
 	c.SetTimeout(100 * time.Millisecond)
 	_, err := c.GetRun(t.Context(), RunRef{Ref: "abc"}, false)
 	if !errors.Is(err, ErrNoAnswer) || !errors.Is(err, ErrUnavailable) {
@@ -50,14 +58,7 @@ func TestRequestTimeoutIsNoAnswer(t *testing.T) {
 // The caller's own deadline stays the caller's: it is not reported as a
 // daemon that did not answer.
 func TestCallerDeadlineIsNotNoAnswer(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	c := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
+	c := frozenDaemon(t)
 	c.SetTimeout(time.Hour)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()

@@ -48,17 +48,9 @@ func (c *Client) Diff(ctx context.Context, ref RunRef, opts DiffOptions) (body i
 	if opts.Color {
 		q.Set("color", "1")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://loopd"+ref.path("/diff")+"?"+q.Encode(), nil)
+	resp, err := c.streamResponse(ctx, ref.path("/diff"), q)
 	if err != nil {
 		return nil, "", "", err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, "", "", c.transportError(err)
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		return nil, "", "", decodeError(resp)
 	}
 	return resp.Body, resp.Header.Get(HeaderDiffFrom), resp.Header.Get(HeaderDiffTo), nil
 }

@@ -66,12 +66,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, body, keep []
 	}
 	w.Header().Set("request-id", fmt.Sprintf("req_fake_%d", idx))
 	if t.Stall {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-		s.stall(r)
+		s.stall(w, r)
 		return
 	}
 

@@ -367,8 +367,15 @@ func cut(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler)
 }
 
-// stall blocks until the client goes away or the server closes.
-func (s *Server) stall(r *http.Request) {
+// stall answers 200 with a stream's headers and nothing after them, then
+// blocks until the client goes away or the server closes: a stalled model
+// API for every wire format.
+func (s *Server) stall(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 	select {
 	case <-r.Context().Done():
 	case <-s.stalled:

@@ -63,12 +63,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, body, keep []byt
 		w.Header().Set(k, v)
 	}
 	if t.Stall {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
-		}
-		s.stall(r)
+		s.stall(w, r)
 		return
 	}
 

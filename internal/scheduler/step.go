@@ -655,13 +655,7 @@ func (r *runner) sessionUsage(st *storage.Step, res transcript.Result) transcrip
 // agentEnv is the value of key in the agent's environment (the daemon's
 // and the run's env_file, the latter winning).
 func (r *runner) agentEnv(key string) string {
-	env := r.baseEnv()
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
+	return lookupEnv(r.baseEnv(), key)
 }
 
 // readTests reads a verification step's test results: the JUnit report

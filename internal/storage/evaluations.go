@@ -22,6 +22,10 @@ type Evaluation struct {
 	Results    string `db:"results"` // JSON
 }
 
+// evaluationColumns are the columns of an Evaluation, in the order of its
+// fields.
+const evaluationColumns = `id, run_id, step_id, iteration, at, duration_us, results`
+
 // InsertEvaluation records an evaluation; with prune, it also drops the
 // run's evaluations beyond the newest EvaluationsKept (callers prune every
 // few inserts rather than on each: readers take the newest EvaluationsKept).
@@ -45,7 +49,7 @@ func (t *Tx) InsertEvaluation(e Evaluation, prune bool) error {
 // first.
 func (s *Store) Evaluations(ctx context.Context, runID string) ([]Evaluation, error) {
 	var evs []Evaluation
-	err := s.sel(ctx, &evs, `SELECT id, run_id, step_id, iteration, at, duration_us, results
+	err := s.sel(ctx, &evs, `SELECT `+evaluationColumns+`
 		FROM evaluations WHERE run_id = ? ORDER BY id DESC LIMIT ?`, runID, EvaluationsKept)
 	slices.Reverse(evs)
 	return evs, err
@@ -54,7 +58,7 @@ func (s *Store) Evaluations(ctx context.Context, runID string) ([]Evaluation, er
 // LastEvaluation returns a run's newest evaluation, or ErrNotFound.
 func (s *Store) LastEvaluation(ctx context.Context, runID string) (Evaluation, error) {
 	var e Evaluation
-	err := s.get(ctx, &e, `SELECT id, run_id, step_id, iteration, at, duration_us, results
+	err := s.get(ctx, &e, `SELECT `+evaluationColumns+`
 		FROM evaluations WHERE run_id = ? ORDER BY id DESC LIMIT 1`, runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, fmt.Errorf("last evaluation of %s: %w", runID, ErrNotFound)

@@ -20,6 +20,9 @@ type Event struct {
 	Payload string      `db:"payload"`
 }
 
+// eventColumns are the columns of an Event, in the order of its fields.
+const eventColumns = `seq, run_id, step_id, type, ts, payload`
+
 // Event appends an event in the transaction and returns its seq. payload is
 // marshalled to JSON (nil becomes {}).
 func (t *Tx) Event(runID string, stepID *int64, typ events.Type, payload any) (int64, error) {
@@ -62,10 +65,10 @@ func (s *Store) Events(ctx context.Context, runID string, after int64, limit int
 	var evs []Event
 	var err error
 	if runID == "" {
-		err = s.sel(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		err = s.sel(ctx, &evs, `SELECT `+eventColumns+` FROM events
 			WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
 	} else {
-		err = s.sel(ctx, &evs, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+		err = s.sel(ctx, &evs, `SELECT `+eventColumns+` FROM events
 			WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, runID, after, limit)
 	}
 	return evs, err
@@ -80,11 +83,11 @@ func (s *Store) EventEnds(ctx context.Context, runID string, n int) ([]Event, in
 		return nil, 0, err
 	}
 	var head, tail []Event
-	if err := s.sel(ctx, &head, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+	if err := s.sel(ctx, &head, `SELECT `+eventColumns+` FROM events
 		WHERE run_id = ? ORDER BY seq LIMIT ?`, runID, n); err != nil {
 		return nil, 0, err
 	}
-	if err := s.sel(ctx, &tail, `SELECT seq, run_id, step_id, type, ts, payload FROM events
+	if err := s.sel(ctx, &tail, `SELECT `+eventColumns+` FROM events
 		WHERE run_id = ? ORDER BY seq DESC LIMIT ?`, runID, n); err != nil {
 		return nil, 0, err
 	}

@@ -30,6 +30,11 @@ type Notification struct {
 	LastError string `db:"last_error"`
 }
 
+// notificationColumns are the columns of a Notification, in the order of
+// its fields.
+const notificationColumns = `id, run_id, event_seq, event_type, channel, state, attempts, next_at, created_at,
+	done_at, last_error`
+
 // EventHook is called inside the transaction of every event, right after
 // the event is inserted: what it writes commits or rolls back with the
 // event and the state change beside it. It must be fast and must not use
@@ -85,15 +90,14 @@ func (t *Tx) RecordNotificationAttempt(id int64, attempts int, state string, nex
 // enqueued.
 func (s *Store) Notifications(ctx context.Context, runID string) ([]Notification, error) {
 	var ns []Notification
-	err := s.sel(ctx, &ns, `SELECT id, run_id, event_seq, event_type, channel, state, attempts, next_at, created_at,
-		done_at, last_error FROM notifications WHERE run_id = ? ORDER BY id`, runID)
+	err := s.sel(ctx, &ns, `SELECT `+notificationColumns+` FROM notifications WHERE run_id = ? ORDER BY id`, runID)
 	return ns, err
 }
 
 // EventBySeq returns one event.
 func (s *Store) EventBySeq(ctx context.Context, seq int64) (Event, error) {
 	var ev Event
-	err := s.get(ctx, &ev, `SELECT seq, run_id, step_id, type, ts, payload FROM events WHERE seq = ?`, seq)
+	err := s.get(ctx, &ev, `SELECT `+eventColumns+` FROM events WHERE seq = ?`, seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Event{}, fmt.Errorf("event %d: %w", seq, ErrNotFound)
 	}
@@ -104,8 +108,7 @@ func (s *Store) EventBySeq(ctx context.Context, seq int64) (Event, error) {
 // earliest due first.
 func (s *Store) PendingNotifications(ctx context.Context, limit int) ([]Notification, error) {
 	var ns []Notification
-	err := s.sel(ctx, &ns, `SELECT id, run_id, event_seq, event_type, channel, state, attempts, next_at, created_at,
-		done_at, last_error FROM notifications WHERE state = 'pending' ORDER BY next_at, id LIMIT ?`, limit)
+	err := s.sel(ctx, &ns, `SELECT `+notificationColumns+` FROM notifications WHERE state = 'pending' ORDER BY next_at, id LIMIT ?`, limit)
 	return ns, err
 }
 

@@ -167,7 +167,7 @@ func (s *Store) LastEvaluations(ctx context.Context, ids []string) (map[string]E
 		return nil, err
 	}
 	var evs []Evaluation
-	err = s.sel(ctx, &evs, `SELECT id, run_id, step_id, iteration, at, duration_us, results FROM evaluations
+	err = s.sel(ctx, &evs, `SELECT `+evaluationColumns+` FROM evaluations
 		WHERE id IN (SELECT MAX(id) FROM evaluations WHERE run_id IN (SELECT value FROM json_each(?)) GROUP BY run_id)`, string(names))
 	if err != nil {
 		return nil, fmt.Errorf("read last evaluations: %w", err)

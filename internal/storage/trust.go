@@ -17,10 +17,14 @@ type TrustedFile struct {
 	TrustedAt int64  `db:"trusted_at"`
 }
 
+// trustedFileColumns are the columns of a TrustedFile, in the order of its
+// fields.
+const trustedFileColumns = `workspace, path, kind, sha256, summary, trusted_at`
+
 // TrustedFiles lists the trusted files of a workspace, by path.
 func (s *Store) TrustedFiles(ctx context.Context, workspace string) ([]TrustedFile, error) {
 	var out []TrustedFile
-	err := s.sel(ctx, &out, `SELECT workspace, path, kind, sha256, summary, trusted_at
+	err := s.sel(ctx, &out, `SELECT `+trustedFileColumns+`
 		FROM trusted_files WHERE workspace = ? ORDER BY path`, workspace)
 	if err != nil {
 		return nil, fmt.Errorf("read trusted files: %w", err)
@@ -32,7 +36,7 @@ func (s *Store) TrustedFiles(ctx context.Context, workspace string) ([]TrustedFi
 // ErrNotFound.
 func (s *Store) TrustedFile(ctx context.Context, workspace, path string) (TrustedFile, error) {
 	var f TrustedFile
-	err := s.get(ctx, &f, `SELECT workspace, path, kind, sha256, summary, trusted_at
+	err := s.get(ctx, &f, `SELECT `+trustedFileColumns+`
 		FROM trusted_files WHERE workspace = ? AND path = ?`, workspace, path)
 	if errors.Is(err, sql.ErrNoRows) {
 		return f, ErrNotFound

@@ -122,8 +122,8 @@ func (p *goParser) testnameLine(s string) bool {
 	return true
 }
 
-// record notes a test's result.
-func (p *goParser) record(name, status string) {
+// count adds a result ("PASS", "FAIL" or "SKIP") to the counts.
+func (p *goParser) count(status string) {
 	switch status {
 	case "PASS":
 		p.passed++
@@ -132,6 +132,11 @@ func (p *goParser) record(name, status string) {
 	case "SKIP":
 		p.skipped++
 	}
+}
+
+// record notes a test's result.
+func (p *goParser) record(name, status string) {
+	p.count(status)
 	name = truncateName(strings.TrimSpace(name))
 	switch status {
 	case "FAIL":
@@ -221,14 +226,7 @@ func (p *goParser) boundary() {
 		if !distinct {
 			break
 		}
-		switch t.last {
-		case "PASS":
-			p.passed++
-		case "FAIL":
-			p.failed++
-		case "SKIP":
-			p.skipped++
-		}
+		p.count(t.last)
 		// Names were handed over as results came: take back those a
 		// later result overruled.
 		if t.failed && t.last != "FAIL" {
