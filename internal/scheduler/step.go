@@ -394,7 +394,8 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 		st.ExitCode = &code
 	}
 	cause := st.CancelCause
-	if ex.Recorded && ex.Code == 0 && (cause == storage.CancelUser || cause == storage.CancelDaemonStop || cause == storage.CancelMaxDuration) {
+	if ex.Recorded && ex.Code == 0 && (cause == storage.CancelUser || cause == storage.CancelDaemonStop || cause == storage.CancelMaxDuration) &&
+		r.finishedDespiteStop(st) {
 		// It finished its work despite being asked to stop: a success
 		// is kept, not thrown away to be paid for again.
 		cause = storage.CancelNone
@@ -465,6 +466,23 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			}
 		}
 	}
+}
+
+// finishedDespiteStop reports whether a step that exited 0 after it was
+// asked to stop had really finished its work. An agent that reports the
+// end of its turn (Claude Code, Codex, Gemini CLI) must have reported it:
+// a killed CLI may exit 0 without finishing (Gemini CLI's child does when
+// terminated), and that is a stopped step, not a success.
+func (r *runner) finishedDespiteStop(st *storage.Step) bool {
+	if st.Phase != api.PhaseImplementation {
+		return true
+	}
+	res, err := transcript.ParseFile(st.LogPath)
+	if err != nil {
+		return true // unreadable: the exit code is all there is
+	}
+	structured := res.Format != transcript.FormatText && res.Format != transcript.FormatGeneric
+	return !structured || res.ResultSeen
 }
 
 // readAgentOutput parses an agent's (or reviewer's) output for usage,
