@@ -1,11 +1,9 @@
 package transcript
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -60,10 +58,6 @@ type rolloutLine struct {
 	} `json:"payload"`
 }
 
-// maxRolloutLine bounds one buffered session file line; longer lines (a
-// big tool output) never hold usage and are skipped.
-const maxRolloutLine = 4 << 20
-
 func codexSessionFile(path string, since time.Time) (Usage, bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -77,51 +71,33 @@ func codexSessionFile(path string, since time.Time) (Usage, bool, error) {
 		before      *usageFields // the last cumulative total before since
 		last        *usageFields // the last cumulative total
 	)
-	br := bufio.NewReaderSize(f, 64<<10)
-	var line []byte
-	skipping := false // the current line outgrew maxRolloutLine
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if !skipping && len(line)+len(chunk) <= maxRolloutLine {
-				line = append(line, chunk...)
-			} else {
-				skipping, line = true, nil
-			}
-			continue
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
+	for whole, err := range sessionLines(f) {
+		if err != nil {
 			return Usage{}, false, fmt.Errorf("read codex session: %w", err)
 		}
-		whole := chunk
-		if len(line) > 0 {
-			whole = append(line, chunk...)
+		if whole[0] != '{' ||
+			!bytes.Contains(whole, []byte(`"token_usage_record"`)) && !bytes.Contains(whole, []byte(`"token_count"`)) {
+			continue
 		}
-		if !skipping && len(whole) > 0 && whole[0] == '{' &&
-			(bytes.Contains(whole, []byte(`"token_usage_record"`)) || bytes.Contains(whole, []byte(`"token_count"`))) {
-			var rl rolloutLine
-			if decode(whole, &rl) {
-				after := !rl.Timestamp.Before(since)
-				switch {
-				case rl.Type == "token_usage_record" && rl.Payload.Usage != nil:
-					haveRecords = true
-					id := rl.Payload.ResponseID
-					if after && (id == "" || !seen[id]) {
-						seen[id] = id != ""
-						records.add(rl.Payload.Usage.openAI())
-					}
-				case rl.Payload.Type == "token_count" && rl.Payload.Info != nil && rl.Payload.Info.Total != nil:
-					t := rl.Payload.Info.Total
-					if !after {
-						before = t
-					}
-					last = t
-				}
+		var rl rolloutLine
+		if !decode(whole, &rl) {
+			continue
+		}
+		after := !rl.Timestamp.Before(since)
+		switch {
+		case rl.Type == "token_usage_record" && rl.Payload.Usage != nil:
+			haveRecords = true
+			id := rl.Payload.ResponseID
+			if after && (id == "" || !seen[id]) {
+				seen[id] = id != ""
+				records.add(rl.Payload.Usage.openAI())
 			}
-		}
-		line, skipping = line[:0], false
-		if err != nil { // io.EOF
-			break
+		case rl.Payload.Type == "token_count" && rl.Payload.Info != nil && rl.Payload.Info.Total != nil:
+			t := rl.Payload.Info.Total
+			if !after {
+				before = t
+			}
+			last = t
 		}
 	}
 	switch {

@@ -1,11 +1,9 @@
 package transcript
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -60,57 +58,38 @@ func geminiSessionFile(path, sessionID string, since time.Time) (Usage, bool, er
 		return Usage{}, false, fmt.Errorf("open gemini session: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
 	var (
 		u     Usage
 		found bool
 		first = true
 		seen  = map[string]bool{}
-		line  []byte
-		skip  bool
 	)
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if !skip && len(line)+len(chunk) <= maxRolloutLine {
-				line = append(line, chunk...)
-			} else {
-				skip, line = true, nil
-			}
-			continue
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
+	for whole, err := range sessionLines(f) {
+		if err != nil {
 			return Usage{}, false, fmt.Errorf("read gemini session: %w", err)
 		}
-		whole := chunk
-		if len(line) > 0 {
-			whole = append(line, chunk...)
+		if len(bytes.TrimSpace(whole)) == 0 {
+			continue
 		}
-		if !skip && len(bytes.TrimSpace(whole)) > 0 {
-			var rec geminiRecord
-			ok := decode(whole, &rec)
-			if first {
-				// The header names the session; another session's file is
-				// not ours.
-				if !ok || rec.SessionID != sessionID {
-					return Usage{}, false, nil
-				}
-				first = false
-			} else if ok && rec.Type == "gemini" && rec.Tokens != nil && !rec.Timestamp.Before(since) && !seen[rec.ID] {
-				seen[rec.ID] = rec.ID != ""
-				t := rec.Tokens
-				u.add(Usage{
-					InputTokens:     max(0, t.Input.v-t.Cached.v),
-					OutputTokens:    t.Output.v + t.Thoughts.v,
-					CacheReadTokens: t.Cached.v,
-					ReasoningTokens: t.Thoughts.v,
-				})
-				found = true
+		var rec geminiRecord
+		ok := decode(whole, &rec)
+		if first {
+			// The header names the session; another session's file is
+			// not ours.
+			if !ok || rec.SessionID != sessionID {
+				return Usage{}, false, nil
 			}
-		}
-		line, skip = line[:0], false
-		if err != nil {
-			break
+			first = false
+		} else if ok && rec.Type == "gemini" && rec.Tokens != nil && !rec.Timestamp.Before(since) && !seen[rec.ID] {
+			seen[rec.ID] = rec.ID != ""
+			t := rec.Tokens
+			u.add(Usage{
+				InputTokens:     max(0, t.Input.v-t.Cached.v),
+				OutputTokens:    t.Output.v + t.Thoughts.v,
+				CacheReadTokens: t.Cached.v,
+				ReasoningTokens: t.Thoughts.v,
+			})
+			found = true
 		}
 	}
 	return u, found, nil
