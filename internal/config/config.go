@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/humantime"
+	"github.com/loopd/loopd/internal/shquote"
 )
 
 // Agent names the agent preset that runs the implementation phase.
@@ -360,12 +361,12 @@ func (c Config) AgentCommandLine() string {
 	}
 	switch c.Agent {
 	case AgentClaude:
-		return "claude -p --output-format stream-json --verbose --include-partial-messages --model " + shellQuote(c.Model) +
+		return "claude -p --output-format stream-json --verbose --include-partial-messages --model " + shquote.Quote(c.Model) +
 			" --dangerously-skip-permissions"
 	case AgentCodex:
-		return "codex exec --json --model " + shellQuote(c.Model) + " --sandbox workspace-write -"
+		return "codex exec --json --model " + shquote.Quote(c.Model) + " --sandbox workspace-write -"
 	case AgentGemini:
-		return `gemini -p "" --skip-trust --yolo --output-format stream-json -m ` + shellQuote(c.Model)
+		return `gemini -p "" --skip-trust --yolo --output-format stream-json -m ` + shquote.Quote(c.Model)
 	}
 	return ""
 }
@@ -394,15 +395,6 @@ func (c Config) SkipsPermissions() bool {
 		return c.Agent == AgentClaude
 	}
 	return strings.Contains(c.AgentCommand, "--dangerously-skip-permissions")
-}
-
-// shellQuote quotes s for a POSIX shell. Words made only of safe characters
-// stay bare, so the usual model names read naturally in logs.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // clone returns a deep copy of c, so that changing the copy's slices or maps

@@ -65,22 +65,6 @@ func TestAgentCommandLine(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"claude-opus-4-5":   "claude-opus-4-5",
-		"openai/gpt-4.1":    "openai/gpt-4.1",
-		"":                  "''",
-		"a b":               "'a b'",
-		"$(id)":             "'$(id)'",
-		"it's":              `'it'\''s'`,
-		"model@2024:latest": "model@2024:latest",
-	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestHasGate(t *testing.T) {
 	c := Default()
 	for g, want := range map[Gate]bool{GatePromise: true, GateVerify: true, GateReview: true, GatePlan: false} {

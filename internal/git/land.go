@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/loopd/loopd/internal/shquote"
 )
 
 // LandMode is how a run's branch reached its base branch.
@@ -79,9 +81,9 @@ const maxListed = 20
 // handMerge are the commands that land a branch by hand in checkout.
 func handMerge(in LandInput) []string {
 	return []string{
-		"cd " + shellQuote(in.Checkout),
-		"git switch " + shellQuote(in.BaseBranch),
-		"git merge " + shellQuote(in.Branch) + "   # resolve any conflicts, run your tests, then git commit",
+		"cd " + shquote.Quote(in.Checkout),
+		"git switch " + shquote.Quote(in.BaseBranch),
+		"git merge " + shquote.Quote(in.Branch) + "   # resolve any conflicts, run your tests, then git commit",
 	}
 }
 
@@ -180,13 +182,13 @@ func CheckCheckout(ctx context.Context, in LandInput) error {
 		}
 		return &Refusal{Kind: RefusedWrongBranch,
 			Message: fmt.Sprintf("the checkout %s is on %s, not on %s, the branch the run started from", in.Checkout, on, in.BaseBranch),
-			Hand: []string{"git -C " + shellQuote(in.Checkout) + " switch " + shellQuote(in.BaseBranch) + "   # then loopctl land again",
-				"# or land by hand, after that switch: git merge " + shellQuote(in.Branch)}}
+			Hand: []string{"git -C " + shquote.Quote(in.Checkout) + " switch " + shquote.Quote(in.BaseBranch) + "   # then loopctl land again",
+				"# or land by hand, after that switch: git merge " + shquote.Quote(in.Branch)}}
 	}
 	if _, err := co.Output(ctx, "rev-parse", "-q", "--verify", "MERGE_HEAD"); err == nil {
 		return &Refusal{Kind: RefusedDirty,
 			Message: fmt.Sprintf("the checkout %s is in the middle of a merge", in.Checkout),
-			Hand:    []string{"git -C " + shellQuote(in.Checkout) + " merge --abort   # or finish it with git commit; then loopctl land again"}}
+			Hand:    []string{"git -C " + shquote.Quote(in.Checkout) + " merge --abort   # or finish it with git commit; then loopctl land again"}}
 	}
 	out, err := co.Run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty")
 	if err != nil {
@@ -202,8 +204,8 @@ func CheckCheckout(ctx context.Context, in LandInput) error {
 		return &Refusal{Kind: RefusedDirty, Files: capList(files),
 			Message: fmt.Sprintf("the checkout %s has uncommitted changes in %d file(s): %s", in.Checkout,
 				len(files), strings.Join(capList(files), ", ")),
-			Hand: []string{"git -C " + shellQuote(in.Checkout) + " stash   # or commit them; then loopctl land again",
-				"# or land by hand: git merge " + shellQuote(in.Branch)}}
+			Hand: []string{"git -C " + shquote.Quote(in.Checkout) + " stash   # or commit them; then loopctl land again",
+				"# or land by hand: git merge " + shquote.Quote(in.Branch)}}
 	}
 	return nil
 }
@@ -296,11 +298,3 @@ func capList(s []string) []string {
 }
 
 func short(commit string) string { return commit[:min(len(commit), 12)] }
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+=,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

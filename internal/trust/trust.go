@@ -29,6 +29,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/shquote"
 )
 
 // Kind is what a trusted file is to loopd.
@@ -161,19 +162,10 @@ func scriptCommand(c map[string]any) string {
 	parts := []string{fmt.Sprint(c["script"])}
 	if args, ok := c["args"].([]any); ok {
 		for _, a := range args {
-			parts = append(parts, shellQuote(fmt.Sprint(a)))
+			parts = append(parts, shquote.Quote(fmt.Sprint(a)))
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// shellQuote quotes s for a shell when it holds anything but plain word
-// characters, so that arguments with spaces show as one.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // DescribeEnv describes an env file's content: the names of the variables
