@@ -6,7 +6,8 @@ package shquote
 import "strings"
 
 // Quote returns s unchanged when it holds only characters no shell treats
-// specially, else s in single quotes (an embedded ' becomes '\”).
+// specially, else s in single quotes, each quote inside it written as
+// quote, backslash, quote, quote (the shell's way to put one in).
 func Quote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
 		return s
