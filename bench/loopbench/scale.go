@@ -19,6 +19,10 @@ import (
 // persisted steps, against `loopctl daemon status` (GET /v1/daemon) in the
 // same daemon, interleaved; the ratio is the measure (target <= 3).
 func (b *bench) list(runs, steps, rounds int) error {
+	if rounds < 2 {
+		// The first round warms the caches and is not counted.
+		return fmt.Errorf("-list-rounds %d: needs at least 2 (the first is a warm-up)", rounds)
+	}
 	t0 := time.Now()
 	home, _, remove, err := generatedHome(runs, steps, 0)
 	if err != nil {
