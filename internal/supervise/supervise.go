@@ -437,6 +437,11 @@ func (p *Process) waitChild() {
 	p.mu.Lock()
 	p.StartTicks = ticks
 	p.mu.Unlock()
+	// Wait for the exit without holding a thread (see waitPidfd); where
+	// there are no pidfds, the waitid below blocks until then.
+	if fd, err := pidfdOpen(p.Pid, 0); err == nil {
+		waitPidfd(fd)
+	}
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, p.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -568,14 +573,7 @@ func Adopt(id Identity, tag, statusPath string) (*Process, error) {
 }
 
 func (p *Process) waitAdopted() {
-	fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	unix.Close(p.pidfd)
+	waitPidfd(p.pidfd)
 	p.adoptedExited()
 }
 
