@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,7 +52,7 @@ func TestTurnTailReadsCompleteLines(t *testing.T) {
 	}
 }
 
-// turnEnds closes its channel once the turn has ended and nothing new came
+// watchLog closes its channel once the turn has ended and nothing new came
 // for the grace, and not while the agent is still working (fake time: the
 // grace passes without a wait).
 func TestTurnEnds(t *testing.T) {
@@ -61,7 +62,7 @@ func TestTurnEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		ended, wait := turnEnds(ctx, path, 5*time.Second)
+		ended, wait := watchLog(ctx, path, logWatch{Grace: 5 * time.Second})
 		defer wait()
 		defer cancel()
 		time.Sleep(time.Minute) // working, silently
@@ -92,6 +93,43 @@ func TestTurnEnds(t *testing.T) {
 		case <-ended:
 		default:
 			t.Fatal("the ended turn was not noticed after the grace")
+		}
+	})
+}
+
+// The same goroutine counts reconnect notices (Codex's, as captured from
+// the real CLI) and calls OnReconnects once at the bound, not before.
+func TestWatchLogCountsReconnects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "step.log")
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		calls := 0
+		ctx, cancel := context.WithCancel(t.Context())
+		_, wait := watchLog(ctx, path, logWatch{Grace: 5 * time.Second, OnReconnects: func() { calls++ }, ReconnectEvery: time.Second})
+		defer wait()
+		defer cancel()
+		notice := `{"type":"error","message":"Reconnecting... %d/5 (stream disconnected before completion)"}` + "\n"
+		for i := 1; i <= maxReconnects; i++ {
+			if calls != 0 {
+				t.Fatalf("called after %d notices", i-1)
+			}
+			if _, err := fmt.Fprintf(f, notice, i); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+		}
+		if _, err := fmt.Fprintf(f, notice, 6); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if calls != 1 {
+			t.Fatalf("OnReconnects called %d times after %d notices, want once", calls, maxReconnects+1)
 		}
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -229,22 +228,24 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		r.stepCancel, r.proc = nil, nil
 		r.mu.Unlock()
 	}()
-	// Only Codex is known to print reconnect notices; other agents' logs
-	// are not read twice.
-	if (st.Phase == api.PhaseImplementation && r.cfg.Agent != config.AgentClaude && r.cfg.Agent != config.AgentGemini) || st.Phase == api.PhaseReview {
-		quit := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() { r.watchReconnects(st.LogPath, cancel, quit) })
-		defer func() { close(quit); wg.Wait() }()
-	}
 	deadline, capped := r.deadline(st)
 	var turnEnded <-chan struct{}
 	if st.Phase == api.PhaseImplementation || st.Phase == api.PhaseReview {
 		// An agent that ended its turn but lingers (a background job keeps
 		// it alive) is stopped after the kill grace, not at idle_timeout.
+		w := logWatch{Grace: r.s.opts.Grace}
+		// Only Codex is known to print reconnect notices; other agents'
+		// logs are not parsed for them.
+		if st.Phase == api.PhaseReview || (r.cfg.Agent != config.AgentClaude && r.cfg.Agent != config.AgentGemini) {
+			w.OnReconnects = func() { cancel(errAPIReconnects) }
+			w.ReconnectEvery = time.Second
+			if idle := r.cfg.IdleTimeout.Std(); idle > 0 {
+				w.ReconnectEvery = min(max(idle/20, 100*time.Millisecond), time.Second)
+			}
+		}
 		tctx, stopTail := context.WithCancel(ctx)
 		var waitTail func()
-		turnEnded, waitTail = turnEnds(tctx, st.LogPath, r.s.opts.Grace)
+		turnEnded, waitTail = watchLog(tctx, st.LogPath, w)
 		defer waitTail()
 		defer stopTail()
 	}
@@ -288,59 +289,6 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	}
 	r.outcome(st, ex, ending)
 	return st, nil
-}
-
-// maxReconnects is how many "Reconnecting…" notices an agent may print in
-// one step. Codex without network prints them for hours, and each one is
-// output that keeps idle_timeout from firing; past this many the step is
-// stopped like an idle one and classified as the API being unavailable.
-// Codex fails the turn itself after its own stream retries (5 by default),
-// so a run with the defaults loses nothing to this bound.
-const maxReconnects = 5
-
-// errAPIReconnects stops a step whose agent keeps reconnecting to its API.
-var errAPIReconnects = errors.New("the agent kept reconnecting to the model API")
-
-// watchReconnects reads the step's log as it grows and stops the step
-// (cancel) once the agent has printed maxReconnects reconnect notices. It
-// returns when quit is closed. It reads at most what the agent writes,
-// through a bounded transcript.Parser.
-func (r *runner) watchReconnects(logPath string, cancel context.CancelCauseFunc, quit <-chan struct{}) {
-	every := time.Second
-	if idle := r.cfg.IdleTimeout.Std(); idle > 0 {
-		every = min(max(idle/20, 100*time.Millisecond), time.Second)
-	}
-	tk := time.NewTicker(every)
-	defer tk.Stop()
-	p := transcript.NewParser()
-	var off int64
-	buf := make([]byte, 64<<10)
-	for {
-		select {
-		case <-quit:
-			return
-		case <-tk.C:
-		}
-		f, err := os.Open(logPath)
-		if err != nil {
-			continue
-		}
-		for {
-			n, err := f.ReadAt(buf, off)
-			if n > 0 {
-				_, _ = p.Write(buf[:n])
-				off += int64(n)
-			}
-			if err != nil || n == 0 {
-				break
-			}
-		}
-		f.Close()
-		if p.Result().Reconnects >= maxReconnects {
-			cancel(errAPIReconnects)
-			return
-		}
-	}
 }
 
 // cancelCause names why Watch is stopping a step.
