@@ -3,6 +3,7 @@ package supervise
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,26 +32,40 @@ import (
 // lead. Only such zombies are reaped.
 
 var leaders = struct {
-	sync.RWMutex
-	pids map[int]bool
+	// starting is held for reading while a leader is started and
+	// registered, and for writing while an orphan is reaped: a zombie is
+	// never taken for an orphan in the instant between its fork and its
+	// registration. Starts do not wait for each other, and a step's end
+	// (unregisterLeader) waits for neither.
+	starting sync.RWMutex
+	mu       sync.Mutex // guards pids
+	pids     map[int]bool
 }{pids: map[int]bool{}}
 
 // startRegistered starts a step's leader and registers it before the
 // reaper can see it exit.
 func startRegistered(cmd *exec.Cmd) error {
-	leaders.Lock()
-	defer leaders.Unlock()
+	leaders.starting.RLock()
+	defer leaders.starting.RUnlock()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	leaders.mu.Lock()
 	leaders.pids[cmd.Process.Pid] = true
+	leaders.mu.Unlock()
 	return nil
 }
 
 func unregisterLeader(pid int) {
-	leaders.Lock()
+	leaders.mu.Lock()
 	delete(leaders.pids, pid)
-	leaders.Unlock()
+	leaders.mu.Unlock()
+}
+
+func isLeader(pid int) bool {
+	leaders.mu.Lock()
+	defer leaders.mu.Unlock()
+	return leaders.pids[pid]
 }
 
 // BecomeSubreaper makes the calling process a child subreaper and reaps,
@@ -90,6 +105,14 @@ func BecomeSubreaper(ctx context.Context) error {
 
 // reapOrphans reaps the zombie children of this process that are orphans
 // of steps (see above).
+//
+// The scan runs without the leaders' lock: with a thousand runs the daemon
+// has a thousand children, and a step's end (unregisterLeader) or start
+// (startRegistered) must not wait for their /proc files to be read. Only a
+// zombie found to be an orphan is checked again under the lock, just before
+// it is reaped, with no leader starting: by then a pid that was reaped and
+// reused is either a registered leader or fails the session and group
+// tests.
 func reapOrphans() {
 	self := os.Getpid()
 	ownSid, err := unix.Getsid(0)
@@ -97,25 +120,34 @@ func reapOrphans() {
 		return
 	}
 	ownPgid := unix.Getpgrp()
-	leaders.RLock()
-	defer leaders.RUnlock()
-	for _, pi := range children() {
-		if pi.ppid != self || pi.state != 'Z' || leaders.pids[pi.pid] {
-			continue
+	orphan := func(pi procInfo) bool {
+		if pi.ppid != self || pi.state != 'Z' {
+			return false
 		}
 		helperOrphan := pi.sid == ownSid && pi.pgid != pi.pid && pi.pgid != ownPgid
-		if pi.sid == ownSid && !helperOrphan {
-			continue // a child os/exec waits for
+		return pi.sid != ownSid || helperOrphan // else a child os/exec waits for
+	}
+	leaders.mu.Lock()
+	known := maps.Clone(leaders.pids)
+	leaders.mu.Unlock()
+	for _, pi := range children(known) {
+		if !orphan(pi) {
+			continue
 		}
-		var info unix.Siginfo
-		_ = unix.Waitid(unix.P_PID, pi.pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+		leaders.starting.Lock()
+		if now, ok := readStat(pi.pid); ok && now.start == pi.start && orphan(now) && !isLeader(pi.pid) {
+			var info unix.Siginfo
+			_ = unix.Waitid(unix.P_PID, pi.pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+		}
+		leaders.starting.Unlock()
 	}
 }
 
-// children returns this process's children, from the children files of
-// its threads (an orphan is re-parented to any thread of its subreaper), or
-// by scanning every process where those files do not exist.
-func children() []procInfo {
+// children returns this process's children but those in skip, from the
+// children files of its threads (an orphan is re-parented to any thread of
+// its subreaper), or by scanning every process where those files do not
+// exist.
+func children(skip map[int]bool) []procInfo {
 	files, _ := filepath.Glob("/proc/self/task/*/children")
 	if len(files) == 0 {
 		return allProcs()
@@ -127,7 +159,7 @@ func children() []procInfo {
 			continue
 		}
 		for field := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(field); err == nil {
+			if pid, err := strconv.Atoi(field); err == nil && !skip[pid] {
 				if pi, ok := readStat(pid); ok {
 					out = append(out, pi)
 				}

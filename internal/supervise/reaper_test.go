@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,5 +57,29 @@ func TestReaperReapsOrphansOnly(t *testing.T) {
 	reapOrphans()
 	if err := own.Wait(); err == nil || own.ProcessState.ExitCode() != 7 {
 		t.Errorf("os/exec lost its child's status: %v, %v", err, own.ProcessState)
+	}
+}
+
+// A step's end never waits for another step's start (with a thousand runs,
+// starts are always under way): unregistering a leader takes only the
+// map's lock, not the one a start holds across its fork and exec.
+func TestLeaderEndDoesNotWaitForStarts(t *testing.T) {
+	leaders.starting.RLock() // a start under way
+	defer leaders.starting.RUnlock()
+	leaders.mu.Lock()
+	leaders.pids[-42] = true
+	leaders.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		unregisterLeader(-42)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("unregisterLeader waited for a start in progress")
+	}
+	if isLeader(-42) {
+		t.Error("still registered")
 	}
 }
