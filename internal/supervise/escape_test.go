@@ -45,6 +45,25 @@ echo started`
 // modes runs a test with the step's cgroup and with the fallback without
 // one (tag and parentage).
 func modes(t *testing.T, test func(t *testing.T, withCgroup bool)) {
+	modesOf(t, false, test)
+}
+
+// subreaperModes is modes and, for steps started by the test process, the
+// fallback as the daemon runs it: as the child subreaper of its steps,
+// finding their processes below its children (ownedProcesses).
+func subreaperModes(t *testing.T, test func(t *testing.T, withCgroup bool)) {
+	modesOf(t, true, test)
+}
+
+func modesOf(t *testing.T, subreaper bool, test func(t *testing.T, withCgroup bool)) {
+	if subreaper {
+		t.Run("cgroup=false,subreaper", func(t *testing.T) {
+			beSubreaper(t)
+			useCgroups = false
+			t.Cleanup(func() { useCgroups = true })
+			test(t, false)
+		})
+	}
 	for _, withCgroup := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cgroup=%v", withCgroup), func(t *testing.T) {
 			if withCgroup {
@@ -98,7 +117,7 @@ func killIfAlive(pid int) {
 // stop --now and timeouts (Terminate) leave nothing of the step running,
 // including what moved to its own session.
 func TestTerminateKillsEscapedProcesses(t *testing.T) {
-	modes(t, func(t *testing.T, withCgroup bool) {
+	subreaperModes(t, func(t *testing.T, withCgroup bool) {
 		dir := t.TempDir()
 		p, err := Start(specIn(dir, escaper+"\ntrap '' TERM; while :; do sleep 0.05; done"))
 		if err != nil {
@@ -124,7 +143,7 @@ func TestTerminateKillsEscapedProcesses(t *testing.T) {
 
 // A step whose agent ends (or crashes) leaves nothing behind either.
 func TestStepEndKillsEscapedProcesses(t *testing.T) {
-	modes(t, func(t *testing.T, withCgroup bool) {
+	subreaperModes(t, func(t *testing.T, withCgroup bool) {
 		dir := t.TempDir()
 		p, err := Start(specIn(dir, escaper+"\nkill -9 $$"))
 		if err != nil {
@@ -136,6 +155,74 @@ func TestStepEndKillsEscapedProcesses(t *testing.T) {
 		}
 		checkNothingLeft(t, dir, readPids(t, filepath.Join(dir, "escaped.pids")), withCgroup)
 	})
+}
+
+// beSubreaper makes the test process the child subreaper of what it
+// starts, as the daemon is, until the test ends (the other tests adopt
+// steps as a restarted daemon would: not as their subreaper). The reaper
+// goroutine is not started: the tests reap what they start.
+func beSubreaper(t *testing.T) {
+	t.Helper()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Skip(err)
+	}
+	if !canListChildren() {
+		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+		t.Skip("/proc does not list children here")
+	}
+	isSubreaper.Store(true)
+	t.Cleanup(func() {
+		isSubreaper.Store(false)
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	})
+}
+
+// The end of one step kills its own escaped processes, never another
+// step's, though both steps' orphans are children of the same subreaper.
+func TestStepEndSparesOtherSteps(t *testing.T) {
+	subreaperModes(t, func(t *testing.T, withCgroup bool) {
+		other, ending := t.TempDir(), t.TempDir()
+		// The ending step starts first and waits, so the other step's
+		// processes are younger than it: only what marks them as another
+		// step's (tag, session, group, cgroup) tells them apart.
+		p, err := Start(specIn(ending, "while [ ! -f release ]; do sleep 0.01; done\n"+escaper+"\nkill -9 $$"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The other step's escapers are started by a shell that exits:
+		// orphans, re-parented to the subreaper like the ending step's.
+		if err := os.WriteFile(filepath.Join(other, "escape.sh"), []byte(escaper), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		q, err := Start(specIn(other, "sh ./escape.sh; while :; do sleep 0.05; done"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			q.Terminate(100 * time.Millisecond)
+			killEach(readPids(t, filepath.Join(other, "escaped.pids")))
+		}()
+		eventually(t, "the other step's escapers started", func() bool {
+			b, _ := os.ReadFile(filepath.Join(other, "step.log"))
+			return strings.Contains(string(b), "started")
+		})
+		if err := os.WriteFile(filepath.Join(ending, "release"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, p)
+		checkNothingLeft(t, ending, readPids(t, filepath.Join(ending, "escaped.pids")), withCgroup)
+		for i, pid := range readPids(t, filepath.Join(other, "escaped.pids")) {
+			if !alive(pid) {
+				t.Errorf("the other step's escaped process %d (#%d) was killed", pid, i)
+			}
+		}
+	})
+}
+
+func killEach(pids []int) {
+	for _, pid := range pids {
+		killIfAlive(pid)
+	}
 }
 
 func syscallKill(pid int) error { return unix.Kill(pid, unix.SIGKILL) }

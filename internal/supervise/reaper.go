@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,18 @@ import (
 // session or one it made itself, or — an orphan of a helper — in the
 // daemon's session but in the helper's process group, which it does not
 // lead. Only such zombies are reaped.
+
+// isSubreaper is true once BecomeSubreaper made this process the child
+// subreaper of its steps (and the kernel lists a process's children): the
+// processes of a step it started are then found by walking down from its
+// children (ownedProcesses) instead of reading every process's files.
+var isSubreaper atomic.Bool
+
+// canListChildren reports whether /proc lists a process's children.
+func canListChildren() bool {
+	_, ok := childPidsOK("self")
+	return ok
+}
 
 var leaders = struct {
 	// starting is held for reading while a leader is started and
@@ -75,6 +88,7 @@ func BecomeSubreaper(ctx context.Context) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("become a child subreaper: %w", err)
 	}
+	isSubreaper.Store(canListChildren())
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	go func() {
@@ -148,23 +162,47 @@ func reapOrphans() {
 // its subreaper), or by scanning every process where those files do not
 // exist.
 func children(skip map[int]bool) []procInfo {
-	files, _ := filepath.Glob("/proc/self/task/*/children")
-	if len(files) == 0 {
+	pids, ok := childPidsOK("self")
+	if !ok {
 		return allProcs()
 	}
 	var out []procInfo
+	for _, pid := range pids {
+		if skip[pid] {
+			continue
+		}
+		if pi, ok := readStat(pid); ok {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// childPids returns the children of process pid ("self" for this one).
+func childPids(pid string) []int {
+	pids, _ := childPidsOK(pid)
+	return pids
+}
+
+// childPidsOK returns the children of process pid from the children files
+// of its threads, and false when there are no such files (a kernel without
+// CONFIG_PROC_CHILDREN, or the process is gone).
+func childPidsOK(pid string) ([]int, bool) {
+	files, _ := filepath.Glob("/proc/" + pid + "/task/*/children")
+	if len(files) == 0 {
+		return nil, false
+	}
+	var out []int
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		for field := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(field); err == nil && !skip[pid] {
-				if pi, ok := readStat(pid); ok {
-					out = append(out, pi)
-				}
+			if n, err := strconv.Atoi(field); err == nil {
+				out = append(out, n)
 			}
 		}
 	}
-	return out
+	return out, true
 }

@@ -454,8 +454,18 @@ func (p *Process) waitChild() {
 	// still in the group is an orphan of the step (a background job the
 	// agent left behind); it must not outlive the step. Nor must what left
 	// the group: in the step's cgroup, or carrying its tag.
-	_ = unix.Kill(-p.Pid, unix.SIGKILL)
-	p.killEscaped(unix.SIGKILL)
+	if p.cgroup == "" && isSubreaper.Load() {
+		// Found by parentage (ownedProcesses): the group is stopped
+		// first, so what its processes started outside it is still below
+		// them while it is looked for, not re-parented in the instant of
+		// their death.
+		_ = unix.Kill(-p.Pid, unix.SIGSTOP)
+		p.killEscaped(unix.SIGKILL)
+		_ = unix.Kill(-p.Pid, unix.SIGKILL)
+	} else {
+		_ = unix.Kill(-p.Pid, unix.SIGKILL)
+		p.killEscaped(unix.SIGKILL)
+	}
 	_ = p.cmd.Wait() // the exit status is in ProcessState
 	unregisterLeader(p.Pid)
 	p.reaped = true
@@ -502,6 +512,9 @@ func (p *Process) killEscaped(sig syscall.Signal) int {
 			return 1
 		}
 		return signalProcs(cgroupMembers(p.cgroup, p.Pid), sig)
+	}
+	if !p.adopted && isSubreaper.Load() {
+		return signalProcs(ownedProcesses(p.Pid, p.tag, p.StartTicks), sig)
 	}
 	return signalProcs(stepProcesses(p.Pid, p.tag, "", p.StartTicks), sig)
 }

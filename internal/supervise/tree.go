@@ -3,6 +3,7 @@ package supervise
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -105,6 +106,60 @@ func stepProcesses(leader int, tag, cg string, since int64) []procInfo {
 		if want[pi.pid] || hasTagEnv(pi.pid, entry) {
 			out = append(out, pi)
 		}
+	}
+	return out
+}
+
+// ownedProcesses is stepProcesses for a step started by this daemon while
+// it is the child subreaper of its steps (see BecomeSubreaper), without
+// reading every process on the machine: with a thousand runs on the
+// machine, that scan at each step's end cost more than all the rest of
+// the daemon's work. Every live process of such a step descends either
+// from its leader or, once its parent died, from a child of this daemon
+// that it was re-parented to; such a child is the step's when it is in the
+// step's session or process group, or carries its tag. The step's leaders
+// are skipped (registered, see startRegistered), so the walk reads the
+// files of the step's own processes and of the few orphans alive.
+//
+// What a process that cleared its environment in a session of its own
+// leaves behind once its parent died is out of reach here as in the full
+// scan; a cgroup is what catches it.
+func ownedProcesses(leader int, tag string, since int64) []procInfo {
+	leaders.mu.Lock()
+	skip := maps.Clone(leaders.pids)
+	leaders.mu.Unlock()
+	entry := []byte(TagEnv + "=" + tag)
+	var roots []int
+	if pi, ok := readStat(leader); ok && pi.state != 'Z' {
+		roots = append(roots, leader) // alive: its descendants are the step's
+	}
+	for _, pi := range children(skip) {
+		if pi.state == 'Z' || pi.start < since {
+			continue
+		}
+		if pi.sid == leader || pi.pgid == leader || hasTagEnv(pi.pid, entry) {
+			roots = append(roots, pi.pid)
+		}
+	}
+	var out []procInfo
+	seen := map[int]bool{}
+	for len(roots) > 0 {
+		pid := roots[len(roots)-1]
+		roots = roots[:len(roots)-1]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		if pid != leader {
+			pi, ok := readStat(pid)
+			if !ok || pi.state == 'Z' {
+				continue
+			}
+			if pi.pgid != leader && pi.pid != os.Getpid() {
+				out = append(out, pi)
+			}
+		}
+		roots = append(roots, childPids(strconv.Itoa(pid))...)
 	}
 	return out
 }
