@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -29,7 +28,7 @@ const maxReconnects = 5
 // errAPIReconnects stops a step whose agent keeps reconnecting to its API.
 var errAPIReconnects = errors.New("the agent kept reconnecting to the model API")
 
-// logWatch says what watchLog looks for in a step's log.
+// logWatch says what a logWatcher looks for in a step's log.
 type logWatch struct {
 	// Grace is how long an agent may linger after it ended its turn
 	// (Claude's or Gemini's result, Codex's turn.completed) with no sign of
@@ -44,57 +43,57 @@ type logWatch struct {
 	ReconnectEvery time.Duration
 }
 
-// watchLog follows an agent step's log while it runs, in one goroutine
-// whatever it looks for (with a thousand runs, every goroutine per step is
-// a thousand stacks), and closes the returned channel once the agent has
-// ended its turn and lingered for w.Grace. The goroutine ends with ctx;
-// wait for it with the returned function.
-func watchLog(ctx context.Context, path string, w logWatch) (<-chan struct{}, func()) {
-	ended := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := turnTail{path: path}
-		var parser *transcript.Parser
-		if w.OnReconnects != nil {
-			parser = transcript.NewParser()
-			t.sink = parser
-		}
-		defer t.close()
-		// A tenth of the grace: the step ends at most that much after it,
-		// and a thousand concurrent steps read their logs a few thousand
-		// times a second, not ten thousand.
-		every := min(max(w.Grace/10, 100*time.Millisecond), time.Second)
-		if parser != nil && w.ReconnectEvery > 0 {
-			every = min(every, w.ReconnectEvery)
-		}
-		tk := time.NewTicker(every)
-		defer tk.Stop()
-		var since time.Time // when the turn ended; zero while it has not
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-tk.C:
-				switch t.read() {
-				case transcript.TurnEnded:
-					since = now
-				case transcript.TurnActive:
-					since = time.Time{}
-				}
-				if parser != nil && parser.Result().Reconnects >= maxReconnects {
-					w.OnReconnects()
-					parser, t.sink = nil, nil
-				}
-				if !since.IsZero() && now.Sub(since) >= w.Grace {
-					close(ended)
-					return
-				}
-			}
-		}
-	}()
-	return ended, func() { <-done }
+// logWatcher follows an agent step's log while it runs. Its check is
+// called by supervise.Watch on the runner's own goroutine (Limits.Check),
+// not on a goroutine per step: with a thousand runs, each goroutine per
+// step is a thousand stacks.
+type logWatcher struct {
+	w      logWatch
+	tail   turnTail
+	parser *transcript.Parser // counts reconnect notices; nil when not looked for
+	since  time.Time          // when the turn ended; zero while it has not
 }
+
+func newLogWatcher(path string, w logWatch) *logWatcher {
+	lw := &logWatcher{w: w, tail: turnTail{path: path}}
+	if w.OnReconnects != nil {
+		lw.parser = transcript.NewParser()
+		lw.tail.sink = lw.parser
+	}
+	return lw
+}
+
+// every is how often check is to be called: a tenth of the grace (the step
+// ends at most that much after it, and a thousand concurrent steps read
+// their logs a few thousand times a second, not ten thousand), or the
+// reconnect interval when that is shorter.
+func (lw *logWatcher) every() time.Duration {
+	every := min(max(lw.w.Grace/10, 100*time.Millisecond), time.Second)
+	if lw.parser != nil && lw.w.ReconnectEvery > 0 {
+		every = min(every, lw.w.ReconnectEvery)
+	}
+	return every
+}
+
+// check reads what the log gained and reports whether the agent ended its
+// turn and showed no sign of a new one for the grace; it calls
+// OnReconnects once the agent has printed maxReconnects reconnect notices.
+func (lw *logWatcher) check(now time.Time) bool {
+	switch lw.tail.read() {
+	case transcript.TurnEnded:
+		lw.since = now
+	case transcript.TurnActive:
+		lw.since = time.Time{}
+	}
+	if lw.parser != nil && lw.parser.Result().Reconnects >= maxReconnects {
+		lw.w.OnReconnects()
+		lw.parser, lw.tail.sink = nil, nil
+	}
+	return !lw.since.IsZero() && now.Sub(lw.since) >= lw.w.Grace
+}
+
+// close releases the log.
+func (lw *logWatcher) close() { lw.tail.close() }
 
 // turnTail reads what a log gained since the last read and classifies its
 // complete lines.

@@ -2,12 +2,10 @@ package scheduler
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/loopd/loopd/internal/transcript"
@@ -52,84 +50,70 @@ func TestTurnTailReadsCompleteLines(t *testing.T) {
 	}
 }
 
-// watchLog closes its channel once the turn has ended and nothing new came
-// for the grace, and not while the agent is still working (fake time: the
-// grace passes without a wait).
-func TestTurnEnds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "step.log")
-		if err := os.WriteFile(path, []byte(`{"type":"system","subtype":"init"}`+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		ended, wait := watchLog(ctx, path, logWatch{Grace: 5 * time.Second})
-		defer wait()
-		defer cancel()
-		time.Sleep(time.Minute) // working, silently
-		synctest.Wait()
-		select {
-		case <-ended:
-			t.Fatal("ended before the turn did")
-		default:
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(`{"type":"result","subtype":"success"}` + "\n"); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(4 * time.Second) // within the grace
-		synctest.Wait()
-		select {
-		case <-ended:
-			t.Fatal("ended before the grace passed")
-		default:
-		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		select {
-		case <-ended:
-		default:
-			t.Fatal("the ended turn was not noticed after the grace")
-		}
-	})
+// check reports the turn's end once the turn has ended and nothing new
+// came for the grace, and not while the agent is still working.
+func TestLogWatcherTurnEnds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "step.log")
+	if err := os.WriteFile(path, []byte(`{"type":"system","subtype":"init"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lw := newLogWatcher(path, logWatch{Grace: 5 * time.Second})
+	defer lw.close()
+	now := time.Now()
+	if lw.check(now) || lw.check(now.Add(time.Minute)) {
+		t.Fatal("ended before the turn did") // working, silently
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(`{"type":"result","subtype":"success"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	ended := now.Add(2 * time.Minute)
+	if lw.check(ended) || lw.check(ended.Add(4*time.Second)) {
+		t.Fatal("ended before the grace passed")
+	}
+	if !lw.check(ended.Add(6 * time.Second)) {
+		t.Fatal("the ended turn was not noticed after the grace")
+	}
+	// A new turn starts: the end no longer counts.
+	if _, err := f.WriteString(`{"type":"assistant","message":{"content":[]}}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if lw.check(ended.Add(7 * time.Second)) {
+		t.Fatal("a new turn's activity was taken for the old turn's end")
+	}
 }
 
-// The same goroutine counts reconnect notices (Codex's, as captured from
-// the real CLI) and calls OnReconnects once at the bound, not before.
-func TestWatchLogCountsReconnects(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "step.log")
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
+// The same reads count reconnect notices (Codex's, as captured from the
+// real CLI) and call OnReconnects once at the bound, not before.
+func TestLogWatcherCountsReconnects(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "step.log")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	calls := 0
+	lw := newLogWatcher(path, logWatch{Grace: 5 * time.Second, OnReconnects: func() { calls++ }, ReconnectEvery: 200 * time.Millisecond})
+	defer lw.close()
+	if got := lw.every(); got != 200*time.Millisecond {
+		t.Errorf("checked every %s, want the reconnect interval 200ms", got)
+	}
+	notice := `{"type":"error","message":"Reconnecting... %d/5 (stream disconnected before completion)"}` + "\n"
+	now := time.Now()
+	for i := 1; i <= maxReconnects+1; i++ {
+		if calls != 0 && i <= maxReconnects {
+			t.Fatalf("called after %d notices", i-1)
+		}
+		if _, err := fmt.Fprintf(f, notice, i); err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		calls := 0
-		ctx, cancel := context.WithCancel(t.Context())
-		_, wait := watchLog(ctx, path, logWatch{Grace: 5 * time.Second, OnReconnects: func() { calls++ }, ReconnectEvery: time.Second})
-		defer wait()
-		defer cancel()
-		notice := `{"type":"error","message":"Reconnecting... %d/5 (stream disconnected before completion)"}` + "\n"
-		for i := 1; i <= maxReconnects; i++ {
-			if calls != 0 {
-				t.Fatalf("called after %d notices", i-1)
-			}
-			if _, err := fmt.Fprintf(f, notice, i); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(2 * time.Second)
-			synctest.Wait()
-		}
-		if _, err := fmt.Fprintf(f, notice, 6); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		if calls != 1 {
-			t.Fatalf("OnReconnects called %d times after %d notices, want once", calls, maxReconnects+1)
-		}
-	})
+		lw.check(now.Add(time.Duration(i) * time.Second))
+	}
+	if calls != 1 {
+		t.Fatalf("OnReconnects called %d times after %d notices, want once", calls, maxReconnects+1)
+	}
 }

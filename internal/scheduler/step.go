@@ -229,7 +229,8 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		r.mu.Unlock()
 	}()
 	deadline, capped := r.deadline(st)
-	var turnEnded <-chan struct{}
+	var check func(time.Time) bool
+	var checkEvery time.Duration
 	if st.Phase == api.PhaseImplementation || st.Phase == api.PhaseReview {
 		// An agent that ended its turn but lingers (a background job keeps
 		// it alive) is stopped after the kill grace, not at idle_timeout.
@@ -243,11 +244,9 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 				w.ReconnectEvery = min(max(idle/20, 100*time.Millisecond), time.Second)
 			}
 		}
-		tctx, stopTail := context.WithCancel(ctx)
-		var waitTail func()
-		turnEnded, waitTail = watchLog(tctx, st.LogPath, w)
-		defer waitTail()
-		defer stopTail()
+		lw := newLogWatcher(st.LogPath, w)
+		defer lw.close()
+		check, checkEvery = lw.check, lw.every()
 	}
 	ending := proc.Watch(ctx, supervise.Limits{
 		Deadline:    deadline,
@@ -255,7 +254,8 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		LogPath:     st.LogPath,
 		Grace:       r.s.opts.Grace,
 		Detach:      r.s.detach,
-		TurnEnded:   turnEnded,
+		Check:       check,
+		CheckEvery:  checkEvery,
 		OnKill: func(why supervise.Ending) {
 			if why == supervise.Lingered {
 				// Its turn is over and its outcome is in its log: nothing

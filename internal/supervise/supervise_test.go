@@ -279,7 +279,7 @@ func TestWatchLimits(t *testing.T) {
 			func(l Limits) Limits { l.IdleTimeout = time.Second; return l }, false, Exited},
 		{"canceled", "sleep 30", func(l Limits) Limits { return l }, true, Canceled},
 		{"detached", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.Detach = ch; return l }, false, Detached},
-		{"turn ended, lingering", "sleep 30", func(l Limits) Limits { ch := make(chan struct{}); close(ch); l.TurnEnded = ch; return l }, false, Lingered},
+		{"turn ended, lingering", "sleep 30", func(l Limits) Limits { l.Check = func(time.Time) bool { return true }; return l }, false, Lingered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

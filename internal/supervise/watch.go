@@ -21,10 +21,14 @@ type Limits struct {
 	// the process alone: the daemon is shutting down and the step goes on
 	// for the next daemon to adopt.
 	Detach <-chan struct{}
-	// TurnEnded, when closed, says the agent ended its turn a while ago
-	// and its process still runs (on a background job): Watch stops what
-	// is left of the step and returns Lingered.
-	TurnEnded <-chan struct{}
+	// Check, when set, is called every CheckEvery while the step runs, on
+	// Watch's goroutine (with a thousand runs, a goroutine of its own per
+	// step would be a thousand more stacks). It returns true when the agent
+	// ended its turn a while ago and its process still runs (on a
+	// background job): Watch stops what is left of the step and returns
+	// Lingered.
+	Check      func(now time.Time) bool
+	CheckEvery time.Duration
 }
 
 // Ending says why Watch returned.
@@ -74,6 +78,12 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 			}
 		}
 	}
+	var checkTick <-chan time.Time
+	if l.Check != nil {
+		tk := time.NewTicker(max(l.CheckEvery, 10*time.Millisecond))
+		defer tk.Stop()
+		checkTick = tk.C
+	}
 	for {
 		select {
 		case <-p.done:
@@ -95,7 +105,10 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 			}
 			l.kill(p, Canceled)
 			return Canceled
-		case <-l.TurnEnded:
+		case now := <-checkTick:
+			if !l.Check(now) {
+				continue
+			}
 			if p.ended() {
 				return Exited
 			}
