@@ -194,15 +194,22 @@ func childPidsOK(pid string) ([]int, bool) {
 	}
 	var out []int
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for field := range strings.FieldsSeq(string(b)) {
-			if n, err := strconv.Atoi(field); err == nil {
-				out = append(out, n)
-			}
-		}
+		out = append(out, readChildren(f)...)
 	}
 	return out, true
+}
+
+// readChildren reads one thread's children file.
+func readChildren(file string) []int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for field := range strings.FieldsSeq(string(b)) {
+		if n, err := strconv.Atoi(field); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }

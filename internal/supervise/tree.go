@@ -116,10 +116,10 @@ func stepProcesses(leader int, tag, cg string, since int64) []procInfo {
 // machine, that scan at each step's end cost more than all the rest of
 // the daemon's work. Every live process of such a step descends either
 // from its leader or, once its parent died, from a child of this daemon
-// that it was re-parented to; such a child is the step's when it is in the
-// step's session or process group, or carries its tag. The step's leaders
-// are skipped (registered, see startRegistered), so the walk reads the
-// files of the step's own processes and of the few orphans alive.
+// that it was re-parented to (orphanPids); such a child is the step's when
+// it is in the step's session or process group, or carries its tag. The
+// step's leaders are skipped (registered, see startRegistered), so the walk
+// reads the files of the step's own processes and of the few orphans alive.
 //
 // What a process that cleared its environment in a session of its own
 // leaves behind once its parent died is out of reach here as in the full
@@ -133,8 +133,12 @@ func ownedProcesses(leader int, tag string, since int64) []procInfo {
 	if pi, ok := readStat(leader); ok && pi.state != 'Z' {
 		roots = append(roots, leader) // alive: its descendants are the step's
 	}
-	for _, pi := range children(skip) {
-		if pi.state == 'Z' || pi.start < since {
+	for _, pid := range orphanPids() {
+		if skip[pid] {
+			continue
+		}
+		pi, ok := readStat(pid)
+		if !ok || pi.state == 'Z' || pi.start < since {
 			continue
 		}
 		if pi.sid == leader || pi.pgid == leader || hasTagEnv(pi.pid, entry) {
@@ -162,6 +166,18 @@ func ownedProcesses(leader int, tag string, since int64) []procInfo {
 		roots = append(roots, childPids(strconv.Itoa(pid))...)
 	}
 	return out
+}
+
+// orphanPids returns the children of this process's main thread: every
+// orphan re-parented to this process as its subreaper, and the step
+// leaders that thread happened to start. Linux gives an orphan to the first
+// live thread of its subreaper (kernel/exit.c: find_new_reaper,
+// find_alive_thread), the thread group's leader while it lives, and a Go
+// program's main thread lives as long as the program: one file to read
+// instead of one per thread, each listing the leaders that thread started.
+func orphanPids() []int {
+	self := strconv.Itoa(os.Getpid())
+	return readChildren("/proc/" + self + "/task/" + self + "/children")
 }
 
 // cgroupMembers lists the live processes of a step's cgroup outside the
