@@ -156,6 +156,23 @@ func rss(pid int) (cur, peak int) {
 	return cur, peak
 }
 
+// cpuTime is the CPU time (user and system) process pid has used so far,
+// from /proc/<pid>/stat, in clock ticks of 10 ms.
+func cpuTime(pid int) time.Duration {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0

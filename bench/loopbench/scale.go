@@ -123,14 +123,21 @@ func timeCmd(env []string, name string, args ...string) (time.Duration, error) {
 // step's end (noted by its own command, before its shell exits) to the
 // next step's start: what the daemon (and the machine's process
 // creation) adds between two steps. Also the daemon's peak RSS.
+//
+// The baseline, measured next in the same invocation: the same R loops of
+// the same steps run by R plain shells, no daemon, each started at the
+// same offset as its loopd run's first step (so their steps end in the
+// same bursts). Its delays are what the machine itself takes to end one
+// shell and start the next with R loops at once; the daemon's overhead is
+// the difference.
 func (b *bench) scale(runs, iters int, sleep time.Duration) error {
+	agent := fmt.Sprintf("date +%%s%%N >> .t; sleep %g; date +%%s%%N >> .t", sleep.Seconds())
 	d, err := b.startDaemon("", "--max-concurrent-runs", strconv.Itoa(runs))
 	if err != nil {
 		return err
 	}
 	defer d.stop()
 	ctx := context.Background()
-	agent := fmt.Sprintf("date +%%s%%N >> .t; sleep %g; date +%%s%%N >> .t", sleep.Seconds())
 	var wss, ids []string
 	defer func() {
 		for _, ws := range wss {
@@ -180,39 +187,125 @@ func (b *bench) scale(runs, iters int, sleep time.Duration) error {
 	close(stop)
 	wg.Wait()
 	_, hwm := rss(d.cmd.Process.Pid)
+	cpu := cpuTime(d.cmd.Process.Pid)
 	var delays []time.Duration
+	var firsts []int64
 	for i, ws := range wss {
-		b, err := os.ReadFile(filepath.Join(ws, ".t"))
+		ds, first, err := stepDelays(ws, iters)
+		firsts = append(firsts, first)
 		if err != nil {
-			return err
-		}
-		var ts []int64
-		for f := range strings.FieldsSeq(string(b)) {
-			n, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				return fmt.Errorf("%s: %v", ws, err)
-			}
-			ts = append(ts, n)
-		}
-		if len(ts) != 2*iters {
 			r, _ := d.client.GetRun(ctx, api.RunRef{Ref: ids[i]}, false)
 			steps, _ := d.client.Steps(ctx, api.RunRef{Ref: ids[i]})
 			var what []string
 			for _, st := range steps {
 				what = append(what, fmt.Sprintf("#%d %s %q", st.Seq, st.Status, st.Error))
 			}
-			return fmt.Errorf("%s: %d timestamps, want %d; run %s %s %s: %s; steps %s", ws, len(ts), 2*iters, r.ID, r.Status, r.Reason,
+			return fmt.Errorf("%v; run %s %s %s: %s; steps %s", err, r.ID, r.Status, r.Reason,
 				r.Description, strings.Join(what, ", "))
 		}
-		for i := 2; i < len(ts); i += 2 {
-			delays = append(delays, time.Duration(ts[i]-ts[i-1]))
+		delays = append(delays, ds...)
+	}
+	fmt.Printf("%d runs × %d steps of %s in %s; the daemon used %s of CPU\n", runs, iters, sleep, took.Round(time.Millisecond), cpu)
+	d.stop()
+	offsets := make([]time.Duration, len(firsts))
+	for i, f := range firsts {
+		offsets[i] = time.Duration(f - slices.Min(firsts))
+	}
+	base, err := bareLoops(offsets, iters, agent)
+	if err != nil {
+		return err
+	}
+	fmt.Println(summarize("baseline: delay between steps of plain shell loops", base))
+	fmt.Println(summarize("loopd: delay between steps", delays))
+	slices.Sort(delays)
+	slices.Sort(base)
+	at := func(p float64) (time.Duration, time.Duration) {
+		if p == 1 {
+			return delays[len(delays)-1], base[len(base)-1]
+		}
+		return percentile(delays, p), percentile(base, p)
+	}
+	var parts []string
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}, {"max", 1}} {
+		l, bl := at(q.p)
+		parts = append(parts, fmt.Sprintf("%s %s (baseline %s, overhead %s)", q.name, l.Round(100*time.Microsecond),
+			bl.Round(100*time.Microsecond), (l-bl).Round(100*time.Microsecond)))
+	}
+	fmt.Printf("RESULT %d concurrent runs: step delay %s (target: daemon overhead <= 50ms); daemon RSS peak %d MB (sampled %d MB) (target < 100 MB)\n",
+		runs, strings.Join(parts, ", "), hwm>>10, peak>>10)
+	return nil
+}
+
+// bareLoops runs the scale workload without loopd: one shell per run,
+// started at its offset, running the agent command iters times, each in a
+// shell of its own as a step is. It returns the delays between their
+// steps.
+func bareLoops(offsets []time.Duration, iters int, agent string) ([]time.Duration, error) {
+	var wss []string
+	defer func() {
+		for _, ws := range wss {
+			os.RemoveAll(ws)
+		}
+	}()
+	var cmds []*exec.Cmd
+	loop := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do /bin/sh -c "$AGENT"; i=$((i+1)); done`, iters)
+	t0 := time.Now()
+	for _, off := range offsets {
+		time.Sleep(time.Until(t0.Add(off)))
+		ws, err := os.MkdirTemp("", "lbbare")
+		if err != nil {
+			return nil, err
+		}
+		wss = append(wss, ws)
+		cmd := exec.Command("/bin/sh", "-c", loop)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "AGENT="+agent)
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			return nil, fmt.Errorf("baseline loop: %v", err)
 		}
 	}
-	fmt.Printf("%d runs × %d steps of %s in %s\n", runs, iters, sleep, took.Round(time.Millisecond))
-	fmt.Println(summarize("delay between steps", delays))
-	slices.Sort(delays)
-	fmt.Printf("RESULT %d concurrent runs: step delay p50 %s p99 %s max %s (target max <= 50ms); daemon RSS peak %d MB (sampled %d MB) (target < 100 MB)\n",
-		runs, percentile(delays, 0.5).Round(100*time.Microsecond), percentile(delays, 0.99).Round(100*time.Microsecond),
-		delays[len(delays)-1].Round(100*time.Microsecond), hwm>>10, peak>>10)
-	return nil
+	var delays []time.Duration
+	for _, ws := range wss {
+		ds, _, err := stepDelays(ws, iters)
+		if err != nil {
+			return nil, err
+		}
+		delays = append(delays, ds...)
+	}
+	return delays, nil
+}
+
+// stepDelays reads the timestamps the steps of one run noted in ws/.t
+// (start and end of each) and returns the delays between its steps and
+// when its first step started (Unix nanoseconds).
+func stepDelays(ws string, iters int) ([]time.Duration, int64, error) {
+	b, err := os.ReadFile(filepath.Join(ws, ".t"))
+	if err != nil {
+		return nil, 0, err
+	}
+	var ts []int64
+	for f := range strings.FieldsSeq(string(b)) {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %v", ws, err)
+		}
+		ts = append(ts, n)
+	}
+	if len(ts) != 2*iters {
+		return nil, 0, fmt.Errorf("%s: %d timestamps, want %d", ws, len(ts), 2*iters)
+	}
+	var delays []time.Duration
+	for i := 2; i < len(ts); i += 2 {
+		delays = append(delays, time.Duration(ts[i]-ts[i-1]))
+	}
+	return delays, ts[0], nil
 }
