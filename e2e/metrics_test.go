@@ -104,6 +104,8 @@ func TestMetrics(t *testing.T) {
 		{"loopd_events_total", map[string]string{"type": "RUN_COMPLETED"}, 1},
 		{"loopd_events_total", map[string]string{"type": "STEP_FINISHED"}, float64(len(steps))},
 		{"loopd_waiting_seconds", nil, 0},
+		// Every step after the run's first followed a step in this daemon.
+		{"loopd_step_gap_seconds", nil, float64(len(steps) - 1)},
 	} {
 		got, ok := value(c.name, c.labels)
 		if !ok || got != c.want {

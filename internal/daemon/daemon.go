@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
@@ -22,6 +23,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/notify"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
@@ -89,6 +91,8 @@ type Daemon struct {
 	// otherwise race to move it.
 	landLocks sync.Map
 	landing   sync.Map // ids of runs being landed: clean leaves their worktrees alone
+
+	stepGap prometheus.Histogram // loopd_step_gap_seconds (metrics.NewStepGap)
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -145,10 +149,11 @@ func Run(ctx context.Context, opts Options) error {
 	if n := supervise.PruneCgroups(); n > 0 {
 		d.log.Info("removed the empty cgroups of ended steps", zap.Int("count", n))
 	}
+	d.stepGap = metrics.NewStepGap()
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
-		APIBackoff: opts.APIBackoff,
+		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
 	})
 	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})

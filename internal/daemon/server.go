@@ -43,7 +43,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
-	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log))
+	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log, d.stepGap))
 	mux.HandleFunc("GET /v1/runs/{ref}/diff", d.handleDiff)
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)

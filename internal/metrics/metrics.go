@@ -3,8 +3,8 @@
 // of step durations, token and cost totals, events by type, and how long
 // WAITING runs have waited.
 //
-// Every number is read from the database when Prometheus scrapes, not
-// kept in memory: the values are the same before and after a daemon
+// Every number but the step gap (NewStepGap) is read from the database
+// when Prometheus scrapes, not kept in memory: the values are the same before and after a daemon
 // restart, and counters only go down if the database is replaced. The
 // steps are aggregated in one pass per scrape; events are counted
 // incrementally (each scrape reads only the events after the last one it
@@ -30,12 +30,29 @@ import (
 // histogram: agent steps take minutes, verification seconds to minutes.
 var DurationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}
 
+// StepGapBuckets are the upper bounds, in seconds, of the step gap
+// histogram: the daemon's own work between two steps takes milliseconds.
+var StepGapBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// NewStepGap returns the histogram of what the daemon adds between two
+// steps of a run (scheduler.Options.OnStepGap). Unlike the other metrics
+// it is about this daemon process, kept in memory since it started, like
+// the Go runtime's.
+func NewStepGap() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "loopd_step_gap_seconds",
+		Help:    "Time this daemon took from noticing a step's end to letting the run's next step run (recording, stop conditions, the next step's start).",
+		Buckets: StepGapBuckets,
+	})
+}
+
 // Handler returns the /metrics handler for store, with Go runtime and
-// process metrics beside loopd's own.
-func Handler(store *storage.Store, log *zap.Logger) http.Handler {
+// process metrics and the given in-memory ones beside loopd's own.
+func Handler(store *storage.Store, log *zap.Logger, own ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(store, log), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(own...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(log), ErrorHandling: promhttp.ContinueOnError})
 }
 

@@ -83,6 +83,10 @@ type runner struct {
 	nextStart *started
 
 	kick chan struct{} // poke: a request arrived while the runner waits to retry
+
+	// stepEnded is when the runner noticed the last step's end, until the
+	// next step is let run (Options.OnStepGap); zero otherwise.
+	stepEnded time.Time
 }
 
 func newRunner(s *Scheduler, id string) *runner {
@@ -353,6 +357,7 @@ func pricesOf(cfg config.Config) stop.Prices {
 
 // loop is one pass of the runner over its run, from the database.
 func (r *runner) loop(recovered bool) error {
+	r.stepEnded = time.Time{} // a retry's wait is not a gap between steps
 	if err := r.load(); err != nil {
 		return err
 	}

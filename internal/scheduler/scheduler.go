@@ -51,6 +51,11 @@ type Options struct {
 	LookPath func(string) (string, error)
 	// DebugConditions logs every stop-condition evaluation.
 	DebugConditions bool
+	// OnStepGap, when set, is told how long the daemon took between
+	// noticing a step's end and letting the run's next step run: recording
+	// the end, evaluating the stop conditions, committing, starting the
+	// next step's process. It is what the daemon adds between two steps.
+	OnStepGap func(time.Duration)
 }
 
 // Scheduler runs loops.

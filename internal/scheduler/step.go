@@ -172,7 +172,12 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 		proc, err = supervise.Start(r.spec(p, env))
 	}
 	if err == nil {
-		if err = proc.Open(); err != nil {
+		err = proc.Open()
+		if !r.stepEnded.IsZero() && r.s.opts.OnStepGap != nil {
+			r.s.opts.OnStepGap(time.Since(r.stepEnded))
+		}
+		r.stepEnded = time.Time{}
+		if err != nil {
 			proc.Abandon() // its wrapper is gone: nothing of the step ran
 			if failed := proc.Exit().Failed; failed != "" {
 				err = errors.New(failed) // why it is gone
@@ -277,6 +282,7 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 	if ending == supervise.Detached {
 		return nil, errDetached
 	}
+	r.stepEnded = time.Now()
 	ex := proc.Exit()
 	if ex.Recorded {
 		// The step's own record says when it ended, not when this daemon
