@@ -3,8 +3,9 @@ package supervise
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkStartTrue is the supervisor's cost for one no-op step: spawn
@@ -27,10 +28,28 @@ func BenchmarkStartTrue(b *testing.B) {
 }
 
 // BenchmarkStartTrueNoCgroup is BenchmarkStartTrue where no cgroup can be
-// used: the step's leftovers are looked for by scanning /proc.
+// used and the process is not its steps' subreaper (as for steps adopted
+// from an earlier daemon): the step's leftovers are looked for by scanning
+// /proc.
 func BenchmarkStartTrueNoCgroup(b *testing.B) {
 	useCgroups = false
 	defer func() { useCgroups = true }()
+	BenchmarkStartTrue(b)
+}
+
+// BenchmarkStartTrueNoCgroupSubreaper is the daemon without cgroups: the
+// subreaper of its steps, finding their leftovers below its children.
+func BenchmarkStartTrueNoCgroupSubreaper(b *testing.B) {
+	useCgroups = false
+	defer func() { useCgroups = true }()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil || !canListChildren() {
+		b.Skip("cannot be a child subreaper here")
+	}
+	isSubreaper.Store(true)
+	defer func() {
+		isSubreaper.Store(false)
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	}()
 	BenchmarkStartTrue(b)
 }
 
@@ -41,5 +60,3 @@ func BenchmarkShTrue(b *testing.B) {
 		}
 	}
 }
-
-var _ = filepath.Join
