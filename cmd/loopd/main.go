@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
@@ -30,6 +31,14 @@ const (
 	exitLocked  = 75 // another daemon serves this home (EX_TEMPFAIL): nothing was changed
 	exitUsage   = 64
 )
+
+func init() {
+	// The main goroutine keeps the main thread to itself, so no step's
+	// leader is started from it: the main thread's list of children, which
+	// the daemon reads at every step's end (supervise.orphanPids), holds
+	// only the orphans of steps.
+	runtime.LockOSThread()
+}
 
 func main() { os.Exit(run(os.Args[1:])) }
 

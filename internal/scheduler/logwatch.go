@@ -106,7 +106,7 @@ type turnTail struct {
 }
 
 // logReadBufs lends the readers of step logs that run beside every step
-// (turnTail, watchReconnects) a buffer for the length of one read. A buffer
+// (turnTail, whose bytes also feed the reconnect count) a buffer for the length of one read. A buffer
 // of their own would stay on each step's goroutine stack while the step
 // runs: tens of kilobytes per run, tens of megabytes with a thousand runs.
 var logReadBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -88,7 +89,7 @@ func BecomeSubreaper(ctx context.Context) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("become a child subreaper: %w", err)
 	}
-	isSubreaper.Store(canListChildren())
+	isSubreaper.Store(canListChildren() && subreaperKernel())
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	go func() {
@@ -178,12 +179,6 @@ func children(skip map[int]bool) []procInfo {
 	return out
 }
 
-// childPids returns the children of process pid ("self" for this one).
-func childPids(pid string) []int {
-	pids, _ := childPidsOK(pid)
-	return pids
-}
-
 // childPidsOK returns the children of process pid from the children files
 // of its threads, and false when there are no such files (a kernel without
 // CONFIG_PROC_CHILDREN, or the process is gone).
@@ -212,4 +207,48 @@ func readChildren(file string) []int {
 		}
 	}
 	return out
+}
+
+// readChildrenStable reads a children file until two reads in a row agree.
+// The file is no snapshot: each read(2) returns at most a page and the
+// next one restarts by position, so a child reaped between two reads can
+// make a live one be skipped (fs/proc/array.c, get_children_pid). It
+// returns false when the reads keep disagreeing.
+func readChildrenStable(file string) ([]int, bool) {
+	last, err := os.ReadFile(file)
+	if err != nil {
+		return nil, false
+	}
+	for range 5 {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, false
+		}
+		if bytes.Equal(b, last) {
+			var out []int
+			for field := range strings.FieldsSeq(string(b)) {
+				if n, err := strconv.Atoi(field); err == nil {
+					out = append(out, n)
+				}
+			}
+			return out, true
+		}
+		last = b
+	}
+	return nil, false
+}
+
+// subreaperKernel reports whether this kernel gives a subreaper's orphans
+// to its first live thread (Linux 3.19 and later; before, to the thread
+// that forked their ancestor), which orphanPids relies on.
+func subreaperKernel() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 3 || major == 3 && minor >= 19
 }

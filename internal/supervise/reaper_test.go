@@ -83,3 +83,64 @@ func TestLeaderEndDoesNotWaitForStarts(t *testing.T) {
 		t.Error("still registered")
 	}
 }
+
+// A children file is no snapshot: while earlier siblings are reaped, a
+// plain read can skip live children. readChildrenStable never returns a
+// list that misses one: here a shell reaps 400 children while the list of
+// its 20 younger ones (the markers) is read over and over.
+func TestReadChildrenStableMissesNoChild(t *testing.T) {
+	dir := t.TempDir()
+	script := `i=0; old=""
+while [ $i -lt 400 ]; do sleep 1000 & old="$old $!"; i=$((i+1)); done
+i=0; while [ $i -lt 20 ]; do sleep 1000 & echo $! >> markers; i=$((i+1)); done
+touch ready
+while [ ! -f go ]; do sleep 0.01; done
+kill $old; for p in $old; do wait $p; done
+touch reaped
+while [ ! -f end ]; do sleep 0.01; done
+kill $(cat markers)`
+	for round := range 3 {
+		os.Remove(filepath.Join(dir, "markers"))
+		for _, f := range []string{"ready", "go", "reaped", "end"} {
+			os.Remove(filepath.Join(dir, f))
+		}
+		sh := exec.Command("/bin/sh", "-c", script)
+		sh.Dir = dir
+		if err := sh.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the shell's children started", func() bool {
+			_, err := os.Stat(filepath.Join(dir, "ready"))
+			return err == nil
+		})
+		markers := readPids(t, filepath.Join(dir, "markers"))
+		file := "/proc/" + strconv.Itoa(sh.Process.Pid) + "/task/" + strconv.Itoa(sh.Process.Pid) + "/children"
+		if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reads := 0
+		for {
+			_, err := os.Stat(filepath.Join(dir, "reaped"))
+			reaped := err == nil
+			pids, ok := readChildrenStable(file)
+			if ok {
+				reads++
+				got := map[int]bool{}
+				for _, pid := range pids {
+					got[pid] = true
+				}
+				for _, m := range markers {
+					if !got[m] {
+						t.Fatalf("round %d: live child %d missing from a stable read of %d children", round, m, len(pids))
+					}
+				}
+			}
+			if reaped {
+				break
+			}
+		}
+		os.WriteFile(filepath.Join(dir, "end"), nil, 0o600)
+		_ = sh.Wait()
+		t.Logf("round %d: %d stable reads while the shell reaped", round, reads)
+	}
+}

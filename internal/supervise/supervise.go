@@ -456,9 +456,9 @@ func (p *Process) waitChild() {
 	// the group: in the step's cgroup, or carrying its tag.
 	if p.cgroup == "" && isSubreaper.Load() {
 		// Found by parentage (ownedProcesses): the group is stopped
-		// first, so what its processes started outside it is still below
-		// them while it is looked for, not re-parented in the instant of
-		// their death.
+		// first, so that its processes neither start nor hand over more
+		// while they are looked for (what died meanwhile is found by the
+		// next search: signalOwned).
 		_ = unix.Kill(-p.Pid, unix.SIGSTOP)
 		p.killEscaped(unix.SIGKILL)
 		_ = unix.Kill(-p.Pid, unix.SIGKILL)
@@ -514,9 +514,47 @@ func (p *Process) killEscaped(sig syscall.Signal) int {
 		return signalProcs(cgroupMembers(p.cgroup, p.Pid), sig)
 	}
 	if !p.adopted && isSubreaper.Load() {
-		return signalProcs(ownedProcesses(p.Pid, p.tag, p.StartTicks), sig)
+		if n, ok := p.signalOwned(sig); ok {
+			return n
+		}
 	}
 	return signalProcs(stepProcesses(p.Pid, p.tag, "", p.StartTicks), sig)
+}
+
+// signalOwned sends sig to the step's processes found by parentage
+// (ownedProcesses), again and again until a search finds nothing new: a
+// process that dies during a search (killed by the last pass, or exiting
+// on the SIGTERM of a stop) hands its children to the daemon, where the
+// next search finds them. It reports false, having signalled nothing, when
+// the daemon's orphans cannot be listed reliably.
+func (p *Process) signalOwned(sig syscall.Signal) (int, bool) {
+	type identity struct {
+		pid   int
+		start int64
+	}
+	done := map[identity]bool{}
+	n := 0
+	for range 5 {
+		procs, ok := ownedProcesses(p.Pid, p.tag, p.StartTicks)
+		if !ok {
+			if len(done) == 0 {
+				return 0, false
+			}
+			break
+		}
+		var fresh []procInfo
+		for _, pi := range procs {
+			if id := (identity{pi.pid, pi.start}); !done[id] {
+				done[id] = true
+				fresh = append(fresh, pi)
+			}
+		}
+		if len(fresh) == 0 {
+			break
+		}
+		n += signalProcs(fresh, sig)
+	}
+	return n, true
 }
 
 // logFailure reads what a gated wrapper wrote before it had its log: a

@@ -123,61 +123,97 @@ func stepProcesses(leader int, tag, cg string, since int64) []procInfo {
 //
 // What a process that cleared its environment in a session of its own
 // leaves behind once its parent died is out of reach here as in the full
-// scan; a cgroup is what catches it.
-func ownedProcesses(leader int, tag string, since int64) []procInfo {
+// scan; a cgroup is what catches it. It returns false when the orphans
+// cannot be listed reliably; the caller then scans every process.
+func ownedProcesses(leader int, tag string, since int64) ([]procInfo, bool) {
+	orphans, ok := orphanPids()
+	if !ok {
+		return nil, false
+	}
 	leaders.mu.Lock()
 	skip := maps.Clone(leaders.pids)
 	leaders.mu.Unlock()
+	self := os.Getpid()
 	entry := []byte(TagEnv + "=" + tag)
-	var roots []int
+	type node struct{ pid, parent int }
+	var stack []node
 	if pi, ok := readStat(leader); ok && pi.state != 'Z' {
-		roots = append(roots, leader) // alive: its descendants are the step's
+		stack = append(stack, node{leader, pi.ppid}) // alive: its descendants are the step's
 	}
-	for _, pid := range orphanPids() {
+	for _, pid := range orphans {
 		if skip[pid] {
 			continue
 		}
 		pi, ok := readStat(pid)
-		if !ok || pi.state == 'Z' || pi.start < since {
+		// Checked to be this process's child: the pid read from the
+		// children file cannot have been reused by a stranger since.
+		if !ok || pi.ppid != self || pi.state == 'Z' || pi.start < since {
 			continue
 		}
 		if pi.sid == leader || pi.pgid == leader || hasTagEnv(pi.pid, entry) {
-			roots = append(roots, pi.pid)
+			stack = append(stack, node{pid, self})
 		}
 	}
 	var out []procInfo
 	seen := map[int]bool{}
-	for len(roots) > 0 {
-		pid := roots[len(roots)-1]
-		roots = roots[:len(roots)-1]
-		if seen[pid] {
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[n.pid] {
 			continue
 		}
-		seen[pid] = true
-		if pid != leader {
-			pi, ok := readStat(pid)
-			if !ok || pi.state == 'Z' {
-				continue
+		seen[n.pid] = true
+		if n.pid != leader {
+			pi, ok := readStat(n.pid)
+			if !ok || pi.state == 'Z' || pi.ppid != n.parent {
+				continue // gone, or its pid reused since its parent's file was read
 			}
-			if pi.pgid != leader && pi.pid != os.Getpid() {
+			if pi.pgid != leader && pi.pid != self {
 				out = append(out, pi)
 			}
 		}
-		roots = append(roots, childPids(strconv.Itoa(pid))...)
+		kids, ok := stableChildPids(n.pid)
+		if !ok {
+			return nil, false
+		}
+		for _, child := range kids {
+			stack = append(stack, node{child, n.pid})
+		}
 	}
-	return out
+	return out, true
 }
 
 // orphanPids returns the children of this process's main thread: every
-// orphan re-parented to this process as its subreaper, and the step
-// leaders that thread happened to start. Linux gives an orphan to the first
-// live thread of its subreaper (kernel/exit.c: find_new_reaper,
-// find_alive_thread), the thread group's leader while it lives, and a Go
-// program's main thread lives as long as the program: one file to read
-// instead of one per thread, each listing the leaders that thread started.
-func orphanPids() []int {
+// orphan re-parented to this process as its subreaper. Linux (3.19 and
+// later, see subreaperKernel) gives an orphan to the first live thread of
+// its subreaper (kernel/exit.c: find_new_reaper, find_alive_thread), the
+// thread group's leader while it lives, and a Go program's main thread
+// lives as long as the program. loopd's main goroutine is locked to that
+// thread (cmd/loopd), so no step leader is started from it and the list
+// holds only orphans: one small file to read. It returns false when the
+// list cannot be read consistently (see readChildrenStable).
+func orphanPids() ([]int, bool) {
 	self := strconv.Itoa(os.Getpid())
-	return readChildren("/proc/" + self + "/task/" + self + "/children")
+	return readChildrenStable("/proc/" + self + "/task/" + self + "/children")
+}
+
+// stableChildPids returns the children of process pid, each of its
+// threads' list read until two reads agree (readChildrenStable); a process
+// gone meanwhile has none. It reports false when a list keeps changing.
+func stableChildPids(pid int) ([]int, bool) {
+	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var out []int
+	for _, f := range files {
+		kids, ok := readChildrenStable(f)
+		if !ok {
+			if _, err := os.Stat(f); err != nil {
+				continue // the thread or the process ended
+			}
+			return nil, false
+		}
+		out = append(out, kids...)
+	}
+	return out, true
 }
 
 // cgroupMembers lists the live processes of a step's cgroup outside the
