@@ -170,6 +170,9 @@ func TestTCPListenerNeedsTheToken(t *testing.T) {
 		{"wrong token", "Bearer " + strings.Repeat("0", len(token)), 403},
 		{"not bearer", token, 403},
 		{"token", "Bearer " + token, 200},
+		{"scheme in lower case", "bearer " + token, 200},
+		{"another scheme", "Basic " + token, 403},
+		{"token with a suffix", "Bearer " + token + "0", 403},
 	} {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/daemon", nil)
 		if tc.auth != "" {

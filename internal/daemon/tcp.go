@@ -75,10 +75,13 @@ func loadToken(home string) (string, error) {
 	return tok, nil
 }
 
-// tokenOK checks a TCP request's bearer token in constant time.
+// tokenOK checks a TCP request's bearer token in constant time. The
+// scheme's name is case-insensitive (RFC 9110, section 11.1): "bearer" is
+// as good as "Bearer".
 func tokenOK(r *http.Request, token string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && token != "" &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), []byte(token)) == 1
 }
 
 // authorizeTCP is the one place a request on the TCP listener is
