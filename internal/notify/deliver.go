@@ -13,10 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/procgroup"
 )
 
 // Channels of the outbox.
@@ -115,8 +115,7 @@ func runCommand(ctx context.Context, command string, timeout time.Duration, m Me
 	cmd.Stdin = bytes.NewReader(body)
 	out := &tailBuffer{max: maxOutput}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	procgroup.Set(cmd)
 	cmd.WaitDelay = time.Second
 	err = cmd.Run()
 	switch {

@@ -7,13 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/postmortem"
+	"github.com/loopd/loopd/internal/procgroup"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -167,8 +167,7 @@ func (s *Scheduler) runPostmortemCommand(run storage.Run, command string, timeou
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "LOOP_RUN_ID="+run.ID, "LOOP_WORKSPACE="+run.Workspace, "LOOP_POSTMORTEM="+md,
 		"LOOP_STATUS="+string(run.Status), "LOOP_REASON="+run.Reason)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	procgroup.Set(cmd)
 	if err := cmd.Run(); err != nil {
 		s.log.Warn("postmortem command failed", zap.String("run", run.ID), zap.Error(err), zap.String("log", logPath))
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loopd/loopd/internal/procgroup"
 )
 
 const (
@@ -52,7 +54,7 @@ func runScript(ctx context.Context, c *Context, s CustomScript) outcome {
 	var stdout, stderr boundedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = scriptWaitDelay
-	setProcessGroup(cmd)
+	procgroup.Set(cmd)
 
 	err := cmd.Run()
 	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() && ctx.Err() == nil {
