@@ -607,6 +607,69 @@ func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 	}
 }
 
+// The daemon is killed in the instant between git's fast-forward of the
+// base branch and its record (held there by the checkout's own post-merge
+// hook): the branch has moved, and the next daemon records the land,
+// RUN_LANDED included, from the intent written before git ran.
+func TestDaemonKilledBetweenFastForwardAndRecord(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	hold := filepath.Join(e.home, "hold-ff")
+	hook := "#!/bin/sh\ntouch " + hold + ".waiting\nwhile [ -f " + hold + " ]; do sleep 0.01; done\n"
+	if err := os.WriteFile(filepath.Join(e.ws, ".git", "hooks", "post-merge"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	land := exec.Command(filepath.Join(binDir, "loopctl"), "land", run.ID)
+	land.Dir, land.Env = e.ws, e.environ()
+	var out bytes.Buffer
+	land.Stdout, land.Stderr = &out, &out
+	if err := land.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "git's fast-forward to reach its post-merge hook", 30*time.Second, func() bool {
+		_, err := os.Stat(hold + ".waiting")
+		return err == nil
+	})
+	e.killDaemon()
+	_ = land.Wait()
+	tip := e.gitIn(run.Worktree, "rev-parse", "HEAD")
+	if got := e.git("rev-parse", "refs/heads/main"); got != tip {
+		t.Fatalf("main is at %s, want the run's tip %s: the test did not hold git after the fast-forward", got, tip)
+	}
+	os.Remove(hold) // git finishes; no daemon records anything meanwhile
+	e.startDaemon()
+	ev := e.landEvent(run.ID)
+	if ev == nil {
+		t.Fatal("no RUN_LANDED after the restart: the land the previous daemon made is lost")
+	}
+	if ev["commit"] != tip || ev["mode"] != "fast-forward" || ev["base_branch"] != "main" {
+		t.Errorf("RUN_LANDED = %v, want commit %s, fast-forward into main", ev, tip)
+	}
+	if !strings.Contains(e.daemonLog(), "recorded a land the previous daemon made") {
+		t.Error("the daemon did not log the recovered land")
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "runs", run.ID, "landed.json")); !os.IsNotExist(err) {
+		t.Errorf("the land intent is still there: %v", err)
+	}
+	// Once: a second restart records nothing more.
+	e.killDaemon()
+	e.startDaemon()
+	n := 0
+	for _, ev := range e.events(run.ID) {
+		if ev.Type == "RUN_LANDED" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d RUN_LANDED events, want 1", n)
+	}
+}
+
 // A worktree run still PENDING when the daemon restarts has a record of a
 // worktree not made yet: the startup reconcile must not take it for one
 // removed by hand.

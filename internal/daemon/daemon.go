@@ -196,6 +196,7 @@ func Run(ctx context.Context, opts Options) error {
 	// marked gone before any run is recovered or anything is removed.
 	d.reconcileWorktrees(ctx, "")
 	d.recoverLands(ctx)
+	d.recoverLandedIntents(ctx)
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 

@@ -240,20 +240,32 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("land abandoned before the checkout was touched: %w", err)
 	}
+	// What is about to land is written down first: a daemon that dies
+	// between git's fast-forward and the record below leaves the base
+	// branch moved, and the next daemon records the land from this
+	// (recoverLands) instead of forgetting it.
+	intent := landedIntent{Checkout: run.Workspace, BaseBranch: run.BaseBranch, Commit: plan.Target, Payload: map[string]any{
+		"run_id": run.ID, "branch": run.Branch, "base_branch": run.BaseBranch, "commit": plan.Target,
+		"mode": string(plan.Mode), "verified": res.Verified, "tested_commit": res.TestedCommit,
+	}}
+	runDir := filepath.Join(d.opts.Home, "runs", run.ID)
+	if err := writeJSONFile(filepath.Join(runDir, landedIntentFile), intent); err != nil {
+		return nil, fmt.Errorf("land abandoned before the checkout was touched: %w", err)
+	}
 	if err := git.ApplyLand(ctx, plan); err != nil {
+		os.Remove(filepath.Join(runDir, landedIntentFile))
 		return nil, err
 	}
 	res.Commit = plan.Target
 	// The checkout has moved: record it even if the request has gone.
 	err = d.store.Write(context.WithoutCancel(ctx), func(tx *storage.Tx) error {
-		return tx.RecordLanded(run.ID, plan.Target, map[string]any{
-			"run_id": run.ID, "branch": run.Branch, "base_branch": run.BaseBranch, "commit": plan.Target,
-			"mode": string(plan.Mode), "verified": res.Verified, "tested_commit": res.TestedCommit,
-		})
+		return tx.RecordLanded(run.ID, plan.Target, intent.Payload)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s landed as %s but recording it failed: %w", run.Branch, plan.Target, err)
+		// The intent stays: the next daemon records the land from it.
+		return nil, fmt.Errorf("%s landed as %s but recording it failed (the daemon records it when it next starts): %w", run.Branch, plan.Target, err)
 	}
+	os.Remove(filepath.Join(runDir, landedIntentFile))
 	d.log.Info("run landed", zap.String("run_id", run.ID), zap.String("mode", string(plan.Mode)),
 		zap.String("commit", plan.Target), zap.Bool("verified", res.Verified))
 	return res, nil
@@ -431,14 +443,71 @@ type landMarker struct {
 }
 
 func writeLandMarker(dir string, m landMarker) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, landMarkerFile), b, 0o600); err != nil {
+	if err := writeJSONFile(filepath.Join(dir, landMarkerFile), m); err != nil {
 		return fmt.Errorf("write land marker: %w", err)
 	}
 	return nil
+}
+
+// landedIntentFile, in a run's directory, says a land is about to move
+// (or has moved) the base branch and not recorded it yet.
+const landedIntentFile = "landed.json"
+
+type landedIntent struct {
+	Checkout   string         `json:"checkout"`
+	BaseBranch string         `json:"base_branch"`
+	Commit     string         `json:"commit"`  // what the base branch is moved to
+	Payload    map[string]any `json:"payload"` // RUN_LANDED's
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// recoverLandedIntents records the lands whose base branch moved just
+// before the previous daemon died, before it could record them: the
+// branch holds the commit the intent names. An intent whose commit is not
+// on the branch never landed, and is dropped.
+func (d *Daemon) recoverLandedIntents(ctx context.Context) {
+	intents, _ := filepath.Glob(filepath.Join(d.opts.Home, "runs", "*", landedIntentFile))
+	for _, path := range intents {
+		runID := filepath.Base(filepath.Dir(path))
+		b, err := os.ReadFile(path)
+		var in landedIntent
+		if err == nil {
+			err = json.Unmarshal(b, &in)
+		}
+		if err != nil || in.Commit == "" || in.BaseBranch == "" || in.Checkout == "" {
+			// Written before git was run: a torn one never landed.
+			d.log.Warn("unreadable land intent removed", zap.String("path", path), zap.Error(err))
+			_ = os.Remove(path)
+			continue
+		}
+		run, err := d.store.Run(ctx, runID)
+		if err != nil {
+			d.log.Warn("land intent of an unknown run removed", zap.String("path", path), zap.Error(err))
+			_ = os.Remove(path)
+			continue
+		}
+		landed := run.LandedCommit == in.Commit
+		if !landed {
+			_, err := git.Cmd{Dir: in.Checkout}.Output(ctx, "merge-base", "--is-ancestor", in.Commit, "refs/heads/"+in.BaseBranch)
+			if err == nil {
+				err = d.store.Write(ctx, func(tx *storage.Tx) error { return tx.RecordLanded(run.ID, in.Commit, in.Payload) })
+				if err != nil {
+					d.log.Error("could not record a land the previous daemon made", zap.String("run_id", run.ID), zap.Error(err))
+					continue // the intent stays: the next start tries again
+				}
+				d.log.Info("recorded a land the previous daemon made but did not record",
+					zap.String("run_id", run.ID), zap.String("base_branch", in.BaseBranch), zap.String("commit", in.Commit))
+			}
+		}
+		_ = os.Remove(path)
+	}
 }
 
 // recoverLands finishes what lands cut short by a daemon that died: the
