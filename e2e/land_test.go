@@ -670,6 +670,41 @@ func TestDaemonKilledBetweenFastForwardAndRecord(t *testing.T) {
 	}
 }
 
+// A run's worktree is loopd's, removed with the run's clean: a run started
+// from inside it (a user who cd'd there, an agent working there) is refused
+// with the way to start it from the checkout, and nothing is created.
+func TestStartInsideARunsWorktreeIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	run := e.finishedRun()
+	countRuns := func() int {
+		var runs []api.Run
+		if err := json.Unmarshal([]byte(e.must("list", "--all-workspaces", "--json")), &runs); err != nil {
+			t.Fatal(err)
+		}
+		return len(runs)
+	}
+	before := countRuns()
+	for _, dir := range []string{run.Worktree, filepath.Join(run.Worktree, ".loop")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := e.loopctlAt(dir, nil, "start", "another goal")
+		if r.code != 64 {
+			t.Fatalf("start in %s: exit %d, want 64\n%s%s", dir, r.code, r.stdout, r.stderr)
+		}
+		for _, want := range []string{"worktree loopd made for run " + run.ID, "loopctl start -C " + run.Workspace} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("start in %s does not say %q:\n%s", dir, want, r.stderr)
+			}
+		}
+	}
+	if after := countRuns(); after != before {
+		t.Errorf("%d runs after the refused starts, want %d", after, before)
+	}
+}
+
 // A worktree run still PENDING when the daemon restarts has a record of a
 // worktree not made yet: the startup reconcile must not take it for one
 // removed by hand.

@@ -81,6 +81,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if ws, err = resolveWorkspace(workspace.Resolve(ctx, ws)); err != nil {
 		return storage.Run{}, nil, err
 	}
+	if err := s.refuseRunWorktree(ctx, ws); err != nil {
+		return storage.Run{}, nil, err
+	}
 	// Flags are the last layer, after --set: the goal given on the command
 	// line wins over prompt/prompt_file from any file.
 	sets := append([]string(nil), req.Set...)
@@ -238,6 +241,25 @@ func resolveWorkspace(ws string) (string, error) {
 		return "", &InputError{Msg: fmt.Sprintf("workspace %s is not a directory", ws)}
 	}
 	return real, nil
+}
+
+// refuseRunWorktree refuses a workspace inside a run's worktree
+// (LOOPD_HOME/worktrees/<run-id>): loopd made it for that run and removes
+// it with the run's clean, so a run started there (in place, changing the
+// other run's branch) would lose its work with it.
+func (s *Scheduler) refuseRunWorktree(ctx context.Context, ws string) error {
+	root := CanonicalWorkspace(filepath.Join(s.opts.Home, "worktrees"))
+	rel, err := filepath.Rel(root, ws)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return nil
+	}
+	id, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	msg := fmt.Sprintf("workspace %s is inside the worktree loopd made for run %s, which `loopctl clean` removes with everything in it; start the run from your own checkout", ws, id)
+	if run, err := s.store.Run(ctx, id); err == nil {
+		msg = fmt.Sprintf("workspace %s is the worktree loopd made for run %s (branch %s), which `loopctl clean` removes with everything in it; start the run from your checkout: loopctl start -C %s ...",
+			ws, run.ID, run.Branch, run.Workspace)
+	}
+	return &InputError{Msg: msg}
 }
 
 // CanonicalWorkspace resolves a workspace path for lookups ("last");
