@@ -665,3 +665,27 @@ func TestLastInsideARunsWorktreeIsThatRun(t *testing.T) {
 		t.Errorf("diff last inside the worktree:\n%s", d)
 	}
 }
+
+// A step that only changed a binary file is not shown as a change of
+// nothing: its changes count the file as binary, in the step's JSON and in
+// what steps and status print.
+func TestBinaryChangesAreCounted(t *testing.T) {
+	e := newEnv(t)
+	e.gitRepo(map[string]string{"a.txt": "a\n"})
+	e.startDaemon()
+	id := e.start("goal", "--set", "agent=command", "--set", `agent_command=printf '\000\001\002' > img.bin`,
+		"--set", "max_iterations=1")
+	e.wait(id)
+	steps := e.steps(id)
+	if len(steps) == 0 || steps[0].Changes == nil {
+		t.Fatalf("steps: %+v", steps)
+	}
+	if c := steps[0].Changes; c.FilesChanged != 1 || c.BinaryFiles != 1 || c.Insertions != 0 || !slices.Equal(c.Files, []string{"img.bin"}) {
+		t.Fatalf("changes of a binary-only step: %+v", c)
+	}
+	for _, cmd := range []string{"steps", "status"} {
+		if out := e.must(cmd, id); !strings.Contains(out, "1 file +0 -0 (1 binary)") {
+			t.Errorf("loopctl %s does not say the change was binary:\n%s", cmd, out)
+		}
+	}
+}

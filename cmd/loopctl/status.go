@@ -150,15 +150,22 @@ func printChanges(w io.Writer, steps []api.Step) {
 	tw.Flush()
 }
 
-// changeSummary is "3 files +10 -2", "1 file +1 -0" or "no change".
+// changeSummary is "3 files +10 -2", "1 file +1 -0", "2 files +0 -0 (2
+// binary)" or "no change".
 func changeSummary(c *api.Changes) string {
+	var s string
 	switch c.FilesChanged {
 	case 0:
 		return "no change"
 	case 1:
-		return fmt.Sprintf("1 file +%d -%d", c.Insertions, c.Deletions)
+		s = fmt.Sprintf("1 file +%d -%d", c.Insertions, c.Deletions)
+	default:
+		s = fmt.Sprintf("%d files +%d -%d", c.FilesChanged, c.Insertions, c.Deletions)
 	}
-	return fmt.Sprintf("%d files +%d -%d", c.FilesChanged, c.Insertions, c.Deletions)
+	if c.BinaryFiles > 0 {
+		s += fmt.Sprintf(" (%d binary)", c.BinaryFiles)
+	}
+	return s
 }
 
 func printConditions(w io.Writer, cs []api.Condition) {

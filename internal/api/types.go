@@ -233,6 +233,7 @@ type Changes struct {
 	FilesChanged int      `json:"files_changed"`
 	Insertions   int      `json:"insertions"`
 	Deletions    int      `json:"deletions"`
+	BinaryFiles  int      `json:"binary_files"` // of FilesChanged, those git counts no lines for (images, big files)
 	Files        []string `json:"files"`
 }
 

@@ -26,6 +26,7 @@ type Change struct {
 	FilesChanged int      // every changed file
 	Insertions   int      // added lines (binary files count none)
 	Deletions    int      // deleted lines
+	BinaryFiles  int      // changed files git counts no lines for
 	Files        []string // the first MaxFiles changed paths
 }
 
@@ -315,6 +316,9 @@ func parseNumstat(out []byte) Change {
 			continue
 		}
 		ch.FilesChanged++
+		if string(add) == "-" && string(del) == "-" {
+			ch.BinaryFiles++
+		}
 		if n, err := strconv.Atoi(string(add)); err == nil {
 			ch.Insertions += n
 		}

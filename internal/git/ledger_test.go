@@ -100,7 +100,7 @@ func TestWorktreeLedgerCommitsEachStepOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch.Commit == "" || ch.FilesChanged != 3 || ch.Insertions != 3 || ch.Deletions != 0 {
+	if ch.Commit == "" || ch.FilesChanged != 3 || ch.Insertions != 3 || ch.Deletions != 0 || ch.BinaryFiles != 1 {
 		t.Fatalf("change: %+v", ch)
 	}
 	if want := []string{"a.txt", "img.bin", "new/c.txt"}; !slices.Equal(ch.Files, want) {
@@ -226,7 +226,7 @@ func TestBigFilesAreCountedNotDiffed(t *testing.T) {
 	}
 	// Above core.bigFileThreshold it is binary to git: counted as a
 	// changed file, its lines not counted.
-	if ch.FilesChanged != 1 || ch.Insertions != 0 {
+	if ch.FilesChanged != 1 || ch.Insertions != 0 || ch.BinaryFiles != 1 {
 		t.Fatalf("big file: %+v", ch)
 	}
 }
@@ -238,7 +238,7 @@ func TestParseNumstatCapsTheFileList(t *testing.T) {
 	}
 	b.WriteString("-\t-\tbin\x00")
 	ch := parseNumstat([]byte(b.String()))
-	if ch.FilesChanged != MaxFiles+6 || len(ch.Files) != MaxFiles || ch.Insertions != MaxFiles+5 || ch.Deletions != 2*(MaxFiles+5) {
+	if ch.FilesChanged != MaxFiles+6 || len(ch.Files) != MaxFiles || ch.Insertions != MaxFiles+5 || ch.Deletions != 2*(MaxFiles+5) || ch.BinaryFiles != 1 {
 		t.Fatalf("%d files (%d listed), +%d -%d", ch.FilesChanged, len(ch.Files), ch.Insertions, ch.Deletions)
 	}
 }

@@ -301,7 +301,7 @@ func StepJSON(st *storage.Step, now int64) api.Step {
 			files = []string{}
 		}
 		out.Changes = &api.Changes{Commit: st.ChangeCommit, FilesChanged: *st.FilesChanged,
-			Insertions: deref(st.Insertions), Deletions: deref(st.Deletions), Files: files}
+			Insertions: deref(st.Insertions), Deletions: deref(st.Deletions), BinaryFiles: deref(st.BinaryFiles), Files: files}
 	}
 	return out
 }

@@ -169,6 +169,7 @@ func (r *runner) recordChanges(st *storage.Step) {
 	}
 	st.ChangeCommit, st.ChangeFiles = ch.Commit, ch.Files
 	st.FilesChanged, st.Insertions, st.Deletions = &ch.FilesChanged, &ch.Insertions, &ch.Deletions
+	st.BinaryFiles = &ch.BinaryFiles
 	// The ledger is the workspace's progress: the same point as the
 	// iteration before means nothing changed (no_progress).
 	point := ch.Commit

@@ -105,6 +105,7 @@ type Outcome struct {
 	FilesChanged *int    `db:"files_changed"`
 	Insertions   *int    `db:"insertions"`
 	Deletions    *int    `db:"deletions"`
+	BinaryFiles  *int    `db:"binary_files"`
 	ChangeFiles  Strings `db:"change_files"`
 }
 
@@ -126,7 +127,7 @@ const stepLight = `id, run_id, seq, phase, iteration, status, exit_code, error, 
 	pid, pgid, proc_start, boot_id, cancel_cause, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
 	usage_found, reported_cost_usd, priced_cost_usd, promise, rate_limited_until, api_unavailable, reasoning_tokens,
 	tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
-	change_commit, files_changed, insertions, deletions`
+	change_commit, files_changed, insertions, deletions, binary_files`
 
 const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names, change_files`
 
@@ -229,7 +230,7 @@ const qFinishStep = `UPDATE steps SET status = :status, exit_code = :exit_code, 
 		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
 		fingerprint = :fingerprint, plan_checked = :plan_checked,
 		change_commit = :change_commit, files_changed = :files_changed, insertions = :insertions,
-		deletions = :deletions, change_files = :change_files,
+		deletions = :deletions, binary_files = :binary_files, change_files = :change_files,
 		pid = :pid, pgid = :pgid, proc_start = :proc_start, boot_id = :boot_id
 		WHERE id = :id AND status = 'RUNNING'`
 
