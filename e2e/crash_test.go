@@ -164,6 +164,39 @@ func TestLostOutcomeIsInterruptedAndReruns(t *testing.T) {
 	}
 }
 
+// A graceful stop lets the step in flight finish: when the daemon dies
+// while that step runs and its outcome is lost, the restarted daemon runs
+// its phase again, as after any lost outcome, and stops the run after it —
+// it does not stop with the step never finished.
+func TestGracefulStopLetsALostStepRunAgain(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=go-%d", "FAKE_WAIT_ITERATION=2"), verifyFails)
+	id := e.start("goal")
+	step := e.runningStep(id, 3)
+	e.must("stop", id)
+	if r := e.status(id); r.Status != api.RunRunning {
+		t.Fatalf("a graceful stop ended the run before its step finished: %s", r.Status)
+	}
+	e.killDaemon()
+	killGroup(step.Pid) // the step's outcome is lost
+	e.release("go-2")
+	e.startDaemon()
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("wait exit %d, want 3 (INTERRUPTED)", code)
+	}
+	var got []string
+	for _, s := range e.steps(id) {
+		got = append(got, strconv.Itoa(s.Iteration)+string(s.Phase[0])+":"+string(s.Status))
+	}
+	if want := "1i:SUCCEEDED 1v:FAILED 2i:INTERRUPTED 2i:SUCCEEDED"; strings.Join(got, " ") != want {
+		t.Errorf("steps %s\nwant  %s", strings.Join(got, " "), want)
+	}
+	if r := e.status(id); r.Status != api.RunInterrupted || r.Reason != "user_stop" {
+		t.Errorf("run %s %s, want INTERRUPTED user_stop", r.Status, r.Reason)
+	}
+}
+
 func killGroup(pgid int) {
 	for _, pid := range processesInGroup(pgid) {
 		_ = syscallKill(pid)

@@ -502,6 +502,12 @@ type decision struct {
 // requests turns pending user requests into a decision; killed says
 // whether a step was just killed for a stop --now.
 func (r *runner) requests(run storage.Run, killed bool) *decision {
+	if run.StopRequest == storage.StopGraceful && r.inFlightLost() {
+		// A graceful stop lets the step in flight finish. That step's
+		// outcome was lost (the daemon died while it ran): its phase runs
+		// again, and the stop applies once that step has finished.
+		return nil
+	}
 	if run.StopRequest != "" {
 		return r.interrupted(run.StopRequest, killed)
 	}
@@ -510,6 +516,13 @@ func (r *runner) requests(run storage.Run, killed bool) *decision {
 			payload: map[string]any{"run_id": r.id}}
 	}
 	return nil
+}
+
+// inFlightLost reports whether the run's newest step is INTERRUPTED: it was
+// in flight when the daemon died, and its outcome is lost.
+func (r *runner) inFlightLost() bool {
+	last := r.hist.Last()
+	return last != nil && last.Status == api.StepInterrupted
 }
 
 func (r *runner) interrupted(kind string, killed bool) *decision {
