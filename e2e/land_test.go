@@ -124,6 +124,25 @@ func (e *env) checkoutState() string {
 	return b.String()
 }
 
+// landHeld starts `loopctl land RUN` in the background and returns once
+// the land is held at hold (the file <hold>.waiting exists: the hold
+// script or hook got there), with the command and its combined output.
+func (e *env) landHeld(runID, hold, what string) (*exec.Cmd, *bytes.Buffer) {
+	e.t.Helper()
+	land := exec.Command(filepath.Join(binDir, "loopctl"), "land", runID)
+	land.Dir, land.Env = e.ws, e.environ()
+	out := &bytes.Buffer{}
+	land.Stdout, land.Stderr = out, out
+	if err := land.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, what, 30*time.Second, func() bool {
+		_, err := os.Stat(hold + ".waiting")
+		return err == nil
+	})
+	return land, out
+}
+
 // finishedRun starts a worktree run and waits for it to complete.
 func (e *env) finishedRun(args ...string) api.Run {
 	e.t.Helper()
@@ -557,17 +576,7 @@ func TestDaemonKilledMidLandLandsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := e.checkoutState()
-	land := exec.Command(filepath.Join(binDir, "loopctl"), "land", run.ID)
-	land.Dir, land.Env = e.ws, e.environ()
-	var out bytes.Buffer
-	land.Stdout, land.Stderr = &out, &out
-	if err := land.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the land's verification to hold", 30*time.Second, func() bool {
-		_, err := os.Stat(holdLand + ".waiting")
-		return err == nil
-	})
+	land, out := e.landHeld(run.ID, holdLand, "the land's verification to hold")
 	e.killDaemon()
 	err := land.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 69 {
@@ -624,17 +633,7 @@ func TestDaemonKilledBetweenFastForwardAndRecord(t *testing.T) {
 	if err := os.WriteFile(hold, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	land := exec.Command(filepath.Join(binDir, "loopctl"), "land", run.ID)
-	land.Dir, land.Env = e.ws, e.environ()
-	var out bytes.Buffer
-	land.Stdout, land.Stderr = &out, &out
-	if err := land.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "git's fast-forward to reach its post-merge hook", 30*time.Second, func() bool {
-		_, err := os.Stat(hold + ".waiting")
-		return err == nil
-	})
+	land, _ := e.landHeld(run.ID, hold, "git's fast-forward to reach its post-merge hook")
 	e.killDaemon()
 	_ = land.Wait()
 	tip := e.gitIn(run.Worktree, "rev-parse", "HEAD")
@@ -898,17 +897,7 @@ func TestResumeIsRefusedDuringALand(t *testing.T) {
 	if err := os.WriteFile(holdLand, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	land := exec.Command(filepath.Join(binDir, "loopctl"), "land", run.ID)
-	land.Dir, land.Env = e.ws, e.environ()
-	var out bytes.Buffer
-	land.Stdout, land.Stderr = &out, &out
-	if err := land.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the land's verification to hold", 30*time.Second, func() bool {
-		_, err := os.Stat(holdLand + ".waiting")
-		return err == nil
-	})
+	land, out := e.landHeld(run.ID, holdLand, "the land's verification to hold")
 	if r := e.loopctl("resume", run.ID); r.code != 64 || !strings.Contains(r.stderr, "being landed") {
 		t.Errorf("resume during a land: exit %d %s", r.code, r.stderr)
 	}
