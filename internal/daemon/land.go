@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/filetail"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
@@ -404,22 +405,12 @@ func defaultLandMessage(run storage.Run, squash bool) string {
 
 // fileTail is the last n bytes of a file, from a line start when it can.
 func fileTail(path string, n int64) string {
-	f, err := os.Open(path)
+	b, fi, err := filetail.Read(path, n)
 	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(fi.Size()-n, 0)
-	b := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil {
 		return ""
 	}
 	s := string(b)
-	if off > 0 {
+	if fi.Size() > n {
 		if i := strings.IndexByte(s, '\n'); i >= 0 {
 			s = s[i+1:]
 		}

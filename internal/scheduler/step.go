@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/filetail"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -711,18 +711,8 @@ func readPlan(path string) (workspace.Plan, error) { return workspace.ReadPlan(p
 // tail returns up to the last n bytes of a file, starting at a character
 // boundary.
 func tail(path string, n int64) string {
-	f, err := os.Open(path)
+	b, _, err := filetail.Read(path, n)
 	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := max(fi.Size()-n, 0)
-	b := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
 		return ""
 	}
 	return string(trimToRune(b))

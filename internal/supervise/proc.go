@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/loopd/loopd/internal/filetail"
 )
 
 var bootID = sync.OnceValue(func() string {
@@ -188,19 +189,8 @@ func exitedUnreaped(pid int) bool {
 // other, so the newest step's record is the last one, and nothing has
 // written the file since). It reads only the file's tail.
 func RecordedEnd(path, tag string) (time.Time, bool) {
-	f, err := os.Open(path)
+	b, fi, err := filetail.Read(path, 4<<10)
 	if err != nil {
-		return time.Time{}, false
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return time.Time{}, false
-	}
-	const window = 4 << 10
-	off := max(fi.Size()-window, 0)
-	b := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
 		return time.Time{}, false
 	}
 	b = bytes.TrimRight(b, "\n")
