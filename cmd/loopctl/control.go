@@ -110,7 +110,9 @@ func newStopCmd(g *globalOptions) *cobra.Command {
 		Use:   "stop RUN",
 		Short: "Stop a run after its current step (INTERRUPTED); --now kills the step",
 		Long: `Stop a run. By default the current step finishes, then the run ends
-INTERRUPTED (reason user_stop). With --now the step's whole process group is
+INTERRUPTED (reason user_stop); should the daemon die while that step runs
+and its outcome be lost, its phase runs again first, as after any lost
+outcome, and the run ends after it. With --now the step's whole process group is
 stopped (SIGTERM, a grace period, SIGKILL), the step is recorded CANCELED and
 the run ends INTERRUPTED. A stopped run can be resumed with loopctl resume.`,
 		Args: runArg,
