@@ -215,8 +215,8 @@ func TestSecurityLocalHomeOfAnotherUserRefused(t *testing.T) {
 				<-exited
 				t.Fatalf("loopd started on a home it should refuse (still running after 15s)\n%s", stderr.String())
 			}
-			if err == nil {
-				t.Fatalf("loopd exited 0 on a home it should refuse\n%s", stderr.String())
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 64 {
+				t.Fatalf("loopd on a home it should refuse: %v, want exit 64\n%s", err, stderr.String())
 			}
 			for _, w := range append([]string{home, "refusing to start"}, tc.want...) {
 				if !strings.Contains(stderr.String(), w) {

@@ -140,6 +140,10 @@ func tcpConnCap() int {
 // open without a request, and closes a connection after every error
 // answer, refusals included, so a knock without a token never keeps a
 // descriptor.
+//
+// There is deliberately no ReadTimeout or WriteTimeout: net/http would
+// apply them to a whole request, and a follow stream is one request that
+// lasts as long as its run.
 func newTCPServer(h http.Handler, log *zap.Logger) *http.Server {
 	return &http.Server{
 		Handler:           closeOnError(h),
