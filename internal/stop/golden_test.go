@@ -15,7 +15,8 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/golden files fro
 
 // goldenConditions holds every condition type with representative and edge values:
 // zero and extreme numbers, floats json writes in exponent form, text json escapes
-// (HTML, quotes, control characters, non-ASCII), nil and empty lists, nil children.
+// (HTML, quotes, control characters, non-ASCII), nil and empty lists, nil children, and
+// values json refuses (NaN, ±Inf), whose error text is kept too.
 func goldenConditions() []Condition {
 	return append(everyType(),
 		MaxIterations{},
@@ -51,7 +52,10 @@ func goldenConditions() []Condition {
 		MaxInputTokens{},
 		MaxOutputTokens{Count: -1},
 		MaxCost{},
-		MaxCost{Dollars: -0.0},
+		MaxCost{Dollars: math.Copysign(0, -1)},
+		MaxCost{Dollars: math.NaN()},
+		MaxCost{Dollars: math.Inf(1)},
+		All{Conditions: []Condition{MaxCost{Dollars: math.Inf(-1)}}},
 		MaxCost{Dollars: 1e21},
 		MaxCost{Dollars: 1e20},
 		MaxCost{Dollars: 123456789.125, Model: "claude-<opus>&4"},
@@ -73,7 +77,7 @@ func TestConditionEncodingIsGolden(t *testing.T) {
 	line := func(what string, data []byte, err error) {
 		t.Helper()
 		if err != nil {
-			t.Fatalf("%s: %v", what, err)
+			data = []byte("error: " + err.Error())
 		}
 		b.WriteString(what + "\t")
 		b.Write(data)
