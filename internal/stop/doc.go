@@ -72,6 +72,7 @@
 // See Evaluator for the order, parallelism, timeouts and the cache, which never reuses a
 // result for a different Context.Step. Each Evaluation lists the conditions whose
 // progress changed (the caller emits CONDITION_PROGRESSED), the last 100 are kept
-// (History, for `loopctl status --debug`), and each is logged at debug level (info with
-// Options.Debug) with the run, step, iteration, duration and every condition's result.
+// (History, for `loopctl status --debug`). Logging an evaluation is the caller's: it
+// holds the run's secrets, which a custom_script's output may print. The Evaluator
+// logs only a warning per timed-out condition (Options.Logger).
 package stop
