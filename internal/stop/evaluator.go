@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -99,6 +100,50 @@ type cacheSlot struct {
 	workspace string
 	at        time.Time
 	out       outcome
+}
+
+// node is a condition prepared for evaluation: regexes compiled, prices looked up, and
+// every slow leaf (file_created, file_contains, custom_script) given a cache slot.
+type node struct {
+	cond     Condition
+	kind     descriptor // nil for a missing condition
+	slow     bool
+	slot     int // cache slot of a slow leaf, -1 for every other node
+	children []*node
+	re       *regexp.Regexp
+	reErr    string
+	price    Price // max_cost with a model: that model's price
+	priceOK  bool
+}
+
+func (e *Evaluator) compile(c Condition) *node {
+	n := &node{cond: c, slot: -1}
+	if c == nil {
+		return n
+	}
+	n.kind, n.slow = c.kind(), isSlow(c)
+	if n.kind.slowLeaf() {
+		n.slot = e.slots
+		e.slots++
+	}
+	n.kind.prepareNode(c, n, e.prices)
+	for _, child := range n.kind.children(c, "") {
+		n.children = append(n.children, e.compile(child))
+	}
+	return n
+}
+
+// eval evaluates one node: a slow leaf through the cache. It never blocks beyond ctx:
+// slow leaves watch it.
+func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
+	if n.kind == nil {
+		return failed("missing condition")
+	}
+	p := probe{ctx: ctx, run: c, n: n, e: e}
+	if n.slot >= 0 {
+		return e.leaf(ctx, c, n, func() outcome { return n.kind.measureNode(p) })
+	}
+	return n.kind.measureNode(p)
 }
 
 // NewEvaluator prepares set for evaluation. It does not validate set (Set.Validate

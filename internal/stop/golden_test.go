@@ -142,3 +142,39 @@ func TestConditionEncodingIsGolden(t *testing.T) {
 		t.Fatalf("%s: %d lines, want %d", path, len(got), bytes.Count(want, []byte("\n"))+1)
 	}
 }
+
+// appendString writes every byte as encoding/json does, on the fast path and off it.
+func TestAppendStringIsJSON(t *testing.T) {
+	var all []byte
+	for c := range 256 {
+		all = append(all, byte(c))
+	}
+	cases := []string{"", "plain ASCII 0-9 ~!@#$%^*()_+", string(all), "é", "\u2028", "\xff", `a"b`, `a\b`, "<&>", "\x7f"}
+	for c := range 256 {
+		cases = append(cases, "x"+string(rune(c))+"y", string([]byte{byte(c)}))
+	}
+	for _, s := range cases {
+		want, _ := json.Marshal(s)
+		got, err := appendString([]byte("prefix"), s)
+		if err != nil || string(got) != "prefix"+string(want) {
+			t.Errorf("appendString(%q) = %s, %v; want prefix%s", s, got, err, want)
+		}
+	}
+}
+
+// appendFloat writes every float64 as encoding/json does, NaN and ±Inf errors included.
+func TestAppendFloatIsJSON(t *testing.T) {
+	cases := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 12.5, 1e-6, 9.99999e-7, 1e-7, -1e-7, 1e-10, 1e-100, 1e-320,
+		1e20, 1e21, 1.5e21, -1e21, 123456789.125, 1.0 / 3, math.MaxFloat64, math.SmallestNonzeroFloat64,
+		math.NaN(), math.Inf(1), math.Inf(-1)}
+	for e := -330; e <= 310; e += 7 {
+		cases = append(cases, 1.2345*math.Pow(10, float64(e)), -math.Pow(10, float64(e)))
+	}
+	for _, f := range cases {
+		want, wantErr := json.Marshal(f)
+		got, err := appendFloat(nil, f)
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) || (err == nil && string(got) != string(want)) {
+			t.Errorf("appendFloat(%v) = %s, %v; want %s, %v", f, got, err, want, wantErr)
+		}
+	}
+}
