@@ -178,3 +178,34 @@ func TestAppendFloatIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendMatchesEncodingJSON checks the encoder's fast paths against
+// encoding/json, byte for byte: strings, string lists and floats.
+func FuzzAppendMatchesEncodingJSON(f *testing.F) {
+	f.Add("plain", "a<b>&\"c\\", 12.5)
+	f.Add("", "\u2028\xff\x00", 1e-7)
+	f.Add("é", "x", 1e21)
+	f.Fuzz(func(t *testing.T, a, b string, x float64) {
+		for _, s := range []string{a, b} {
+			want, _ := json.Marshal(s)
+			if got, _ := appendString(nil, s); string(got) != string(want) {
+				t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+			}
+		}
+		want, wantErr := json.Marshal(x)
+		got, err := appendFloat(nil, x)
+		if (err == nil) != (wantErr == nil) || (err == nil && string(got) != string(want)) {
+			t.Fatalf("appendFloat(%v) = %s, %v; want %s, %v", x, got, err, want, wantErr)
+		}
+		c := CustomScript{Script: a, Args: []string{a, b}}
+		type plain struct {
+			Type   Type     `json:"type"`
+			Script string   `json:"script"`
+			Args   []string `json:"args"`
+		}
+		wantC, _ := json.Marshal(plain{c.Type(), c.Script, c.Args})
+		if gotC, _ := c.MarshalJSON(); string(gotC) != string(wantC) {
+			t.Fatalf("%#v encodes as %s, want %s", c, gotC, wantC)
+		}
+	})
+}
