@@ -42,7 +42,6 @@ type kind[T Condition] struct {
 // Condition or only a Type.
 type descriptor interface {
 	tag() Type
-	specs() []fieldSpec
 	// decode builds the condition from members already known to belong to it,
 	// recording problems in d; it returns nil after a problem.
 	decode(d *decoder, members []member, path string, depth int) Condition
@@ -62,14 +61,6 @@ func (k *kind[T]) reasonOf(c T) string {
 		return conditionReason(k.typ)
 	}
 	return k.reason(c)
-}
-
-func (k *kind[T]) specs() []fieldSpec {
-	out := make([]fieldSpec, len(k.fields))
-	for i, f := range k.fields {
-		out[i] = f.fieldSpec
-	}
-	return out
 }
 
 // marshal writes the canonical form: {"type":…} and then every field in order, but
