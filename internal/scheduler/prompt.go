@@ -53,7 +53,9 @@ func (r *runner) goal() string {
 	if r.cfg.Prompt == "" && r.cfg.PromptFile != "" {
 		text, err := readPromptFile(r.cfg.PromptFile)
 		if err == nil && text != "" {
-			return text
+			// Redacted as at creation: the prompt is stored too, and the
+			// file may have changed since.
+			return r.secrets.String(text)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.log.Warn("prompt file unusable; using the goal frozen at creation", zap.Error(err))
