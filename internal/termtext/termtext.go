@@ -57,6 +57,10 @@ func QuoteLines(s string) string { return quote(s, true) }
 func quote(s string, lines bool) string {
 	i := 0
 	for i < len(s) {
+		if c := s[i]; c >= 0x20 && c < 0x7f { // printable ASCII, the common case
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if bad(s, i, r, n, lines) {
 			break
@@ -263,9 +267,21 @@ func Strip(b []byte) []byte {
 	var s Stripper
 	out := b[:0]
 	for i := 0; i < len(b); {
+		if s.state == plain {
+			// Text up to the next byte that may start a sequence (ESC, or
+			// the lead byte of a C1 control) is copied as it is.
+			j := i
+			for j < len(b) && b[j] != 0x1b && b[j] != 0xc2 {
+				j++
+			}
+			out = append(out, b[i:j]...) // never ahead of i: safe in place
+			if i = j; i == len(b) {
+				break
+			}
+		}
 		r, n := utf8.DecodeRune(b[i:])
 		if s.Text(r) {
-			out = append(out, b[i:i+n]...) // never ahead of i: safe in place
+			out = append(out, b[i:i+n]...)
 		}
 		i += n
 	}

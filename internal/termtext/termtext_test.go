@@ -3,6 +3,7 @@ package termtext
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestQuote(t *testing.T) {
@@ -126,4 +127,35 @@ func BenchmarkStripLine(b *testing.B) {
 		copy(buf, line)
 		Strip(buf)
 	}
+}
+
+// Whatever the input, quoted text is valid UTF-8 with nothing a terminal
+// would obey, quoting it again changes nothing, and stripping leaves no
+// ESC behind.
+func FuzzQuoteAndStrip(f *testing.F) {
+	for _, s := range []string{"", "plain", "a\x1b[2K\rb", "\u202e\xff\xc2\x9b31m", "\x1b]8;;x\x1b\\y", "line\r\nnext\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, quote := range []func(string) string{Quote, QuoteLines} {
+			q := quote(s)
+			if !utf8.ValidString(q) {
+				t.Fatalf("quoted %q is not UTF-8: %q", s, q)
+			}
+			if quote(q) != q {
+				t.Fatalf("quoting %q twice changed it: %q", s, quote(q))
+			}
+			for i, r := range q {
+				if Unsafe(r) && r != '\n' && r != '\t' && !(r == '\r' && strings.HasPrefix(q[i+1:], "\n")) {
+					t.Fatalf("quoted %q holds %U", s, r)
+				}
+			}
+		}
+		if got := Quote(s); strings.ContainsAny(got, "\n\t\r") {
+			t.Fatalf("Quote(%q) kept a line break or tab: %q", s, got)
+		}
+		if st := StripString(s); strings.Contains(st, "\x1b[") && len(s) < MaxSequence {
+			t.Fatalf("StripString(%q) = %q", s, st)
+		}
+	})
 }
