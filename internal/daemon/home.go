@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // HomeOwnerError is a LOOPD_HOME (or a file in it, or a directory above
@@ -23,8 +25,10 @@ type HomeOwnerError struct {
 	Fix    string // what to do
 }
 
+// Error quotes the path's control characters: while the home was open to
+// others, they chose the names in it.
 func (e *HomeOwnerError) Error() string {
-	return fmt.Sprintf("%s %s; refusing to start (nothing was written). %s", e.Path, e.Reason, e.Fix)
+	return fmt.Sprintf("%s %s; refusing to start (nothing was written). %s", termtext.Quote(e.Path), e.Reason, e.Fix)
 }
 
 // checkHome refuses a home that another user could change under the

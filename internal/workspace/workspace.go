@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	gitcmd "github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // maxFiles bounds the walk of a non-git workspace.
@@ -211,10 +212,12 @@ type ForeignLoopError struct {
 	Detail string // who owns what
 }
 
+// Error names the paths with their control characters quoted: another
+// user chose them.
 func (e *ForeignLoopError) Error() string {
 	return fmt.Sprintf("%s is not yours: %s; a .loop counts only when it (and, for a symlink, its target) belongs to you (uid %d), "+
 		"so it is not read. Remove it (or ask its owner to), or give your workspace a .loop of its own (mkdir .loop), which is found first",
-		e.Path, e.Detail, os.Getuid())
+		termtext.Quote(e.Path), termtext.Quote(e.Detail), os.Getuid())
 }
 
 // LoopDir reports whether dir/.loop is a .loop of the user's: a directory
