@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
@@ -48,6 +49,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
+	d.dash.Auth().SetHost(d.httpAddr)
+	loginRefused := newRefusals()
+	d.dash.LogRefusalsWith(func(msg string, fields ...zap.Field) { loginRefused.note(d.log, msg, fields...) })
 	d.dash.Register(mux) // the web dashboard: /, /runs/{id}, /login, /live/…, /assets/…
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -57,8 +61,9 @@ func (d *Daemon) routes() http.Handler {
 
 // owner admits only the daemon's owner: on the Unix socket a peer with
 // the daemon's own uid (SO_PEERCRED, whatever the socket file's mode
-// says), on the optional TCP listener a request with the bearer token or
-// a dashboard session cookie.
+// says), on the optional TCP listener a request with the bearer token or,
+// within its scope, a dashboard session cookie. A handler tells the two
+// apart with sessionOnly.
 //
 // Refusals are logged at most once per refusalLogEvery (with a count of
 // the others), and the TCP refusal says nothing about the daemon (not
@@ -72,10 +77,15 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 		if p.tcp {
 			// The bearer token, or a dashboard session (and its CSRF token
 			// for a state change): authorizeTCP is the one check.
-			if err := d.authorizeTCP(r); err != nil {
-				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
+			grant, err := d.authorizeTCP(r)
+			if err != nil {
+				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr),
+					zap.String("why", err.Error()))
 				d.refuseTCP(w, r, err)
 				return
+			}
+			if grant != dashboard.GrantToken {
+				r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, true))
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -88,6 +98,12 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+type sessionKey struct{}
+
+// sessionOnly reports whether r was admitted by a dashboard session (or is
+// the login page), not by the bearer token or the owner's socket.
+func sessionOnly(r *http.Request) bool { return r.Context().Value(sessionKey{}) != nil }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -313,6 +329,11 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
+		if sessionOnly(r) {
+			if err := sessionResumeRefusal(req.Set); err != nil {
+				return err
+			}
+		}
 		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
 			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
 		}
