@@ -593,3 +593,25 @@ func TestSecurityDashboardLoginRefusalsAreRateLimited(t *testing.T) {
 		t.Fatalf("%d refused logins wrote %d log lines, want 1 or 2 (rate-limited):\n%s", n, lines, e.daemonLog())
 	}
 }
+
+// Browsers try ::1 first for the dashboard's .localhost name: a daemon
+// asked for 127.0.0.1:PORT while another process listens on [::1]:PORT
+// refuses to start rather than let that process receive the login.
+func TestSecurityDashboardPortTakenOnIPv6LoopbackIsRefused(t *testing.T) {
+	squat, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skip("no IPv6 loopback on this machine: nobody can listen on ::1 in the daemon's place")
+	}
+	defer squat.Close()
+	_, port, _ := net.SplitHostPort(squat.Addr().String())
+	e := newEnv(t)
+	// A daemon that starts anyway is killed after a while, and fails the test.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "loopd"), "--http", "127.0.0.1:"+port)
+	cmd.Env = e.environ()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "[::1]:"+port) {
+		t.Fatalf("loopd --http 127.0.0.1:%s with [::1]:%s taken: %v\n%s", port, port, err, out)
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
@@ -77,15 +76,11 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 		if p.tcp {
 			// The bearer token, or a dashboard session (and its CSRF token
 			// for a state change): authorizeTCP is the one check.
-			grant, err := d.authorizeTCP(r)
-			if err != nil {
+			if err := d.authorizeTCP(r); err != nil {
 				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr),
 					zap.String("why", err.Error()))
 				d.refuseTCP(w, r, err)
 				return
-			}
-			if grant != dashboard.GrantToken {
-				r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, true))
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -99,11 +94,13 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 	})
 }
 
-type sessionKey struct{}
-
-// sessionOnly reports whether r was admitted by a dashboard session (or is
-// the login page), not by the bearer token or the owner's socket.
-func sessionOnly(r *http.Request) bool { return r.Context().Value(sessionKey{}) != nil }
+// sessionOnly reports whether r, admitted by owner, came with a dashboard
+// session rather than the bearer token or on the owner's socket. It is
+// asked again by the few handlers that care, rather than recorded on every
+// request: that would cost each request a copy.
+func (d *Daemon) sessionOnly(r *http.Request) bool {
+	return peerFrom(r.Context()).tcp && !tokenOK(r, d.token)
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -329,7 +326,7 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
-		if sessionOnly(r) {
+		if d.sessionOnly(r) {
 			if err := sessionResumeRefusal(req.Set); err != nil {
 				return err
 			}

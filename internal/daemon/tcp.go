@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/loopd/loopd/internal/dashboard"
 )
 
 // TokenFile is the name, inside LOOPD_HOME, of the bearer token that the
@@ -90,7 +88,7 @@ func tokenOK(r *http.Request, token string) bool {
 // authorized, for the JSON API, /metrics and the dashboard alike: the
 // bearer token in LOOPD_HOME/http.token, or a dashboard session cookie
 // (with the page's CSRF token and a same-origin Origin for a state
-// change). A nil error admits the request, with what admitted it.
-func (d *Daemon) authorizeTCP(r *http.Request) (dashboard.Grant, error) {
-	return d.dash.Auth().Check(r, tokenOK(r, d.token))
+// change). A nil error admits the request.
+func (d *Daemon) authorizeTCP(r *http.Request) error {
+	return d.dash.Auth().Authorize(r, tokenOK(r, d.token))
 }

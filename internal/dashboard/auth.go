@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -77,33 +78,47 @@ func NewLoopbackHost(port string) string {
 	return net.JoinHostPort("loopd-"+randomHex(16)+LocalhostSuffix, port)
 }
 
-// sessionScope matches what a dashboard session may request: the pages,
-// assets and live streams Register serves, /metrics, a run's diff and the
-// run page's buttons. Everything else of the API (starting runs with their
-// commands, trust, stopping the daemon, the raw JSON of runs, logs and
-// events) needs the bearer token. A pattern here that Register or the
-// daemon does not serve only answers 404.
-var sessionScope = func() *http.ServeMux {
-	m := http.NewServeMux()
-	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	for _, p := range []string{
-		"GET /{$}", "GET /runs/{id}", "GET /assets/",
-		"GET /live/runs", "GET /live/runs/{id}", "GET /live/runs/{id}/log",
-		"GET /metrics", "GET /v1/runs/{ref}/diff",
-		"POST /v1/runs/{ref}/stop", "POST /v1/runs/{ref}/pause", "POST /v1/runs/{ref}/resume",
-		"POST /v1/runs/{ref}/signal", "POST /v1/runs/{ref}/land",
-	} {
-		m.Handle(p, ok)
+// inSessionScope reports whether a dashboard session may make request r:
+// the pages, assets and live streams Register serves, /metrics, a run's
+// diff and the run page's buttons. Everything else of the API (starting
+// runs with their commands, trust, stopping the daemon, cleaning
+// worktrees, the raw JSON of runs, logs and events) needs the bearer
+// token. It is written out rather than matched with a ServeMux: it is on
+// every request's path, and allocates nothing.
+func inSessionScope(r *http.Request) bool {
+	p := r.URL.Path
+	if path.Clean(p) != p {
+		return false // the mux redirects it; the redirected request is checked
 	}
-	return m
-}()
-
-// InSessionScope reports whether a dashboard session may make request r
-// (its method and path).
-func InSessionScope(r *http.Request) bool {
-	_, pattern := sessionScope.Handler(r)
-	return pattern != ""
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if p == "/" || p == "/metrics" || p == "/live/runs" || strings.HasPrefix(p, "/assets/") {
+			return true
+		}
+		if id, ok := strings.CutPrefix(p, "/runs/"); ok {
+			return segment(id)
+		}
+		if id, ok := strings.CutPrefix(p, "/live/runs/"); ok {
+			return segment(strings.TrimSuffix(id, "/log"))
+		}
+		if rest, ok := strings.CutPrefix(p, "/v1/runs/"); ok {
+			ref, ok := strings.CutSuffix(rest, "/diff")
+			return ok && segment(ref)
+		}
+	case http.MethodPost:
+		if rest, ok := strings.CutPrefix(p, "/v1/runs/"); ok {
+			ref, action, _ := strings.Cut(rest, "/")
+			switch action {
+			case "stop", "pause", "resume", "signal", "land":
+				return segment(ref)
+			}
+		}
+	}
+	return false
 }
+
+// segment reports whether s is one path segment, as a {wildcard} matches.
+func segment(s string) bool { return s != "" && !strings.Contains(s, "/") }
 
 // Auth holds the dashboard's one-time login codes and its sessions, in
 // memory: a daemon restart logs every browser out, and `loopctl dashboard`
@@ -255,7 +270,7 @@ func (a *Auth) Authorize(r *http.Request, bearer bool) error {
 // Without it, the request must name the dashboard's own host (a page of
 // another site that a DNS rebinding points at loopback names its own), and
 // then needs a live session cookie for a request in the session's scope
-// (InSessionScope). A state change (any method but GET and HEAD) also
+// (inSessionScope). A state change (any method but GET and HEAD) also
 // needs the session's CSRF token in the X-CSRF-Token header and an Origin
 // header naming this very host: the cookie is sent by the browser whatever
 // page asks, the token and the origin only by our own pages. The login
@@ -274,7 +289,7 @@ func (a *Auth) Check(r *http.Request, bearer bool) (Grant, error) {
 	if !ok {
 		return GrantNone, ErrNoSession
 	}
-	if !InSessionScope(r) {
+	if !inSessionScope(r) {
 		return GrantNone, ErrScope
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
