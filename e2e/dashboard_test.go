@@ -254,7 +254,7 @@ func TestDashboardLogin(t *testing.T) {
 	// itself: see TestSecurityDashboardOpenKeepsTheCodeOutOfArgv).
 	opened := filepath.Join(t.TempDir(), "opened")
 	e.writeFile("browser.sh", "#!/bin/sh\ncat \"$1\" > "+opened+"\n", 0o755)
-	r := e.loopctlEnv([]string{"BROWSER=" + filepath.Join(e.ws, "browser.sh")}, "dashboard", "--open")
+	r := e.loopctlEnv([]string{"BROWSER=" + filepath.Join(e.ws, "browser.sh"), "TMPDIR=" + t.TempDir()}, "dashboard", "--open")
 	if r.code != 0 {
 		t.Fatalf("dashboard --open: exit %d %s", r.code, r.stderr)
 	}

@@ -511,6 +511,7 @@ func TestSecurityDashboardOpenKeepsTheCodeOutOfArgv(t *testing.T) {
 	if err != nil || !filepath.IsAbs(page) {
 		t.Fatalf("the browser was handed %q, want the path of a page: %v", page, err)
 	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(page)) })
 	di, _ := os.Stat(filepath.Dir(page))
 	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
 		t.Errorf("login page %s is %v in a %v directory, want 0600 in 0700", page, fi.Mode().Perm(), di.Mode().Perm())
