@@ -225,3 +225,41 @@ func TestSecurityAgentFilesCodex(t *testing.T) {
 	refusedUntilTrusted(t, e, srv, startSets(a, "codex"), ".codex/config.toml", marker,
 		`command  mcp_servers.helper.command: "sh"`)
 }
+
+// TestSecurityAgentFilesWrittenDuringRun: the CLI reads its project files
+// at every start, so they are checked before every agent step, not only
+// when the run is created: a hook written during the run (by the agent
+// here; a `git pull` before a resume is the same) does not run until it is
+// trusted. The run ends ABORTED fatal:untrusted_agent_files, and once the
+// user trusts the file, resume runs the agent with it.
+func TestSecurityAgentFilesWrittenDuringRun(t *testing.T) {
+	e, a, srv := newAgentFilesEnv(t, "claude")
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "hook-ran")
+	hook := filepath.Join(dir, "settings.json")
+	writeTestFile(t, hook, `{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch `+marker+`"}]}]}}`+"\n")
+	e.writeFile("PROMPT.md", "Set the project up.\n", 0o644)
+	srv.Push(fakemodel.Turn{Text: "Adding settings.", Tool: "mkdir -p .claude && cp " + hook + " .claude/settings.json", Usage: fakemodel.Usage{Input: 100, Output: 10}},
+		fakemodel.Turn{Text: "Settings added; more next time.", Usage: fakemodel.Usage{Input: 120, Output: 10}},
+		fakemodel.Turn{Text: "Done.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 130, Output: 10}})
+	start := append(startSets(a, ""), "--set", "max_iterations=3")
+	id := strings.TrimSpace(e.must(start...)) // nothing to trust yet
+	e.wait(id)
+	r := e.status(id)
+	if exists(marker) {
+		t.Fatalf("the hook the agent wrote ran untrusted in a later step (run %s %s)", r.Status, r.Reason)
+	}
+	if r.Status != "ABORTED" || r.Reason != "fatal:untrusted_agent_files" ||
+		!strings.Contains(r.Description, filepath.Join(e.ws, ".claude/settings.json")+": not trusted") {
+		t.Fatalf("run %s %s: %q, want ABORTED fatal:untrusted_agent_files naming the file", r.Status, r.Reason, r.Description)
+	}
+	if n := len(e.steps(id)); n != 1 {
+		t.Errorf("%d steps, want the first only", n)
+	}
+	e.must("trust")
+	e.must("resume", id)
+	eventually(t, "the trusted hook to run", 90*time.Second, func() bool { return exists(marker) })
+	if code := e.wait(id); code != 0 {
+		t.Errorf("after trust and resume: wait exit %d, run %+v", code, e.status(id))
+	}
+}

@@ -195,3 +195,13 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// InspectAgentsIn describes the agents' own project files found in dir,
+// named as the workspace ws's (dir is ws, or the matching directory of a
+// run's worktree); envFile, the run's env file, is left out.
+func InspectAgentsIn(ws, dir, envFile string) ([]File, error) {
+	if dir != ws {
+		envFile = "" // the worktree's .env is not the run's env file
+	}
+	return inspectAgents(ws, dirSource(dir), "", envFile)
+}
