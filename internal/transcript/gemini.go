@@ -7,7 +7,7 @@ package transcript
 // Usage comes only from result.stats, which sums the requests the CLI got
 // an answer to; results of several CLI processes (a wrapper) add up. A
 // Gemini step killed before its result line reports no usage here: the
-// caller reads the CLI's session file for it (see [GeminiSessionUsage]).
+// caller reads the CLI's session file for it (agent.GeminiSessionUsage).
 func (s *state) geminiEvent(ev *event) {
 	if ev.SessionID != "" {
 		s.sessionID = ev.SessionID

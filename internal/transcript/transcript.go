@@ -118,7 +118,7 @@ type Result struct {
 	// session_id seen.
 	SessionID string
 	// CodexThreads lists the Codex thread ids seen (at most 16), whose
-	// session files hold the per-request usage (see [CodexSessionUsage]).
+	// session files hold the per-request usage (agent.CodexSessionUsage).
 	CodexThreads []string
 	// OversizedLines counts lines longer than the line limit (8 MiB) that were
 	// skipped; parsing continued at the next newline.
