@@ -25,6 +25,10 @@ type Agent struct {
 	// Format is the dialect the CLI's output is recognised as
 	// ("" for the user's command, which may print any).
 	Format transcript.Format
+	// Turn says what an output line of type typ (and subtype) tells of
+	// the agent's turn (see [ClassifyTurnLine]); nil when its output has
+	// no turns. A line type no other agent uses the other way.
+	Turn func(typ, subtype string) transcript.TurnMark
 	// Paid reports that the CLI spends money per token, so a run without
 	// a cost cap is warned about.
 	Paid bool

@@ -32,6 +32,7 @@ var Claude = &Agent{
 			" --dangerously-skip-permissions"
 	},
 	Format: transcript.FormatClaude,
+	Turn:   claudeTurn,
 	Paid:   true,
 	RootRefusal: &RootRefusal{
 		Flag:       "--dangerously-skip-permissions",
@@ -67,4 +68,22 @@ func claudeModel(model string) string {
 		return "a Claude model"
 	}
 	return ""
+}
+
+// claudeTurn: the result line ends the turn; init, the model's and the
+// tools' lines are work. Its other system lines (hooks, compaction,
+// notices, a background task's end) may come after the result and start
+// no turn.
+func claudeTurn(typ, subtype string) transcript.TurnMark {
+	switch typ {
+	case "result":
+		return transcript.TurnEnded
+	case "system":
+		if subtype == "init" {
+			return transcript.TurnActive
+		}
+	case "assistant", "user", "stream_event":
+		return transcript.TurnActive
+	}
+	return transcript.TurnNone
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/loopd/loopd/internal/shquote"
@@ -35,6 +36,7 @@ var Codex = &Agent{
 		return "codex exec --json --model " + shquote.Quote(model) + " --sandbox workspace-write -"
 	},
 	Format:           transcript.FormatCodex,
+	Turn:             codexTurn,
 	Paid:             true,
 	PrintsReconnects: true,
 	CannotRun:        claudeModel,
@@ -46,6 +48,21 @@ var Codex = &Agent{
 	// model reads, not gated.
 	ProjectFiles: []ProjectFile{{Path: ".codex/config.toml", Syntax: SyntaxTOML}},
 	FilesDormant: true,
+}
+
+// codexTurn: turn.completed and turn.failed end the turn; a thread, a
+// turn and every item (a message, a command, a plan) are work.
+func codexTurn(typ, _ string) transcript.TurnMark {
+	switch typ {
+	case "turn.completed", "turn.failed":
+		return transcript.TurnEnded
+	case "thread.started", "turn.started":
+		return transcript.TurnActive
+	}
+	if strings.HasPrefix(typ, "item.") {
+		return transcript.TurnActive
+	}
+	return transcript.TurnNone
 }
 
 // codexStepUsage reads the session files of the threads the step's

@@ -33,6 +33,7 @@ var Gemini = &Agent{
 		return `gemini -p "" --skip-trust --yolo --output-format stream-json -m ` + shquote.Quote(model)
 	},
 	Format:       transcript.FormatGemini,
+	Turn:         geminiTurn,
 	Paid:         true,
 	CannotRun:    claudeModel,
 	SessionUsage: geminiStepUsage,
@@ -55,6 +56,18 @@ var Gemini = &Agent{
 		{Path: ".gemini/skills", Dir: true},
 		{Path: ".gemini/agents", Dir: true},
 	},
+}
+
+// geminiTurn: the result line ends the turn; init, messages and tool
+// calls are work.
+func geminiTurn(typ, _ string) transcript.TurnMark {
+	switch typ {
+	case "result":
+		return transcript.TurnEnded
+	case "init", "message", "tool_use", "tool_result":
+		return transcript.TurnActive
+	}
+	return transcript.TurnNone
 }
 
 // geminiStepUsage reads the session file of a step killed before its
