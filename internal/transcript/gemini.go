@@ -1,5 +1,13 @@
 package transcript
 
+// geminiTypes are Gemini CLI's stream-json types. "result", "error" and
+// "message" are shared with other dialects: they are Gemini's only
+// after its "init" line (or, for a result, when it carries stats).
+var geminiTypes = map[string]bool{
+	"init": true, "message": true, "tool_use": true, "tool_result": true,
+	"error": true, "result": true,
+}
+
 // geminiEvent applies one line of Gemini CLI's `--output-format
 // stream-json`: init, message (assistant text as deltas), tool_use,
 // tool_result, error, result{status, error, stats}.
