@@ -18,6 +18,9 @@ type Agent struct {
 	// Binary is the program the preset runs, checked before a run starts;
 	// "" when the command line is the user's own.
 	Binary string
+	// Install says how to install the CLI (and log in), for a run that
+	// did not find Binary.
+	Install string
 	// Command returns the preset's shell command line (for sh -c) for a
 	// model, which it shell-quotes; nil when the user gives the command
 	// (agent_command). The prompt arrives on stdin.
@@ -127,6 +130,17 @@ func ForFormat(f transcript.Format) *Agent {
 		}
 	}
 	return nil
+}
+
+// InstallHint says how to install the CLI whose program is bin, "" when
+// no preset runs bin.
+func InstallHint(bin string) string {
+	for _, a := range all {
+		if a.Binary != "" && a.Binary == bin {
+			return a.Install
+		}
+	}
+	return ""
 }
 
 // StepUsage is a step's usage: what its output says (res), or, when the

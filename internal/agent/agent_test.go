@@ -27,6 +27,9 @@ func TestRegistry(t *testing.T) {
 		if (a.Binary == "") != (a.Command == nil) {
 			t.Errorf("%s: binary %q but command line set = %v", a.Name, a.Binary, a.Command != nil)
 		}
+		if a.Binary != "" && (a.Install == "" || InstallHint(a.Binary) != a.Install) {
+			t.Errorf("%s: no install hint for %q", a.Name, a.Binary)
+		}
 		if a.Format != "" {
 			if other, dup := formats[a.Format]; dup {
 				t.Errorf("%s and %s both read as format %q", other, a.Name, a.Format)
@@ -36,6 +39,12 @@ func TestRegistry(t *testing.T) {
 				t.Errorf("ForFormat(%q) is not %s", a.Format, a.Name)
 			}
 		}
+	}
+	if h := InstallHint(""); h != "" {
+		t.Errorf("InstallHint(\"\") = %q", h)
+	}
+	if h := InstallHint("sh"); h != "" {
+		t.Errorf("InstallHint(\"sh\") = %q", h)
 	}
 	if _, ok := Lookup("aider"); ok {
 		t.Error("an unknown agent was found")

@@ -24,9 +24,10 @@ import (
 // example with --allowedTools). Claude Code refuses the flag when run as
 // root unless IS_SANDBOX=1.
 var Claude = &Agent{
-	Name:   "claude",
-	Title:  "Claude Code",
-	Binary: "claude",
+	Name:    "claude",
+	Title:   "Claude Code",
+	Binary:  "claude",
+	Install: "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in",
 	Command: func(model string) string {
 		return "claude -p --output-format stream-json --verbose --include-partial-messages --model " + shquote.Quote(model) +
 			" --dangerously-skip-permissions"

@@ -29,9 +29,10 @@ import (
 // the exact usage of a failed, killed or resumed turn is in its session
 // files (see [CodexSessionUsage]).
 var Codex = &Agent{
-	Name:   "codex",
-	Title:  "Codex",
-	Binary: "codex",
+	Name:    "codex",
+	Title:   "Codex",
+	Binary:  "codex",
+	Install: "install the Codex CLI (npm install -g @openai/codex) and log in",
 	Command: func(model string) string {
 		return "codex exec --json --model " + shquote.Quote(model) + " --sandbox workspace-write -"
 	},

@@ -26,9 +26,10 @@ import (
 // response's tokens (see [GeminiSessionUsage]); a terminated CLI's child
 // may exit 0 without finishing.
 var Gemini = &Agent{
-	Name:   "gemini",
-	Title:  "Gemini CLI",
-	Binary: "gemini",
+	Name:    "gemini",
+	Title:   "Gemini CLI",
+	Binary:  "gemini",
+	Install: "install Gemini CLI (npm install -g @google/gemini-cli) and set GEMINI_API_KEY",
 	Command: func(model string) string {
 		return `gemini -p "" --skip-trust --yolo --output-format stream-json -m ` + shquote.Quote(model)
 	},

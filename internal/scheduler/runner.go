@@ -580,15 +580,7 @@ func lookupEnv(env []string, key string) string {
 }
 
 func agentNotFound(bin string) string {
-	hint := ""
-	switch bin {
-	case "claude":
-		hint = "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in"
-	case "codex":
-		hint = "install the Codex CLI (npm install -g @openai/codex) and log in"
-	case "gemini":
-		hint = "install Gemini CLI (npm install -g @google/gemini-cli) and set GEMINI_API_KEY"
-	}
+	hint := agent.InstallHint(bin)
 	msg := fmt.Sprintf("the agent %q was not found on the daemon's PATH", bin)
 	if hint != "" {
 		msg += ": " + hint
