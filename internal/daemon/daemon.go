@@ -111,7 +111,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
 		return fmt.Errorf("create LOOPD_HOME %s: %w", opts.Home, err)
 	}
-	lockFile, err := lock(opts.Home)
+	lockFile, err := lock(opts.Home, opts.Logger.Named("daemon"))
 	if err != nil {
 		return err
 	}
