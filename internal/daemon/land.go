@@ -100,7 +100,7 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		send(api.LandMessage{Refusal: refusalJSON(run, err, ref)})
 	default:
 		d.log.Error("land failed", zap.String("run_id", run.ID), zap.Error(err))
-		send(api.LandMessage{Error: api.Errorf(api.CodeInternal, "land %s: %v", run.ID, err)})
+		send(api.LandMessage{Error: d.failure(fmt.Errorf("land %s: %w", run.ID, err))})
 	}
 }
 
