@@ -54,9 +54,14 @@ func BuildDate() string { return buildVCS().date }
 
 // VersionLine is the version with the commit and its date, as --version
 // prints it: "v1.2.3 (commit 25ba6e3c8f1a, 2026-11-26T23:12:00Z)"; only
-// what the build recorded is shown.
-func VersionLine() string {
-	v := buildVCS()
+// what the build recorded is shown. A pseudo-version that Go made from the
+// checkout (v0.0.0-20261126231200-25ba6e3c8f1a) already holds both.
+func VersionLine() string { return versionLine(BuildVersion(), buildVCS()) }
+
+func versionLine(version string, v vcsStamp) string {
+	if c := strings.TrimSuffix(v.commit, "+dirty"); len(c) >= 12 && strings.Contains(version, "-"+c[:12]) {
+		return version
+	}
 	var extra []string
 	if v.commit != "" {
 		c, dirty := strings.CutSuffix(v.commit, "+dirty")
@@ -72,9 +77,9 @@ func VersionLine() string {
 		extra = append(extra, v.date)
 	}
 	if len(extra) == 0 {
-		return BuildVersion()
+		return version
 	}
-	return BuildVersion() + " (" + strings.Join(extra, ", ") + ")"
+	return version + " (" + strings.Join(extra, ", ") + ")"
 }
 
 type vcsStamp struct{ commit, date string }

@@ -56,3 +56,26 @@ func TestVCSInfo(t *testing.T) {
 		})
 	}
 }
+
+func TestVersionLine(t *testing.T) {
+	const rev = "25ba6e3c0123456789abcdef0123456789abcdef"
+	tests := []struct {
+		name, version string
+		vcs           vcsStamp
+		want          string
+	}{
+		{"nothing recorded", "dev", vcsStamp{}, "dev"},
+		{"a release", "v1.2.3", vcsStamp{rev, "2026-11-26T23:12:00Z"}, "v1.2.3 (commit 25ba6e3c0123, 2026-11-26T23:12:00Z)"},
+		{"a tree with changes", "dev", vcsStamp{rev + "+dirty", "2026-11-26T23:12:00Z"}, "dev (commit 25ba6e3c0123+dirty, 2026-11-26T23:12:00Z)"},
+		{"only a commit", "dev", vcsStamp{"abc", ""}, "dev (commit abc)"},
+		{"Go's pseudo-version of the checkout", "v0.0.0-20261126231200-25ba6e3c0123+dirty", vcsStamp{rev + "+dirty", "2026-11-26T23:12:00Z"},
+			"v0.0.0-20261126231200-25ba6e3c0123+dirty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := versionLine(tt.version, tt.vcs); got != tt.want {
+				t.Fatalf("versionLine = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
