@@ -282,3 +282,32 @@ func TestNotifyDesktop(t *testing.T) {
 		t.Errorf("NOTIFICATION_FAILED %v", p)
 	}
 }
+
+// A run that fails notifies with the command to read what happened and,
+// when the daemon serves the dashboard, the run's page.
+func TestNotifyFailedGivesTheNextCommandAndTheDashboard(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP")
+	}
+	addr := l.Addr().String()
+	l.Close()
+	e := newEnv(t)
+	e.startDaemon("--http", addr)
+	rcv := newReceiver(t)
+	e.config("agent=command", e.fakeAgent(), "verify_command=exit 1", "notify_webhook="+rcv.srv.URL+"/hook")
+	id := e.start("goal", "--name", "stuck")
+	if code := e.wait(id); code != 1 {
+		t.Fatalf("wait exit %d, want 1 (FAILED)", code)
+	}
+	eventually(t, "the notification", 20*time.Second, func() bool { return rcv.count() == 1 })
+	text, _ := rcv.messages(t)[0]["text"].(string)
+	want := "\nNext: loopctl postmortem " + id[:8] + "\nDashboard: http://" + addr + "/runs/" + id
+	if !strings.Contains(text, "stuck FAILED") || !strings.HasSuffix(text, want) {
+		t.Errorf("notification text %q, want it to end with %q", text, want)
+	}
+	// The command it names works.
+	if r := e.loopctl("postmortem", id[:8]); r.code != 0 || !strings.Contains(r.stdout, "FAILED") {
+		t.Errorf("loopctl postmortem %s: exit %d %s", id[:8], r.code, r.stderr)
+	}
+}

@@ -162,6 +162,13 @@ func Run(ctx context.Context, opts Options) error {
 	d.notify = notify.New(notify.Options{Store: d.store, Bus: d.bus, Logger: opts.Logger, Backoff: opts.NotifyBackoff,
 		Describe: func(ctx context.Context, run storage.Run) (api.Run, error) {
 			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
+		},
+		// d.httpAddr is set below, before the notifier runs.
+		Dashboard: func() string {
+			if d.httpAddr == "" {
+				return ""
+			}
+			return "http://" + d.httpAddr
 		}})
 	d.store.SetEventHook(d.notify.Hook)
 

@@ -61,8 +61,9 @@ const maxText = 1900
 
 // newMessage builds the message for ev about run. The reason and
 // description come from the event, not the run, which may have moved on
-// (resumed) since.
-func newMessage(ev api.Event, run api.Run) Message {
+// (resumed) since. dashboard is the dashboard's base URL
+// (http://127.0.0.1:7777), "" when the daemon serves none.
+func newMessage(ev api.Event, run api.Run, dashboard string) Message {
 	status, _ := statusOf(events.Type(ev.Type))
 	var p struct {
 		Reason      string   `json:"reason"`
@@ -101,7 +102,16 @@ func newMessage(ev api.Event, run api.Run) Message {
 	if g := firstLine(run.Goal); g != "" {
 		fmt.Fprintf(&b, "\nGoal: %s", g)
 	}
-	text := clip(b.String(), maxText)
+	// A run that got stuck or hit a limit wants a look: say where. These
+	// lines survive the clip (a long description is cut instead).
+	var next string
+	if status == api.RunFailed || status == api.RunAborted {
+		next = fmt.Sprintf("\nNext: loopctl postmortem %s", shortID(run.ID))
+		if dashboard != "" {
+			next += fmt.Sprintf("\nDashboard: %s/runs/%s", strings.TrimSuffix(dashboard, "/"), run.ID)
+		}
+	}
+	text := clip(b.String(), maxText-len(next)) + next
 	run.Config, run.Evaluations = nil, nil
 	return Message{Text: text, Content: text, Title: title, Status: status, Event: ev, Run: run}
 }
