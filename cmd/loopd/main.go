@@ -138,13 +138,21 @@ func run(args []string) int {
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff, DashboardCodeTTL: *codeTTL,
 	})
-	var locked *daemon.LockedError
+	var (
+		locked *daemon.LockedError
+		unsafe *daemon.HomeOwnerError
+	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &locked):
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitLocked
+	case errors.As(err, &unsafe):
+		// A home another user could change is the user's to fix: like a
+		// bad flag, retrying (a service's restart) cannot help.
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		return exitUsage
 	default:
 		log.Error("loopd failed", zap.Error(err))
 		fmt.Fprintln(os.Stderr, "loopd:", err)
