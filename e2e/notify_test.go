@@ -284,7 +284,8 @@ func TestNotifyDesktop(t *testing.T) {
 }
 
 // A run that fails notifies with the command to read what happened and,
-// when the daemon serves the dashboard, the run's page.
+// when the daemon serves the dashboard, the command that opens the run's
+// page there.
 func TestNotifyFailedGivesTheNextCommandAndTheDashboard(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -302,12 +303,21 @@ func TestNotifyFailedGivesTheNextCommandAndTheDashboard(t *testing.T) {
 	}
 	eventually(t, "the notification", 20*time.Second, func() bool { return rcv.count() == 1 })
 	text, _ := rcv.messages(t)[0]["text"].(string)
-	want := "\nNext: loopctl postmortem " + id[:8] + "\nDashboard: http://" + addr + "/runs/" + id
+	want := "\nNext: loopctl postmortem " + id[:8] + "\nDashboard: loopctl dashboard " + id[:8]
 	if !strings.Contains(text, "stuck FAILED") || !strings.HasSuffix(text, want) {
 		t.Errorf("notification text %q, want it to end with %q", text, want)
 	}
-	// The command it names works.
+	// The dashboard's random host name is told only to its user, never
+	// to a webhook.
+	if strings.Contains(text, ".localhost") || strings.Contains(text, "http://") {
+		t.Errorf("the notification names the dashboard's address: %q", text)
+	}
+	// The commands it names work: the postmortem, and a login link that
+	// leads to the run's page.
 	if r := e.loopctl("postmortem", id[:8]); r.code != 0 || !strings.Contains(r.stdout, "FAILED") {
 		t.Errorf("loopctl postmortem %s: exit %d %s", id[:8], r.code, r.stderr)
+	}
+	if r := e.loopctl("dashboard", id[:8]); r.code != 0 || !strings.Contains(r.stdout, "/login?code=") {
+		t.Errorf("loopctl dashboard %s: exit %d %q %s", id[:8], r.code, r.stdout, r.stderr)
 	}
 }

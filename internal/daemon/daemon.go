@@ -175,12 +175,7 @@ func Run(ctx context.Context, opts Options) error {
 			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
 		},
 		// d.httpAddr is set below, before the notifier runs.
-		Dashboard: func() string {
-			if d.httpAddr == "" {
-				return ""
-			}
-			return "http://" + d.httpAddr
-		}})
+		Dashboard: func() bool { return d.httpAddr != "" }})
 	d.store.SetEventHook(d.notify.Hook)
 
 	ln, err := listenUnix(opts.Socket)

@@ -46,10 +46,9 @@ type Options struct {
 	Bus *events.Bus
 	// Describe builds the wire view of a run for the message.
 	Describe func(ctx context.Context, run storage.Run) (api.Run, error)
-	// Dashboard returns the dashboard's base URL (http://127.0.0.1:7777),
-	// or "" when the daemon serves none; FAILED and ABORTED messages link
-	// to the run's page. Nil: no link.
-	Dashboard func() string
+	// Dashboard reports whether the daemon serves the dashboard: FAILED
+	// and ABORTED messages then say how to open the run's page. Nil: no.
+	Dashboard func() bool
 	Logger    *zap.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -375,9 +374,6 @@ func (n *Notifier) message(ctx context.Context, row storage.Notification) (Messa
 	}
 	wire := api.Event{Seq: ev.Seq, RunID: ev.RunID, StepID: ev.StepID, Type: string(ev.Type), TS: api.Millis(ev.TS),
 		Payload: json.RawMessage(ev.Payload)}
-	var dashboard string
-	if n.opts.Dashboard != nil {
-		dashboard = n.opts.Dashboard()
-	}
+	dashboard := n.opts.Dashboard != nil && n.opts.Dashboard()
 	return newMessage(wire, view, dashboard), cfg, nil
 }
