@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
 		return fmt.Errorf("create LOOPD_HOME %s: %w", opts.Home, err)
 	}
-	lockFile, err := lock(opts.Home)
+	lockFile, err := lock(opts.Home, opts.Logger.Named("daemon"))
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,9 @@ func Run(ctx context.Context, opts Options) error {
 	d.notify = notify.New(notify.Options{Store: d.store, Bus: d.bus, Logger: opts.Logger, Backoff: opts.NotifyBackoff,
 		Describe: func(ctx context.Context, run storage.Run) (api.Run, error) {
 			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
-		}})
+		},
+		// d.httpAddr is set below, before the notifier runs.
+		Dashboard: func() bool { return d.httpAddr != "" }})
 	d.store.SetEventHook(d.notify.Hook)
 
 	ln, err := listenUnix(opts.Socket)
