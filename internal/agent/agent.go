@@ -25,8 +25,9 @@ type Agent struct {
 	// model, which it shell-quotes; nil when the user gives the command
 	// (agent_command). The prompt arrives on stdin.
 	Command func(model string) string
-	// Format is the dialect the CLI's output is recognised as
-	// ("" for the user's command, which may print any).
+	// Format is the dialect the CLI's output is recognised as; "" when it
+	// has none of its own (plain text and loopd's generic usage lines are
+	// everyone's; the user's command may print any dialect).
 	Format transcript.Format
 	// Turn says what an output line of type typ (and subtype) tells of
 	// the agent's turn (see [ClassifyTurnLine]); nil when its output has
