@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/loopd/loopd/internal/termtext"
 )
@@ -124,7 +125,9 @@ func (e *Error) Error() string {
 // The caller decides whether path may be read at all (inside the workspace,
 // not a symlink out of it).
 func ReadFile(path string) (*List, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	// writer, forever; the mode check below then refuses it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &Error{File: path, Msg: fmt.Sprintf("cannot read the task list: %v", errors.Unwrap(err))}
 	}

@@ -38,6 +38,7 @@ func (p *parser) tasksJSON(data []byte) {
 		p.fail("", `missing field "tasks"`)
 		return
 	}
+	p.list = "tasks"
 	items, ok := p.array(list, "tasks", "an array of tasks")
 	if !ok {
 		return
@@ -160,6 +161,7 @@ func (p *parser) prdJSON(data []byte) {
 		p.fail("", `missing field "userStories"`)
 		return
 	}
+	p.list = "userStories"
 	items, ok := p.array(list, "userStories", "an array of user stories")
 	if !ok {
 		return
@@ -327,7 +329,12 @@ func contains(s []string, v string) bool {
 // closest returns the candidate most likely meant by word, if one is near.
 func closest(word string, candidates []string) (string, bool) {
 	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("-", "_", " ", "_").Replace(s)) }
-	best, bestDist := "", 3
+	// Two edits turn any short word into any other ("b" into "t1"): allow
+	// one for short words.
+	best, bestDist := "", 2
+	if len(word) >= 6 {
+		bestDist = 3
+	}
 	for _, c := range candidates {
 		if norm(word) == norm(c) {
 			return c, true

@@ -19,6 +19,7 @@ import (
 // dependencies, cycles) can point at the line or JSON path.
 type parser struct {
 	file  string
+	list  string // JSON path of the list of tasks, for errors about all of it
 	errs  []error
 	tasks []Task
 	srcs  []source

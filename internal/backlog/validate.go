@@ -26,11 +26,11 @@ func ValidID(id string) bool {
 // problem of its own: titles, ids, duplicates, dependencies, cycles.
 func (p *parser) validate() {
 	if len(p.tasks) == 0 {
-		p.fail(p.listPath(), "the list has no tasks")
+		p.fail(p.list, "the list has no tasks")
 		return
 	}
 	if len(p.tasks) > MaxTasks {
-		p.fail(p.listPath(), "the list has %d tasks, more than %d", len(p.tasks), MaxTasks)
+		p.fail(p.list, "the list has %d tasks, more than %d", len(p.tasks), MaxTasks)
 		return
 	}
 	firstByID := make(map[string]int, len(p.tasks)) // lowercased id → task index
@@ -91,17 +91,6 @@ func where(line int, path string) string {
 		return path
 	}
 	return fmt.Sprintf("line %d", line)
-}
-
-// listPath is the JSON path of the list itself, for errors about the whole
-// list.
-func (p *parser) listPath() string {
-	if len(p.srcs) > 0 {
-		if b := p.srcs[0].base; b != "" {
-			return b[:strings.LastIndexByte(b, '[')]
-		}
-	}
-	return ""
 }
 
 func (p *parser) checkTitle(t *Task, src source) {
@@ -187,5 +176,5 @@ func (p *parser) checkCycles(index map[string]int) {
 		}
 	}
 	line, path := p.srcs[start].dep(depAt)
-	p.add(line, path, "dependency cycle: %s", strings.Join(names, " -> "))
+	p.add(line, path, "dependency cycle: %s (each depends on the next)", strings.Join(names, " -> "))
 }
