@@ -306,24 +306,42 @@ func (l *List) Ready(done map[string]bool) []Task {
 // first, then list order (the order a one-at-a-time backlog would run them).
 // A List from Parse has no cycle, so every task is returned.
 func (l *List) Ordered() []Task {
-	placed := make(map[string]bool, len(l.Tasks))
+	index := make(map[string]int, len(l.Tasks))
+	for i, t := range l.Tasks {
+		index[t.ID] = i
+	}
+	// Kahn's algorithm: waiting[i] counts task i's dependencies not yet
+	// placed; a dependency that is not in the list is never placed.
+	waiting := make([]int, len(l.Tasks))
+	dependents := make([][]int, len(l.Tasks))
+	var placeable []int
+	for i, t := range l.Tasks {
+		waiting[i] = len(t.DependsOn)
+		for _, d := range t.DependsOn {
+			if j, ok := index[d]; ok {
+				dependents[j] = append(dependents[j], i)
+			}
+		}
+		if waiting[i] == 0 {
+			placeable = append(placeable, i)
+		}
+	}
 	out := make([]Task, 0, len(l.Tasks))
-	for len(out) < len(l.Tasks) {
-		var next []Task
-		for _, t := range l.Tasks {
-			if placed[t.ID] {
-				continue
-			}
-			if !slices.ContainsFunc(t.DependsOn, func(d string) bool { return !placed[d] }) {
-				next = append(next, t)
+	for len(placeable) > 0 {
+		best := 0
+		for k, i := range placeable {
+			if c := byPriority(l.Tasks[i], l.Tasks[placeable[best]]); c < 0 || c == 0 && i < placeable[best] {
+				best = k
 			}
 		}
-		if len(next) == 0 {
-			break // a cycle: only a List not made by Parse can have one
+		i := placeable[best]
+		placeable = slices.Delete(placeable, best, best+1)
+		out = append(out, l.Tasks[i])
+		for _, j := range dependents[i] {
+			if waiting[j]--; waiting[j] == 0 {
+				placeable = append(placeable, j)
+			}
 		}
-		slices.SortStableFunc(next, byPriority)
-		placed[next[0].ID] = true
-		out = append(out, next[0])
 	}
 	return out
 }

@@ -308,8 +308,10 @@ func (p *parser) labels(raw json.RawMessage, path string) {
 func dedupe(ids []string) ([]string, []int) {
 	var out []string
 	var idx []int
+	seen := make(map[string]bool, len(ids))
 	for i, id := range ids {
-		if !contains(out, id) {
+		if !seen[id] {
+			seen[id] = true
 			out = append(out, id)
 			idx = append(idx, i)
 		}

@@ -197,6 +197,10 @@ func (p *parser) string(raw json.RawMessage, path string) (string, bool) {
 		p.fail(path, "expected a string, got %s", describe(raw))
 		return "", false
 	}
+	raw = bytes.TrimSpace(raw)
+	if plain := raw[1 : len(raw)-1]; bytes.IndexByte(plain, '\\') < 0 && utf8.Valid(plain) {
+		return string(plain), true // no escapes: the common case, without a second decode
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		p.fail(path, "invalid string: %s", termtext.Quote(err.Error()))
