@@ -40,9 +40,10 @@
 //   - [FormatMarkdown], a checklist: every top-level "- [ ]" item ("*" and
 //     "+" bullets too) is a task in file order, "- [x]" one already done;
 //     its text is the title and its indented lines (up to the next line that
-//     is not indented) the description. "{#id}" at the end of the title names
-//     the task, else it is t1, t2, … by its position among the items;
-//     "(after #a, #b)" in the title gives its dependencies. Items inside a
+//     is not indented) the description. "{#id}" at the end of the title (an
+//     "(after …)" may follow it) names the task, else it is t1, t2, … by its
+//     position among the items; "(after #a, #b)" in the title gives its
+//     dependencies. Items inside a
 //     fenced code block and nested items are not tasks.
 //
 // # Detection

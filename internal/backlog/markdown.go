@@ -74,10 +74,6 @@ func (p *parser) markdown(data []byte) {
 func (p *parser) markdownTask(i int, it mdTask) {
 	title := strings.TrimSpace(it.text)
 	t := Task{ID: "t" + strconv.Itoa(i+1), Done: it.done, Description: dedent(it.lines)}
-	if m := mdID.FindStringSubmatchIndex(title); m != nil {
-		t.ID = title[m[2]:m[3]]
-		title = strings.TrimSpace(title[:m[0]])
-	}
 	afters := mdAfter.FindAllStringSubmatchIndex(title, -1)
 	if len(afters) > 1 {
 		p.add(it.line, "", "more than one (after …) in the title; list every dependency in one")
@@ -98,6 +94,11 @@ func (p *parser) markdownTask(i int, it mdTask) {
 			}
 		}
 		title = strings.TrimSpace(strings.TrimSpace(title[:m[0]]) + " " + strings.TrimSpace(title[m[1]:]))
+	}
+	// After (after …) is gone, so that "{#id} (after #a)" names the task too.
+	if m := mdID.FindStringSubmatchIndex(title); m != nil {
+		t.ID = title[m[2]:m[3]]
+		title = strings.TrimSpace(title[:m[0]])
 	}
 	t.Title = title
 	p.tasks = append(p.tasks, t)

@@ -128,6 +128,13 @@ func TestParse(t *testing.T) {
 			tasks:  []Task{{ID: "a", Title: "a"}, {ID: "b", Title: "b"}, {ID: "c", Title: "build now", DependsOn: []string{"a", "b"}}},
 		},
 		{
+			name:   "markdown: {#id} before (after …) names the task too",
+			file:   "plan.md",
+			input:  "- [ ] a {#a}\n- [ ] build {#b} (after #a)\n",
+			format: FormatMarkdown,
+			tasks:  []Task{{ID: "a", Title: "a"}, {ID: "b", Title: "build", DependsOn: []string{"a"}}},
+		},
+		{
 			name:   "markdown: ~~~ fences, and a fence inside a description is text",
 			file:   "notes",
 			input:  "~~~\n- [ ] no\n~~~\n- [ ] yes\n  ```\n  - [ ] code\n  ```\n",
