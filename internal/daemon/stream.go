@@ -10,9 +10,9 @@ import (
 	"os"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/filetail"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
 )
@@ -221,48 +221,38 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// logChunk is the most of a step's log one write to the client carries.
+const logChunk = 32 << 10
+
 // tailStep copies a step's log to w; with follow, until the step has ended
 // and its log is read to the end. It reports false when the client is gone.
 func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, follow bool) bool {
-	f, err := os.Open(st.LogPath)
-	if err != nil {
+	fl := filetail.Follow(st.LogPath, logChunk, 0)
+	// One close for every way out: the file may be opened late, in the
+	// loop, and any return must not leave it open.
+	defer fl.Close()
+	if err := fl.Open(); err != nil {
 		if !errors.Is(err, os.ErrNotExist) || st.Status != api.StepRunning || !follow {
 			return true // a step that never started has no log
 		}
 	}
-	// One close for every way out: the file may be opened late, in the
-	// loop, and any return must not leave it open.
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
-	buf := make([]byte, 32*1024)
 	running := st.Status == api.StepRunning
 	for {
-		if f == nil {
-			f, _ = os.Open(st.LogPath)
+		var werr error
+		err := fl.Read(func(p []byte) error {
+			w.stall()
+			werr = w.writeLog(p)
+			return werr
+		})
+		if werr != nil {
+			return false
 		}
-		if f != nil {
-			for {
-				n, err := f.Read(buf)
-				if n > 0 {
-					w.stall()
-					if _, werr := w.WriteRunes(buf[:n]); werr != nil {
-						return false
-					}
-				}
-				if err == io.EOF || n == 0 {
-					break
-				}
-				if err != nil {
-					return true
-				}
-			}
-			w.Flush()
+		if err != nil {
+			return true
 		}
+		w.Flush()
 		if !follow || !running {
-			w.FlushPartial()
+			w.flushTail(fl)
 			return true
 		}
 		// Check the status before the last read, so output written just
@@ -294,14 +284,13 @@ func (d *Daemon) sleep(ctx context.Context) bool {
 	}
 }
 
-// logWriter writes log bytes without ever splitting a UTF-8 character
-// across writes: an incomplete trailing sequence is held back until its
-// remaining bytes arrive.
+// logWriter writes a run's log stream: the header lines between steps and
+// the steps' output, which filetail.Follower hands out in pieces that
+// never split a UTF-8 character.
 type logWriter struct {
-	rw      http.ResponseWriter // for flushes and write deadlines
-	w       io.Writer
-	pending []byte
-	wrote   bool
+	rw    http.ResponseWriter // for flushes and write deadlines
+	w     io.Writer
+	wrote bool
 }
 
 func (l *logWriter) sep() string {
@@ -318,37 +307,23 @@ func (l *logWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// WriteRunes writes p, holding back a trailing partial character.
-func (l *logWriter) WriteRunes(p []byte) (int, error) {
-	b := append(l.pending, p...)
-	cut := len(b)
-	// Look back at most UTFMax-1 bytes for the start of an incomplete rune.
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	l.pending = append(l.pending[:0:0], b[cut:]...)
-	if cut == 0 {
-		return len(p), nil
-	}
+// writeLog writes a piece of a step's output.
+func (l *logWriter) writeLog(p []byte) error {
 	l.wrote = true
-	_, err := l.w.Write(b[:cut])
-	return len(p), err
+	_, err := l.w.Write(p)
+	return err
 }
 
 func (l *logWriter) stall() { stall(l.rw) }
 
-// FlushPartial writes any held-back bytes (the log ended mid-character).
-func (l *logWriter) FlushPartial() {
-	if len(l.pending) > 0 {
+// flushTail writes any bytes fl held back (the log ended mid-character)
+// and sends everything to the client.
+func (l *logWriter) flushTail(fl *filetail.Follower) {
+	_ = fl.Flush(func(p []byte) error {
 		l.stall()
-		_, _ = l.w.Write(l.pending)
-		l.pending = nil
-	}
+		_, err := l.w.Write(p)
+		return err
+	})
 	l.Flush()
 }
 
