@@ -194,7 +194,7 @@ func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
 	}
 	if r.URL.Query().Get("disk") != "" { // a walk of the worktrees: only when asked (every loopctl pings)
-		info.Worktrees = d.worktreeDisk(r.Context())
+		info.Worktrees = d.lander.WorktreeDisk(r.Context())
 	}
 	writeJSON(w, http.StatusOK, info)
 }
@@ -274,7 +274,7 @@ func (d *Daemon) handleGet(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	run = d.noticeGoneWorktree(r.Context(), run)
+	run = d.lander.NoticeGoneWorktree(r.Context(), run)
 	d.describeRun(w, r, run, http.StatusOK)
 }
 
@@ -313,7 +313,7 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
-		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
+		if d.lander.Landing(id) { // its worktree is checked out at the merge under test
 			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
 		}
 		return d.sched.Resume(r.Context(), id, req.Set)

@@ -8,40 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/storage"
 )
-
-func TestLastVerification(t *testing.T) {
-	impl := func(change string) storage.Step {
-		st := storage.Step{Phase: api.PhaseImplementation, Status: api.StepSucceeded}
-		st.ChangeCommit = change
-		return st
-	}
-	verify := func(seq int, s api.StepStatus) storage.Step {
-		return storage.Step{Seq: seq, Phase: api.PhaseVerification, Status: s}
-	}
-	tests := []struct {
-		name  string
-		steps []storage.Step
-		want  bool
-	}{
-		{"passed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded)}, true},
-		{"failed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b"), verify(4, api.StepFailed)}, false},
-		{"a change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b")}, false},
-		{"no change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("")}, true},
-		{"review after the pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), {Phase: api.PhaseReview, Status: api.StepFailed}}, true},
-		{"never verified", []storage.Step{impl("a")}, false},
-		{"nothing", nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got, _ := LastVerification(tt.steps); got != tt.want {
-				t.Errorf("LastVerification = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestLandVerificationUsesTheRunsEnvironment(t *testing.T) {
 	dir := t.TempDir()
