@@ -3,18 +3,13 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/filetail"
 	"github.com/loopd/loopd/internal/scheduler"
-	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/steplog"
 )
 
 func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -135,11 +130,6 @@ func (d *Daemon) eventsPage(ctx context.Context, w http.ResponseWriter, enc *jso
 	}
 }
 
-// logPoll is how often a followed log file is checked for growth: step
-// output goes straight from the step's processes to the file, so growth is
-// observed, not announced.
-const logPoll = 50 * time.Millisecond
-
 // handleLogs streams step output: one step (?step=N) or every step in
 // order with a header line between them; with follow, output is sent as it
 // is written and the stream ends with the run (or the step).
@@ -150,221 +140,34 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	follow := q.Get("follow") != ""
-	asJSON := q.Get("format") == "json"
-	only := 0
+	opts := steplog.Options{Follow: q.Get("follow") != "", JSON: q.Get("format") == "json", Done: d.closing}
 	if s := q.Get("step"); s != "" {
-		if only, err = strconv.Atoi(s); err != nil || only < 1 {
+		if opts.Step, err = strconv.Atoi(s); err != nil || opts.Step < 1 {
 			d.fail(w, r, api.Errorf(api.CodeBadRequest, "step must be a step number ≥ 1 (see loopctl steps), got %q", s))
 			return
 		}
-		if _, err := d.store.Step(r.Context(), run.ID, only); err != nil {
+		if _, err := d.store.Step(r.Context(), run.ID, opts.Step); err != nil {
 			d.fail(w, r, err)
 			return
 		}
 	}
-	var skip int64
 	if s := q.Get("skip"); s != "" {
-		if skip, err = strconv.ParseInt(s, 10, 64); err != nil || skip < 0 || asJSON || only > 0 {
+		if opts.Skip, err = strconv.ParseInt(s, 10, 64); err != nil || opts.Skip < 0 || opts.JSON || opts.Step > 0 {
 			d.fail(w, r, api.Errorf(api.CodeBadRequest, "skip must be a byte count ≥ 0, for the text stream of a whole run, got %q", s))
 			return
 		}
 	}
-	if asJSON {
+	if opts.JSON {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 	} else {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	w.WriteHeader(http.StatusOK)
-	lw := &logWriter{rw: w, w: w}
-	if skip > 0 {
-		// The text stream of a run is a function of its append-only logs:
-		// regenerated, its first skip bytes are what the client has.
-		lw.w = &skipWriter{w: w, n: skip}
-	}
-	ctx := r.Context()
-	seq := max(only, 1)
-	for {
-		st, err := d.store.Step(ctx, run.ID, seq)
-		if errors.Is(err, storage.ErrNotFound) {
-			if !follow || only > 0 {
-				return
-			}
-			// No such step yet: wait for the next one, or the end of the
-			// run. A PAUSED or WAITING run has not ended: its next step
-			// comes after resume (or the reset), and the follower goes on,
-			// as watch does.
-			cur, err := d.store.Run(ctx, run.ID)
-			if err != nil || cur.Status.Terminal() {
-				return
-			}
-			if !d.sleep(ctx) {
-				return
-			}
-			continue
-		}
-		if err != nil {
-			return
-		}
-		if asJSON {
-			lw.w = &jsonChunks{w: w, seq: st.Seq, phase: string(st.Phase)}
-		} else if only == 0 {
-			fmt.Fprintf(lw, "%s==> #%d %s (iteration %d) <==\n", lw.sep(), st.Seq, st.Phase, st.Iteration)
-		}
-		if !d.tailStep(ctx, lw, st, follow) {
-			return
-		}
-		if only > 0 {
-			return
-		}
-		seq++
-	}
+	steplog.Copy(r.Context(), d.store, run.ID, streamOutput{w}, opts)
 }
 
-// logChunk is the most of a step's log one write to the client carries.
-const logChunk = 32 << 10
+// streamOutput is a streamed response as steplog writes it.
+type streamOutput struct{ http.ResponseWriter }
 
-// tailStep copies a step's log to w; with follow, until the step has ended
-// and its log is read to the end. It reports false when the client is gone.
-func (d *Daemon) tailStep(ctx context.Context, w *logWriter, st storage.Step, follow bool) bool {
-	fl := filetail.Follow(st.LogPath, logChunk, 0)
-	// One close for every way out: the file may be opened late, in the
-	// loop, and any return must not leave it open.
-	defer fl.Close()
-	if err := fl.Open(); err != nil {
-		if !errors.Is(err, os.ErrNotExist) || st.Status != api.StepRunning || !follow {
-			return true // a step that never started has no log
-		}
-	}
-	running := st.Status == api.StepRunning
-	for {
-		var werr error
-		err := fl.Read(func(p []byte) error {
-			w.stall()
-			werr = w.writeLog(p)
-			return werr
-		})
-		if werr != nil {
-			return false
-		}
-		if err != nil {
-			return true
-		}
-		w.Flush()
-		if !follow || !running {
-			w.flushTail(fl)
-			return true
-		}
-		// Check the status before the last read, so output written just
-		// before the step ended is still copied after we see it ended.
-		cur, err := d.store.Step(ctx, st.RunID, st.Seq)
-		if err != nil {
-			return false
-		}
-		if cur.Status != api.StepRunning {
-			running = false
-			continue // one more read to the end
-		}
-		if !d.sleep(ctx) {
-			return false
-		}
-	}
-}
-
-func (d *Daemon) sleep(ctx context.Context) bool {
-	t := time.NewTimer(logPoll)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-d.closing:
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// logWriter writes a run's log stream: the header lines between steps and
-// the steps' output, which filetail.Follower hands out in pieces that
-// never split a UTF-8 character.
-type logWriter struct {
-	rw    http.ResponseWriter // for flushes and write deadlines
-	w     io.Writer
-	wrote bool
-}
-
-func (l *logWriter) sep() string {
-	if l.wrote {
-		return "\n"
-	}
-	return ""
-}
-
-// Write implements io.Writer for headers.
-func (l *logWriter) Write(p []byte) (int, error) {
-	l.wrote = true
-	l.stall()
-	return l.w.Write(p)
-}
-
-// writeLog writes a piece of a step's output.
-func (l *logWriter) writeLog(p []byte) error {
-	l.wrote = true
-	_, err := l.w.Write(p)
-	return err
-}
-
-func (l *logWriter) stall() { stall(l.rw) }
-
-// flushTail writes any bytes fl held back (the log ended mid-character)
-// and sends everything to the client.
-func (l *logWriter) flushTail(fl *filetail.Follower) {
-	_ = fl.Flush(func(p []byte) error {
-		l.stall()
-		_, err := l.w.Write(p)
-		return err
-	})
-	l.Flush()
-}
-
-// Flush sends buffered output to the client and disarms the deadline.
-func (l *logWriter) Flush() { flushed(l.rw) }
-
-// jsonChunks writes each chunk of a step's output as one NDJSON object,
-// {"seq":3,"phase":"verification","text":"…"}; chunks never split a
-// character, so text is always valid UTF-8.
-type jsonChunks struct {
-	w     io.Writer
-	seq   int
-	phase string
-}
-
-func (j *jsonChunks) Write(p []byte) (int, error) {
-	b, err := json.Marshal(map[string]any{"seq": j.seq, "phase": j.phase, "text": string(p)})
-	if err != nil {
-		return 0, err
-	}
-	if _, err := j.w.Write(append(b, '\n')); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// skipWriter drops the first n bytes written to it.
-type skipWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (s *skipWriter) Write(p []byte) (int, error) {
-	if s.n >= int64(len(p)) {
-		s.n -= int64(len(p))
-		return len(p), nil
-	}
-	q := p[s.n:]
-	s.n = 0
-	if _, err := s.w.Write(q); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
+func (o streamOutput) Stall() { stall(o.ResponseWriter) }
+func (o streamOutput) Flush() { flushed(o.ResponseWriter) }
