@@ -8,17 +8,14 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/follow"
 	"github.com/loopd/loopd/internal/scheduler"
-	"github.com/loopd/loopd/internal/steplog"
+	"github.com/loopd/loopd/internal/storage"
 )
 
 func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, d)
 }
-
-// eventPage bounds how many events a follower reads per query, so a
-// follower far behind costs a bounded amount of memory.
-const eventPage = 500
 
 // stallTimeout is how long a follower may leave data unread before it is
 // dropped: a stream holds at most one page in memory, and a client that
@@ -41,9 +38,7 @@ func flushed(w http.ResponseWriter) {
 
 // handleEvents streams a run's events as NDJSON: every stored event after
 // `after`, then (with follow) each new one as soon as it commits, until the
-// run's terminal event has been sent. Each follower re-reads the database
-// after its last seq on every wake-up, so no event is missed or sent twice
-// across the replay/live boundary.
+// run's terminal event has been sent (see follow.Events).
 func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	run, err := d.resolve(r)
 	if err != nil {
@@ -58,76 +53,11 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	follow := q.Get("follow") != ""
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
-	ctx := r.Context()
-	for {
-		// Registered before querying: a commit of this run after this
-		// wakes us, and commits of other runs do not.
-		wake, release := d.bus.Watch(run.ID)
-		done, next := d.eventsPage(ctx, w, enc, run.ID, after, follow)
-		after = next
-		if done {
-			release()
-			return
-		}
-		woken := waitWake(ctx, wake)
-		release()
-		if !woken || d.bus.Closed() {
-			return
-		}
-	}
-}
-
-// eventsPage sends a run's events after `after`, up to the end of what is
-// stored (page by page), and returns the last seq sent and whether the
-// stream is done.
-func (d *Daemon) eventsPage(ctx context.Context, w http.ResponseWriter, enc *json.Encoder, runID string, after int64, follow bool) (bool, int64) {
-	for {
-		// The run's status is read before its events: a status committed
-		// as terminal has its terminal event in the same commit, so the
-		// query below is sure to include it.
-		cur, err := d.store.Run(ctx, runID)
-		if err != nil {
-			return true, after
-		}
-		// A followed stream ends with the run's (last) terminal event,
-		// never sometimes with the events that follow it.
-		var end int64
-		if follow && cur.Status.Terminal() {
-			if end, err = d.store.LastTerminalEvent(ctx, runID); err != nil {
-				return true, after
-			}
-		}
-		evs, err := d.store.Events(ctx, runID, after, eventPage)
-		if err != nil {
-			return true, after
-		}
-		if len(evs) > 0 {
-			stall(w)
-		}
-		for _, e := range evs {
-			if end > 0 && e.Seq > end {
-				break
-			}
-			if err := enc.Encode(scheduler.EventJSON(e)); err != nil {
-				return true, after // the follower went away
-			}
-			after = e.Seq
-		}
-		if len(evs) > 0 {
-			flushed(w)
-		}
-		if end > 0 && after >= end {
-			return true, after
-		}
-		if len(evs) == eventPage {
-			continue
-		}
-		return !follow || cur.Status.Terminal(), after
-	}
+	follow.Events(r.Context(), d.store, d.bus, run.ID, after, q.Get("follow") != "", streamOutput{w},
+		func(e storage.Event) error { return enc.Encode(scheduler.EventJSON(e)) })
 }
 
 // handleLogs streams step output: one step (?step=N) or every step in
@@ -140,7 +70,7 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	opts := steplog.Options{Follow: q.Get("follow") != "", JSON: q.Get("format") == "json", Done: d.closing}
+	opts := follow.LogOptions{Follow: q.Get("follow") != "", JSON: q.Get("format") == "json", Done: d.closing}
 	if s := q.Get("step"); s != "" {
 		if opts.Step, err = strconv.Atoi(s); err != nil || opts.Step < 1 {
 			d.fail(w, r, api.Errorf(api.CodeBadRequest, "step must be a step number ≥ 1 (see loopctl steps), got %q", s))
@@ -163,10 +93,10 @@ func (d *Daemon) handleLogs(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}
 	w.WriteHeader(http.StatusOK)
-	steplog.Copy(r.Context(), d.store, run.ID, streamOutput{w}, opts)
+	follow.Logs(r.Context(), d.store, run.ID, streamOutput{w}, opts)
 }
 
-// streamOutput is a streamed response as steplog writes it.
+// streamOutput is a streamed response as package follow writes it.
 type streamOutput struct{ http.ResponseWriter }
 
 func (o streamOutput) Stall() { stall(o.ResponseWriter) }

@@ -1,4 +1,4 @@
-package steplog
+package follow
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 )
 
 // buffer is an Output that keeps what is written, safe to read while a
-// Copy writes it.
+// Logs writes it.
 type buffer struct {
 	mu      sync.Mutex
 	b       bytes.Buffer
@@ -112,38 +112,38 @@ func (w *world) end() {
 	})
 }
 
-func (w *world) copy(opts Options) string {
+func (w *world) copy(opts LogOptions) string {
 	w.t.Helper()
 	var out buffer
-	Copy(w.t.Context(), w.store, "r1", &out, opts)
+	Logs(w.t.Context(), w.store, "r1", &out, opts)
 	return out.String()
 }
 
 // The stored output of a run: every step with a header between them, one
 // step alone, NDJSON chunks, and the text stream less what a reconnecting
 // client already has.
-func TestCopyOfStoredSteps(t *testing.T) {
+func TestLogsOfStoredSteps(t *testing.T) {
 	w := newWorld(t)
 	w.step(1, api.PhaseImplementation, "first\n", false)
 	w.step(2, api.PhaseVerification, "second é\n", false)
 	w.step(3, api.PhaseReview, "", false) // a step that never wrote a log
 	whole := "==> #1 implementation (iteration 1) <==\nfirst\n\n==> #2 verification (iteration 1) <==\nsecond é\n\n==> #3 review (iteration 1) <==\n"
-	if got := w.copy(Options{}); got != whole {
+	if got := w.copy(LogOptions{}); got != whole {
 		t.Errorf("whole run:\n%q\nwant\n%q", got, whole)
 	}
-	if got := w.copy(Options{Step: 2}); got != "second é\n" {
+	if got := w.copy(LogOptions{Step: 2}); got != "second é\n" {
 		t.Errorf("step 2: %q", got)
 	}
-	if got := w.copy(Options{Step: 9}); got != "" {
+	if got := w.copy(LogOptions{Step: 9}); got != "" {
 		t.Errorf("a step that does not exist: %q", got)
 	}
 	for n := range len(whole) + 1 {
-		if got := w.copy(Options{Skip: int64(n)}); got != whole[n:] {
+		if got := w.copy(LogOptions{Skip: int64(n)}); got != whole[n:] {
 			t.Fatalf("skip %d: %q, want %q", n, got, whole[n:])
 		}
 	}
 	var chunks []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(w.copy(Options{JSON: true})), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(w.copy(LogOptions{JSON: true})), "\n") {
 		var c map[string]any
 		if err := json.Unmarshal([]byte(line), &c); err != nil {
 			t.Fatalf("%q: %v", line, err)
@@ -158,14 +158,14 @@ func TestCopyOfStoredSteps(t *testing.T) {
 // A followed copy sends a running step's output as it is written, never a
 // split character, goes on to the next step, and ends once the run has
 // ended and everything is copied.
-func TestCopyFollowsRunningSteps(t *testing.T) {
+func TestLogsFollowsRunningSteps(t *testing.T) {
 	w := newWorld(t)
 	st := w.step(1, api.PhaseImplementation, "", true) // no log yet
 	var out buffer
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Copy(t.Context(), w.store, "r1", &out, Options{Follow: true, JSON: true})
+		Logs(t.Context(), w.store, "r1", &out, LogOptions{Follow: true, JSON: true})
 	}()
 	appendLog := func(path, s string) {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -203,13 +203,13 @@ func TestCopyFollowsRunningSteps(t *testing.T) {
 
 // A followed copy of a run with no step yet waits, and ends when the
 // daemon shuts down (Done) or the client goes away (ctx).
-func TestCopyFollowEndsWithTheDaemonOrTheClient(t *testing.T) {
+func TestLogsFollowEndsWithTheDaemonOrTheClient(t *testing.T) {
 	w := newWorld(t)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Copy(t.Context(), w.store, "r1", &buffer{}, Options{Follow: true, Done: stop})
+		Logs(t.Context(), w.store, "r1", &buffer{}, LogOptions{Follow: true, Done: stop})
 	}()
 	close(stop)
 	select {
@@ -221,7 +221,7 @@ func TestCopyFollowEndsWithTheDaemonOrTheClient(t *testing.T) {
 	done = make(chan struct{})
 	go func() {
 		defer close(done)
-		Copy(ctx, w.store, "r1", &buffer{}, Options{Follow: true})
+		Logs(ctx, w.store, "r1", &buffer{}, LogOptions{Follow: true})
 	}()
 	cancel()
 	select {

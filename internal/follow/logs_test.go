@@ -1,4 +1,4 @@
-package steplog
+package follow
 
 import (
 	"context"

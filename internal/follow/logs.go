@@ -1,9 +1,9 @@
-// Package steplog copies the output of a run's steps the way `loopctl
-// logs` shows it: one step's, or every step's in order with a header line
-// between them, as text or as NDJSON chunks; with follow, as the steps
-// write it, until the step or the run ends. A step's log is read with
-// filetail.Follower, the follower the dashboard's log tail uses too.
-package steplog
+// Package follow streams what a run records as it records it: its events
+// (`loopctl events`, `watch`) and the output of its steps (`loopctl
+// logs`), what is stored first, then, when following, what comes next,
+// until the run ends. It reads; the daemon's handlers decode the request,
+// call it, and own the HTTP response it writes to (an Output).
+package follow
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const Poll = 50 * time.Millisecond
 // chunk is the most of a step's log one write carries.
 const chunk = 32 << 10
 
-// Output is where the output goes: an HTTP response in the daemon.
+// Output is where a stream goes: an HTTP response in the daemon.
 type Output interface {
 	io.Writer
 	// Stall is called before writes: it arms the write deadline that drops
@@ -38,8 +38,8 @@ type Output interface {
 	Flush()
 }
 
-// Options say what to copy.
-type Options struct {
+// LogOptions say which output Logs copies, and how.
+type LogOptions struct {
 	Step   int  // only this step (its seq, ≥ 1); 0: every step, with headers
 	Follow bool // copy output as it is written, until the step or the run ends
 	JSON   bool // each chunk as {"seq":3,"phase":"verification","text":"…"}
@@ -51,11 +51,14 @@ type Options struct {
 	Done <-chan struct{}
 }
 
-// Copy copies the output of the run's steps to out until it is all copied
-// (with Follow: until the step or the run has ended and its logs are read
-// to the end), ctx ends or out fails. A PAUSED or WAITING run has not
-// ended: its next step comes after resume, and a follower goes on.
-func Copy(ctx context.Context, store *storage.Store, runID string, out Output, opts Options) {
+// Logs copies the output of the run's steps to out: one step's, or every
+// step's in order with a header line between them, as text or as NDJSON
+// chunks, until it is all copied (with Follow: until the step or the run
+// has ended and its logs are read to the end), ctx ends or out fails. A
+// PAUSED or WAITING run has not ended: its next step comes after resume,
+// and a follower goes on. A step's log is read with filetail.Follower, the
+// follower the dashboard's log tail uses too.
+func Logs(ctx context.Context, store *storage.Store, runID string, out Output, opts LogOptions) {
 	c := &copier{store: store, done: opts.Done}
 	lw := &logWriter{out: out, w: out}
 	if opts.Skip > 0 {
