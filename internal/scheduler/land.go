@@ -26,6 +26,7 @@ func (r *runner) judgeLand(exitCode int, logPath string, started time.Time) (pas
 		st.Status = api.StepFailed
 	}
 	r.readTests(st)
+	r.redactStep(st) // why is shown and logged: no secret in a test name
 	if st.Status == api.StepSucceeded {
 		return true, ""
 	}
@@ -52,7 +53,8 @@ func (s *Scheduler) LandVerification(ctx context.Context, run storage.Run, dir s
 	if err != nil {
 		return landing.Verification{}, err
 	}
-	r := &runner{s: s, id: run.ID, run: run, cfg: cfg, log: s.opts.Logger.Named("land").With(zap.String("run", run.ID))}
+	r := &runner{s: s, id: run.ID, run: run, cfg: cfg, log: s.opts.Logger.Named("land").With(zap.String("run", run.ID)),
+		secrets: secretsOf(cfg)}
 	if r.envTrust, err = s.store.RunEnvTrust(ctx, run.ID); err != nil {
 		return landing.Verification{}, err
 	}
