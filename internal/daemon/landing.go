@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -83,7 +84,7 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		send(api.LandMessage{Refusal: ref.API()})
 	default:
 		d.log.Error("land failed", zap.String("run_id", run.ID), zap.Error(err))
-		send(api.LandMessage{Error: api.Errorf(api.CodeInternal, "land %s: %v", run.ID, err)})
+		send(api.LandMessage{Error: d.failure(fmt.Errorf("land %s: %w", run.ID, err))})
 	}
 }
 

@@ -301,11 +301,19 @@ func (l *Lander) apply(ctx context.Context, run storage.Run, plan *git.LandPlan,
 // branchMissing completes the refusal of a run whose branch was deleted:
 // its ledger commits stay in the repository until git collects them, and
 // "nothing to land" would send away a user whose work is one command from
-// being back.
+// being back. A run that ended before its worktree was made never had a
+// branch: "no longer exists" would send the user looking for who deleted it.
 func (l *Lander) branchMissing(ctx context.Context, run storage.Run, ref *git.Refusal) error {
 	steps, err := l.store.StepsLight(ctx, run.ID)
 	if err != nil {
 		return err
+	}
+	if run.WorktreeState == "" && len(steps) == 0 {
+		// The run ended before it started (stopped while PENDING): its
+		// worktree and branch were named, never made.
+		ref.Message = fmt.Sprintf("run %s ended %s before its first step: loopd never made its branch %s, so there is nothing to land",
+			run.ID, run.Status, run.Branch)
+		return ref
 	}
 	last := ""
 	for _, st := range steps {
