@@ -20,27 +20,11 @@ const eventPage = 500
 // page of events is sent, its Flush after.
 func Events(ctx context.Context, store *storage.Store, bus *events.Bus, runID string, after int64, follow bool,
 	out Output, send func(storage.Event) error) {
-	for {
-		// Registered before querying: a commit of this run after this
-		// wakes us, and commits of other runs do not.
-		wake, release := bus.Watch(runID)
+	_, _ = Until(ctx, bus, runID, func() (bool, error) {
 		done, next := eventsPage(ctx, store, runID, after, follow, out, send)
 		after = next
-		if done {
-			release()
-			return
-		}
-		var woken bool
-		select {
-		case <-wake:
-			woken = true
-		case <-ctx.Done():
-		}
-		release()
-		if !woken || bus.Closed() {
-			return
-		}
-	}
+		return done, nil
+	})
 }
 
 // eventsPage sends a run's events after `after`, up to the end of what is
@@ -90,5 +74,30 @@ func eventsPage(ctx context.Context, store *storage.Store, runID string, after i
 			continue
 		}
 		return !follow || cur.Status.Terminal(), after
+	}
+}
+
+// Until waits until done reports true, re-checking it after every commit
+// of the run (registered before each check, so none is missed), and
+// reports whether it did; false when ctx ends or the bus closes (the
+// daemon shuts down) first. An error from done ends the wait with it.
+func Until(ctx context.Context, bus *events.Bus, runID string, done func() (bool, error)) (bool, error) {
+	for {
+		wake, release := bus.Watch(runID)
+		ok, err := done()
+		if err != nil || ok {
+			release()
+			return ok, err
+		}
+		var woken bool
+		select {
+		case <-wake:
+			woken = true
+		case <-ctx.Done():
+		}
+		release()
+		if !woken || bus.Closed() {
+			return false, nil
+		}
 	}
 }

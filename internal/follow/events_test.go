@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -144,5 +145,47 @@ func TestEventsFollowEndsWithTheBusOrTheClient(t *testing.T) {
 	Events(t.Context(), w2.store, bus2, "r1", 0, true, &buffer{}, func(storage.Event) error { calls++; return gone })
 	if calls != 1 {
 		t.Errorf("send called %d times after it failed, want 1", calls)
+	}
+}
+
+// Until checks again after each commit of the run, and gives up when the
+// client goes away or the daemon shuts down; done's error ends it.
+func TestUntil(t *testing.T) {
+	w, bus := busWorld(t)
+	ended := func() (bool, error) {
+		run, err := w.store.Run(t.Context(), "r1")
+		return err == nil && run.Status.Terminal(), err
+	}
+	result := make(chan bool, 1)
+	go func() {
+		ok, err := Until(t.Context(), bus, "r1", ended)
+		if err != nil {
+			t.Error(err)
+		}
+		result <- ok
+	}()
+	w.end()
+	select {
+	case ok := <-result:
+		if !ok {
+			t.Error("Until did not see the run end")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Until missed the commit that ended the run")
+	}
+
+	never := func() (bool, error) { return false, nil }
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if ok, err := Until(ctx, bus, "r1", never); ok || err != nil {
+		t.Errorf("Until past its deadline = %v, %v", ok, err)
+	}
+	boom := errors.New("boom")
+	if _, err := Until(t.Context(), bus, "r1", func() (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Errorf("Until with a failing check = %v", err)
+	}
+	bus.Close() // closing while a follower waits: TestEventsFollowEndsWithTheBusOrTheClient
+	if ok, err := Until(t.Context(), bus, "r1", never); ok || err != nil {
+		t.Errorf("Until when the bus closed = %v, %v", ok, err)
 	}
 }
