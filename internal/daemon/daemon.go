@@ -209,6 +209,13 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 
+	return d.serve(ctx, ln, tcp)
+}
+
+// serve runs the scheduler, the notifier and the listeners until ctx is
+// done, a client asks the daemon to stop or one of them fails, then shuts
+// them down in order.
+func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	routes := d.routes()
 	srv := &http.Server{
 		Handler:           routes,
@@ -282,7 +289,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	shut.Wait()
-	err = g.Wait()
+	err := g.Wait()
 	d.log.Info("loopd stopped")
 	return err
 }
