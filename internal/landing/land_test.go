@@ -173,6 +173,15 @@ func TestLandRefusals(t *testing.T) {
 			w.verifier.err = &UntrustedEnvError{Err: errors.New("run env: env_file .env changed since it was trusted")}
 			return w.worktreeRun("env", api.StepSucceeded, false, "e1.txt")
 		}, git.RefusedUntrustedEnv, "verify_command cannot run: run env: env_file .env changed"},
+		{"never started", func() storage.Run {
+			// Stopped while PENDING: its worktree and branch were named,
+			// never made.
+			run := storage.Run{ID: "pend", Workspace: w.checkout, Goal: "g", Config: "{}", Conditions: "{}", Status: api.RunPending,
+				Isolation: "worktree", Worktree: filepath.Join(w.home, "worktrees", "pend"), Branch: "loop/pend", BaseBranch: "main",
+				BaseCommit: w.git(w.checkout, "rev-parse", "HEAD")}
+			w.insertRun(run, false, nil)
+			return w.run("pend")
+		}, git.RefusedBranchMissing, "ended INTERRUPTED before its first step: loopd never made its branch loop/pend"},
 		{"branch deleted", func() storage.Run {
 			w.verifier.err = nil
 			run := w.worktreeRun("del", api.StepSucceeded, false, "b1.txt")
