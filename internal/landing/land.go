@@ -423,7 +423,7 @@ func prepareWorktree(ctx context.Context, run storage.Run, hand []string) error 
 	} else if len(files) > 0 {
 		return &git.Refusal{Kind: git.RefusedDirty, Files: files, Hand: hand,
 			Message: fmt.Sprintf("the run's worktree %s has uncommitted changes in %s: commit or discard them there first",
-				run.Worktree, strings.Join(files, ", "))}
+				run.Worktree, git.FileList(files))}
 	}
 	return nil
 }

@@ -63,8 +63,8 @@ func (r *runner) plan(next Next) (*planned, error) {
 	var prompt []byte
 	if next.Phase == api.PhaseImplementation {
 		if r.cfg.PlanFile != "" {
-			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
-				st.PlanTask = plan.Current
+			if plan, err := readPlan(r.workdir, r.cfg.PlanFile); err == nil {
+				st.PlanTask = r.secrets.String(plan.Current) // stored and sent to the model: a verify script can write PLAN.md
 				st.PlanChecked = &plan.Checked
 			}
 		}
@@ -415,7 +415,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			r.fingerprint(st)
 		}
 		if r.cfg.PlanFile != "" {
-			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
+			if plan, err := readPlan(r.workdir, r.cfg.PlanFile); err == nil {
 				st.PlanChecked = &plan.Checked
 			}
 		}
@@ -674,7 +674,9 @@ func (r *runner) baseEnv() []string {
 	return env
 }
 
-func readPlan(path string) (workspace.Plan, error) { return workspace.ReadPlan(path) }
+// readPlan reads the plan file path, which stays inside dir (the run's
+// working directory) when it is in it: see workspace.OpenRegular.
+func readPlan(dir, path string) (workspace.Plan, error) { return workspace.ReadPlan(dir, path) }
 
 // tail returns up to the last n bytes of a file, starting at a character
 // boundary.
