@@ -706,9 +706,15 @@ func TestRunStreamSendsTheRunsParts(t *testing.T) {
 	if err := json.Unmarshal([]byte(data), &u); err != nil || ev != "run" {
 		t.Fatalf("event %q %s", ev, data)
 	}
-	if u.Status != api.RunFailed || !strings.Contains(u.Summary, "max_consecutive_failures:verification:3") ||
+	// The reason may wrap at its colons, nowhere else.
+	if u.Status != api.RunFailed || !strings.Contains(u.Summary, "max_consecutive_failures:<wbr>verification:<wbr>3") ||
 		!strings.Contains(u.Ledger, `id="it-3"`) || !strings.Contains(u.Charts, "<svg") {
 		t.Fatalf("update %+v: want the FAILED summary, the ledger's newest page and the charts", u)
+	}
+	// The buttons follow: an ended in-place run offers Resume, and says
+	// why it offers no Land.
+	if fmt.Sprint(u.Offer) != "[resume]" || !strings.Contains(u.Note, "in place") {
+		t.Fatalf("update offers %v (%q), want [resume] and a note that the run ran in place", u.Offer, u.Note)
 	}
 }
 
