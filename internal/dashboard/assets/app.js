@@ -211,10 +211,30 @@
       }).then(function (text) {
         result.className = "ok";
         result.textContent = text;
+        refresh();
       }, function (err) {
         result.className = "error";
         result.textContent = label(action) + ": " + err.message;
+        refresh();
       });
+    }
+    // A request asked of a running step (pause, stop, signal) changes the
+    // run without an event for the stream to carry: after each action the
+    // page reads its own state again, so the buttons follow at once.
+    function refresh() {
+      fetch(location.pathname + location.search, { credentials: "same-origin" }).then(function (resp) {
+        if (!resp.ok) return;
+        return resp.text().then(function (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var sum = doc.getElementById("summary");
+          if (sum) document.getElementById("summary").replaceChildren.apply(document.getElementById("summary"), Array.from(sum.childNodes).map(function (n) { return document.importNode(n, true); }));
+          var names = [];
+          doc.querySelectorAll("[data-offer]").forEach(function (el) { if (!el.hidden) names.push(el.dataset.offer); });
+          var note = doc.getElementById("offer-note");
+          offer(names, note && !note.hidden ? note.textContent : "");
+          tick();
+        });
+      }, function () { /* the stream still updates the page */ });
     }
     // A land answers with NDJSON: progress lines, then one result, refusal
     // or error, worded here as loopctl land prints them.
