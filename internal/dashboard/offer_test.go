@@ -88,6 +88,9 @@ func TestStepLogStreamsOneStep(t *testing.T) {
 		{Step: api.Step{RunID: "r", Seq: 1, Phase: api.PhaseImplementation, Iteration: 1, LogPath: dir + "/1.log", Status: api.StepSucceeded}},
 		{Step: api.Step{RunID: "r", Seq: 2, Phase: api.PhaseVerification, Iteration: 1, LogPath: dir + "/2.log", Status: api.StepRunning}},
 	}
+	// Another run's step: never served through this run's page.
+	src.commit(api.Run{ID: "other", Status: api.RunRunning})
+	src.steps["other"] = []Step{{Step: api.Step{RunID: "other", Seq: 3, Phase: api.PhaseImplementation, Iteration: 1, LogPath: dir + "/1.log", Status: api.StepSucceeded}}}
 	srv, s, _ := testServer(t, src)
 	c := login(t, srv, s, "/")
 	get := func(q string) *http.Response {
@@ -101,7 +104,7 @@ func TestStepLogStreamsOneStep(t *testing.T) {
 		t.Cleanup(func() { resp.Body.Close() })
 		return resp
 	}
-	for q, want := range map[string]int{"?step=x": http.StatusBadRequest, "?step=0": http.StatusBadRequest, "?step=9": http.StatusNotFound} {
+	for q, want := range map[string]int{"?step=x": http.StatusBadRequest, "?step=0": http.StatusBadRequest, "?step=9": http.StatusNotFound, "?step=3": http.StatusNotFound} {
 		if resp := get(q); resp.StatusCode != want {
 			t.Errorf("GET log%s: %d, want %d", q, resp.StatusCode, want)
 		}
