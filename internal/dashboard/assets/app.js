@@ -36,7 +36,7 @@
     es.onerror = function () { setLive(false); if (handlers.error) handlers.error(es); };
     Object.keys(handlers).forEach(function (k) {
       if (k === "error") return;
-      es.addEventListener(k, function (ev) { handlers[k](JSON.parse(ev.data)); });
+      es.addEventListener(k, function (ev) { handlers[k](JSON.parse(ev.data), Number(ev.lastEventId) || 0); });
     });
     return es;
   }
@@ -69,8 +69,12 @@
   // Run page.
   if (body.dataset.page === "run") {
     var run = body.dataset.run;
+    // The newest event seq the page shows: a page read by refresh() at an
+    // older seq than a stream update already shown is stale, not applied.
+    var shownSeq = Number(body.dataset.seq) || 0;
     stream(body.dataset.stream, {
-      run: function (u) {
+      run: function (u, seq) {
+        shownSeq = Math.max(shownSeq, seq);
         document.getElementById("summary").replaceChildren(fragment(u.summary));
         document.getElementById("charts").replaceChildren(fragment(u.charts));
         if (u.ledger) {
@@ -125,11 +129,11 @@
       }
       if (stick) log.scrollTop = log.scrollHeight;
     }
-    function openLog(seq, label) {
+    function openLog(seq) {
       if (logES) logES.close();
       pinned = seq;
       log.textContent = "";
-      logStep.textContent = label || "";
+      logStep.textContent = seq ? "#" + seq : "";
       logLive.hidden = !seq;
       markLogStep();
       var got = false;
@@ -155,7 +159,7 @@
     document.addEventListener("click", function (ev) {
       var b = ev.target.closest && ev.target.closest("[data-log-step]");
       if (!b) return;
-      openLog(Number(b.dataset.logStep), b.dataset.logLabel);
+      openLog(Number(b.dataset.logStep));
       document.querySelector("section.log").scrollIntoView({ block: "nearest" });
     });
     logLive.addEventListener("click", function () { openLog(0); });
@@ -220,12 +224,17 @@
     }
     // A request asked of a running step (pause, stop, signal) changes the
     // run without an event for the stream to carry: after each action the
-    // page reads its own state again, so the buttons follow at once.
+    // page reads its own state again, so the buttons follow at once. The
+    // page names the event seq it was read at (read before the run), so a
+    // read that a stream update overtook is dropped rather than shown.
     function refresh() {
       fetch(location.pathname + location.search, { credentials: "same-origin" }).then(function (resp) {
         if (!resp.ok) return;
         return resp.text().then(function (html) {
           var doc = new DOMParser().parseFromString(html, "text/html");
+          var seq = Number(doc.body.dataset.seq) || 0;
+          if (seq < shownSeq) return; // the stream has shown newer already
+          shownSeq = seq;
           var sum = doc.getElementById("summary");
           if (sum) document.getElementById("summary").replaceChildren.apply(document.getElementById("summary"), Array.from(sum.childNodes).map(function (n) { return document.importNode(n, true); }));
           var names = [];
