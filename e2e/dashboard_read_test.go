@@ -103,6 +103,7 @@ func TestDashboardRunPageReadsWhole(t *testing.T) {
 	b.run("open iteration 1's implementation log", chromedp.Click(`#it-1 header [data-log-step]`, chromedp.ByQuery))
 	b.waitText("#log-step", "implementation · iteration 1")
 	b.waitText("#log", "Iteration 1: I changed the code.")
+	b.viewShot("dashboard-run-step-log")
 	var log string
 	b.eval(`document.getElementById("log").textContent`, &log)
 	if strings.Contains(log, "FAIL: TestParser") {
