@@ -150,16 +150,20 @@ func InstallHint(bin string) string {
 // resumed threads). The agent is told by its output, not by the preset,
 // so a wrapper script running a CLI is read the same. A session file
 // that could not be read is reported in err, and the output's usage kept.
-func StepUsage(res transcript.Result, env func(string) string, since time.Time) (transcript.Usage, error) {
+//
+// found reports whether any usage was found, in the output or in the
+// session files: a killed Gemini CLI or a failed Codex turn prints none,
+// and its tokens must still be priced, not counted as free.
+func StepUsage(res transcript.Result, env func(string) string, since time.Time) (u transcript.Usage, found bool, err error) {
 	a := ForFormat(res.Format)
 	if a == nil || a.SessionUsage == nil {
-		return res.Usage, nil
+		return res.Usage, res.UsageFound, nil
 	}
 	u, ok, err := a.SessionUsage(res, env, since)
 	if !ok {
-		return res.Usage, err
+		return res.Usage, res.UsageFound, err
 	}
-	return u, err
+	return u, true, err
 }
 
 // RootRefusalFor returns the root refusal that the command line of the
