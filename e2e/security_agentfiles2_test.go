@@ -307,3 +307,22 @@ func TestSecurityAgentFilesShown(t *testing.T) {
 		t.Errorf("trust does not show the helper:\n%s", out)
 	}
 }
+
+// TestTrustJudgesTheFileAlone: a .loop/config with agent=command and no
+// agent_command (given at start with --set) can be trusted; trust --show
+// says the command comes from start.
+func TestTrustJudgesTheFileAlone(t *testing.T) {
+	e := newGateEnv(t)
+	e.config("agent=command", "verify_command=true")
+	e.must("trust")
+	show := e.must("trust", "--show")
+	for _, want := range []string{"command  verify_command: true", "agent=command  (the workspace's agent)", "the agent_command given at start"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("trust --show lacks %q:\n%s", want, show)
+		}
+	}
+	id := strings.TrimSpace(e.must("start", "--set", "agent_command=echo '<promise>COMPLETE</promise>'", "--set", "completion=promise"))
+	if code := e.wait(id); code != 0 {
+		t.Errorf("the run: wait exit %d, run %+v", code, e.status(id))
+	}
+}

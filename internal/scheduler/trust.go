@@ -205,7 +205,11 @@ const atStart = "GIVEN-AT-START"
 // agentLines are the command lines of the workspace's agent and of each
 // preset, as a run there would run them.
 func agentLines(cfg config.Config) []AgentLine {
-	out := []AgentLine{{Agent: string(cfg.Agent), Command: cfg.AgentCommandLine(), Default: true}}
+	own := cfg.AgentCommandLine()
+	if cfg.AgentCommand == atStart {
+		own = "(the agent_command given at start: --set agent_command=…)"
+	}
+	out := []AgentLine{{Agent: string(cfg.Agent), Command: own, Default: true}}
 	for _, a := range []config.Agent{config.AgentClaude, config.AgentCodex, config.AgentGemini} {
 		if a == cfg.Agent && cfg.AgentCommand == "" {
 			continue
