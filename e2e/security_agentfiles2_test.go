@@ -195,14 +195,21 @@ func newGateEnv(t *testing.T) *env {
 	return e
 }
 
-// TestSecurityAgentFilesFIFO: a FIFO where an agent file belongs hung
-// `loopctl trust` and the daemon's runner; it is refused at once.
+// TestSecurityAgentFilesFIFO: a FIFO where an agent file, .loop/config or
+// .env belongs hung `loopctl trust` and the daemon (its runner
+// too, for an agent file written mid-run); it is refused at once.
 func TestSecurityAgentFilesFIFO(t *testing.T) {
+	for _, rel := range []string{".claude/settings.json", ".loop/config", ".env"} {
+		t.Run(rel, func(t *testing.T) { fifoRefused(t, rel) })
+	}
+}
+
+func fifoRefused(t *testing.T, rel string) {
 	e := newGateEnv(t)
-	if err := os.MkdirAll(filepath.Join(e.ws, ".claude"), 0o755); err != nil {
+	fifo := filepath.Join(e.ws, rel)
+	if err := os.MkdirAll(filepath.Dir(fifo), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fifo := filepath.Join(e.ws, ".claude", "settings.json")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +224,7 @@ func TestSecurityAgentFilesFIFO(t *testing.T) {
 			t.Fatalf("loopctl %s hung on a FIFO (killed after 20s)", args[0])
 		}
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 64 || !strings.Contains(string(out), fifo+": not a regular file") {
+		if !errors.As(err, &ee) || ee.ExitCode() != 64 || !strings.Contains(string(out), fifo) || !strings.Contains(string(out), "not a regular file") {
 			t.Errorf("loopctl %s: %v, want exit 64 naming %s as not a regular file:\n%s", args[0], err, fifo, out)
 		}
 	}
