@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/fakemodel"
 )
 
@@ -331,5 +332,23 @@ func TestTrustJudgesTheFileAlone(t *testing.T) {
 	id := strings.TrimSpace(e.must("start", "--set", "agent_command=echo '<promise>COMPLETE</promise>'", "--set", "completion=promise"))
 	if code := e.wait(id); code != 0 {
 		t.Errorf("the run: wait exit %d, run %+v", code, e.status(id))
+	}
+}
+
+// TestSecurityAgentFilesFIFOMidRun: an agent that makes
+// .claude/settings.json a FIFO blocked the runner in the check before the
+// next step (stop --now did nothing); now the run ends ABORTED naming it.
+func TestSecurityAgentFilesFIFOMidRun(t *testing.T) {
+	e := newGateEnv(t)
+	id := strings.TrimSpace(e.must("start", "--set", "agent_command=mkdir -p .claude && mkfifo .claude/settings.json; echo working",
+		"--set", "completion=promise", "--set", "max_iterations=3"))
+	var r api.Run
+	eventually(t, "the run to end", 60*time.Second, func() bool {
+		r = e.status(id)
+		return r.Status != "RUNNING" && r.Status != "PENDING"
+	})
+	if r.Status != "ABORTED" || r.Reason != "fatal:untrusted_agent_files" ||
+		!strings.Contains(r.Description, filepath.Join(e.ws, ".claude", "settings.json")+": not a regular file") {
+		t.Errorf("run %s %s: %q, want ABORTED fatal:untrusted_agent_files naming the FIFO", r.Status, r.Reason, r.Description)
 	}
 }
