@@ -29,7 +29,7 @@ func newPostmortemCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			if g.JSON {
-				_, err := fmt.Fprintf(g.Out, "%s\n", pm.Summary)
+				_, err := fmt.Fprintf(g.Out, "%s\n", termtext.EscapeJSON(pm.Summary)) // as printJSON
 				return err
 			}
 			_, err = fmt.Fprint(g.Out, termtext.QuoteLines(pm.Markdown))
