@@ -78,6 +78,8 @@ func ParseFile(path string) ([]Entry, error) {
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil {
 		return nil, fileError(path, err)
+	} else if fi.IsDir() {
+		return nil, &ConfigError{File: path, Msg: "cannot read: is a directory"}
 	} else if !fi.Mode().IsRegular() {
 		return nil, &ConfigError{File: path, Msg: "cannot read: not a regular file"}
 	}
