@@ -259,8 +259,10 @@ func checkOwner(root string) error {
 
 // describeDir describes a directory's files as one set: its hash covers
 // every file's name and bytes, so adding, removing or editing one is a
-// change. Lines holding !` (a command or skill body's shell line, which
-// Claude Code runs when it expands the file) are shown as commands.
+// change. Lines that run something are shown as commands: !` (a Claude
+// Code command or skill body's shell line, run when it expands the file),
+// !{ (Gemini CLI's), and command: (a hook or MCP server declared in front
+// matter).
 func describeDir(path string, entries []dirEntry) File {
 	h := sha256.New()
 	f := File{Path: path}
@@ -271,7 +273,8 @@ func describeDir(path string, entries []dirEntry) File {
 		n := 0
 		for line := range strings.Lines(string(e.data)) {
 			n++
-			if strings.Contains(line, "!`") {
+			if t := strings.TrimLeft(line, " \t-"); strings.Contains(line, "!`") || strings.Contains(line, "!{") ||
+				strings.HasPrefix(t, "command:") || strings.HasPrefix(t, `"command":`) {
 				f.Commands = append(f.Commands, Command{Key: e.name + ":" + strconv.Itoa(n), Command: strings.TrimSpace(line)})
 			}
 		}

@@ -99,8 +99,9 @@ func TestDescribeAgentJSONHidden(t *testing.T) {
 }
 
 func TestDescribeDirBangLines(t *testing.T) {
-	f := describeDir("/ws/.claude/commands", []dirEntry{{name: "hello.md", data: []byte("---\nx: y\n---\nNow: !`id > /tmp/x`\n")}})
-	if want := []Command{{"hello.md:4", "Now: !`id > /tmp/x`"}}; !slices.Equal(f.Commands, want) {
+	f := describeDir("/ws/.claude/commands", []dirEntry{{name: "hello.md", data: []byte("---\nx: y\nhooks:\n  - command: ./h.sh\n---\nNow: !`id > /tmp/x`\n")},
+		{name: "review.toml", data: []byte("prompt = \"\"\"\nDiff: !{git diff}\n\"\"\"\n")}})
+	if want := []Command{{"hello.md:4", "- command: ./h.sh"}, {"hello.md:6", "Now: !`id > /tmp/x`"}, {"review.toml:2", "Diff: !{git diff}"}}; !slices.Equal(f.Commands, want) {
 		t.Errorf("commands = %q, want %q", f.Commands, want)
 	}
 }
