@@ -48,8 +48,8 @@ func refusedUntilTrustedAt(t *testing.T, e *env, srv *fakemodel.Server, start []
 		}
 		t.Fatalf("start with an untrusted %s: exit %d, want 64\n%s%s", path, r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stderr, path+": not trusted") {
-		t.Errorf("the refusal does not name %s:\n%s", path, r.stderr)
+	if !strings.Contains(r.stderr, path+": not trusted") || !strings.Contains(r.stderr, "read from a parent directory of the workspace") {
+		t.Errorf("the refusal does not name %s as read from a parent directory:\n%s", path, r.stderr)
 	}
 	if exists(marker) || e.runCount() != 0 || len(srv.Requests()) != 0 {
 		t.Fatalf("a refused start ran the command (%v), created runs (%d) or asked the model (%d)", exists(marker), e.runCount(), len(srv.Requests()))

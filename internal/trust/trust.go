@@ -324,11 +324,15 @@ func (v Verdict) Problem() string {
 		// the same bytes (commit it, or check it out) to be trusted.
 		name += " as committed in " + short12(v.File.Commit) + " (the run's worktree gets this one)"
 	}
+	where := ""
+	if v.File.Parent {
+		where = "; read from a parent directory of the workspace"
+	}
 	switch v.Status {
 	case StatusNew:
-		return fmt.Sprintf("%s: not trusted (%s)", name, v.File.Summary())
+		return fmt.Sprintf("%s: not trusted (%s%s)", name, v.File.Summary(), where)
 	case StatusChanged:
-		msg := fmt.Sprintf("%s: changed since trusted at %s", name, v.TrustedAt.UTC().Format(time.RFC3339))
+		msg := fmt.Sprintf("%s: changed since trusted at %s%s", name, v.TrustedAt.UTC().Format(time.RFC3339), where)
 		if len(v.Changes) > 0 {
 			msg += " (" + strings.Join(v.Changes, "; ") + ")"
 		}
