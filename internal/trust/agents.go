@@ -207,6 +207,15 @@ func inspectParents(dir string, name func(string) string) ([]File, error) {
 				if _, err := os.Lstat(path); err != nil {
 					continue
 				}
+				// The directories between (d/.claude) too: their owner
+				// could swap what is below them.
+				for sub := filepath.Dir(path); sub != d; sub = filepath.Dir(sub) {
+					if fi, err := os.Lstat(sub); err == nil {
+						if err := ownedByMe(sub, fi); err != nil {
+							return nil, err
+						}
+					}
+				}
 				if err := checkOwner(path); err != nil {
 					return nil, err
 				}
@@ -226,18 +235,22 @@ func inspectParents(dir string, name func(string) string) ([]File, error) {
 	}
 }
 
+// ownedByMe refuses p (described by fi) when a user other than this
+// process's or root owns it.
+func ownedByMe(p string, fi fs.FileInfo) error {
+	me := os.Geteuid()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == me || st.Uid == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: owned by uid %d, not by you (uid %d) or root; the agent CLI would read it from this parent directory of the workspace and run what it names as you: remove it, or move the workspace", p, st.Uid, me)
+}
+
 // checkOwner refuses a file (or a directory and everything in it) owned
 // by a user other than this process's or root, whether a link or what it
 // leads to.
 func checkOwner(root string) error {
-	me := os.Geteuid()
-	check := func(p string, fi fs.FileInfo) error {
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || int(st.Uid) == me || st.Uid == 0 {
-			return nil
-		}
-		return fmt.Errorf("%s: owned by uid %d, not by you (uid %d) or root; the agent CLI would read it from this parent directory of the workspace and run what it names as you: remove it, or move the workspace", p, st.Uid, me)
-	}
+	check := ownedByMe
 	fi, err := os.Stat(root)
 	if err != nil {
 		return err

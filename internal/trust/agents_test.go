@@ -340,6 +340,15 @@ func TestInspectParents(t *testing.T) {
 	if _, err := inspectAt(t, ws, ""); err == nil || !strings.Contains(err.Error(), "hello.md: owned by uid 65534") {
 		t.Errorf("another user's parent command: %v", err)
 	}
+	if err := os.Lchown(filepath.Join(root, "a/.claude/commands/hello.md"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(root, "a/.claude"), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inspectAt(t, ws, ""); err == nil || !strings.Contains(err.Error(), "a/.claude: owned by uid 65534") {
+		t.Errorf("another user's parent .claude directory: %v", err)
+	}
 }
 
 // TestInspectAgentFilesCommittedFilters: a worktree gets the committed
