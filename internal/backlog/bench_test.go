@@ -66,3 +66,31 @@ func BenchmarkParsePRDFixture(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseUnknownDependencies is the worst refusal: every task
+// depends on ids that are not in the list, each a candidate for "did you
+// mean".
+func BenchmarkParseUnknownDependencies(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"tasks":[`)
+	for i := range MaxTasks {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(`{"id":"task` + strconv.Itoa(i) + `","title":"T","depends_on":[`)
+		for j := range 300 {
+			if j > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString(`"nope` + strconv.Itoa(j) + `"`)
+		}
+		sb.WriteString("]}")
+	}
+	sb.WriteString("]}")
+	data := []byte(sb.String())
+	for b.Loop() {
+		if _, err := Parse("tasks.json", data); err == nil {
+			b.Fatal("accepted")
+		}
+	}
+}

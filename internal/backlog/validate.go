@@ -71,6 +71,9 @@ func (p *parser) validate() {
 			if _, ok := index[d]; ok {
 				continue
 			}
+			if len(p.errs) > maxErrors {
+				return // a suggestion costs a scan of every id: not for problems nobody sees
+			}
 			line, path := p.srcs[i].dep(j)
 			msg := fmt.Sprintf("task %s depends on %s, which is not in the list", q(t.ID), q(d))
 			if s, ok := closest(d, ids); ok {
