@@ -94,3 +94,20 @@ func BenchmarkParseUnknownDependencies(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseMarkdownLongAfter is one item whose (after …) fills the
+// size limit.
+func BenchmarkParseMarkdownLongAfter(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("- [ ] a {#a}\n- [ ] b (after")
+	for i := 0; sb.Len() < MaxSize-16; i++ {
+		sb.WriteString(" #a" + strconv.Itoa(i%1000))
+	}
+	sb.WriteString(")\n")
+	data := []byte(sb.String())
+	for b.Loop() {
+		if _, err := Parse("plan.md", data); err == nil {
+			b.Fatal("accepted")
+		}
+	}
+}

@@ -319,15 +319,6 @@ func dedupe(ids []string) ([]string, []int) {
 	return out, idx
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // closest returns the candidate most likely meant by word, if one is near.
 func closest(word string, candidates []string) (string, bool) {
 	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("-", "_", " ", "_").Replace(s)) }

@@ -84,12 +84,14 @@ func (p *parser) markdownTask(i int, it mdTask) {
 		if len(deps) == 0 {
 			p.add(it.line, "", "(after) names no task; write (after #id, …)")
 		}
+		seen := make(map[string]bool, len(deps))
 		for _, f := range deps {
 			if len(f) < 2 || f[0] != '#' {
 				p.add(it.line, "", "(after …) lists %s: write each dependency as #id", q(f))
 				continue
 			}
-			if !contains(t.DependsOn, f[1:]) {
+			if !seen[f[1:]] {
+				seen[f[1:]] = true
 				t.DependsOn = append(t.DependsOn, f[1:])
 			}
 		}
