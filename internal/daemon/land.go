@@ -314,6 +314,7 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 		return &git.Refusal{Kind: git.RefusedWorktreeGone, Hand: hand,
 			Message: fmt.Sprintf("%s has moved and the combination must be tested in the run's worktree, but %s is gone", run.BaseBranch, run.Worktree)}
 	}
+	d.clearStaleLocks(ctx, run.Worktree)
 	// A land killed mid-verification (the daemon died) left the worktree
 	// detached at the merge it tested: put it back on the branch first.
 	if _, err := (git.Cmd{Dir: run.Worktree}).Output(ctx, "symbolic-ref", "-q", "HEAD"); err != nil {
@@ -353,6 +354,9 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 		}
 		_ = os.Remove(filepath.Join(dir, landMarkerFile))
 	}()
+	if err := ctx.Err(); err != nil { // the checkout was let finish; what follows is not started
+		return fmt.Errorf("land abandoned before verification, nothing landed: %w", err)
+	}
 	proc, err := supervise.Start(supervise.Spec{
 		Dir: lv.Dir, Commands: lv.Commands, Env: lv.Env, LogPath: logPath,
 		StatusPath: mark.StatusPath, Tag: mark.Tag,
@@ -538,6 +542,7 @@ func (d *Daemon) recoverLands(ctx context.Context) {
 			}
 		}
 		if _, err := os.Stat(m.Worktree); err == nil {
+			d.clearStaleLocks(ctx, m.Worktree)
 			if err := git.RestoreBranch(ctx, m.Worktree, m.Branch); err != nil {
 				d.log.Error("could not put a worktree back on its branch after a cut-short land",
 					zap.String("worktree", m.Worktree), zap.Error(err))
@@ -547,5 +552,19 @@ func (d *Daemon) recoverLands(ctx context.Context) {
 		_ = os.Remove(path)
 		d.log.Info("a land cut short by the previous daemon was undone; nothing had landed",
 			zap.String("worktree", m.Worktree), zap.String("branch", m.Branch))
+	}
+}
+
+// clearStaleLocks removes the git locks a git killed mid-write (by an
+// older loopd's shutdown, a crash, an OOM kill) left in a run's worktree,
+// which loopd made: every land of the run would fail on them until they
+// were removed by hand. A lock a live git holds stays.
+func (d *Daemon) clearStaleLocks(ctx context.Context, worktree string) {
+	removed, err := git.ClearStaleLocks(ctx, worktree)
+	if err != nil {
+		d.log.Warn("could not check the worktree for stale git locks", zap.String("worktree", worktree), zap.Error(err))
+	}
+	for _, l := range removed {
+		d.log.Info("removed a stale git lock a killed git left in a run's worktree", zap.String("lock", l))
 	}
 }
