@@ -21,6 +21,10 @@ func newWaitCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait RUN",
 		Short: "Wait for a run to end; exit 0 COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED",
+		Long: `Wait for a run to end, then print how it ended; the exit code says it (0
+COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED). A daemon that is down or
+restarting is waited for, up to a minute, whether at the start or during the
+wait (then exit 69; the run goes on).`,
 		Args:  runArg,
 		RunE:  o.run,
 	}
@@ -197,6 +201,10 @@ func newSignalCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "signal RUN",
 		Short: "Raise the run's user_signal stop condition (evaluated after the current step)",
+		Long: `Raise the run's user_signal stop condition; it is evaluated after the
+current step. A run with no user_signal condition (in its stop file, at any
+depth) is refused with exit 64: the signal would do nothing. A run's
+conditions are fixed when it starts; loopctl stop ends a run without one.`,
 		Args:  runArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return control(cmd, g, args[0], func(ctx context.Context, c *api.Client, ref api.RunRef) (api.Run, error) {

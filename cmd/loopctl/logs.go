@@ -157,7 +157,9 @@ func newEventsCmd(g *globalOptions) *cobra.Command {
 		Long: `Print a run's events in order. With --follow, the stored events are replayed
 and then new ones are printed as they happen, with nothing missed or repeated,
 until the run's terminal event. --after SEQ starts after that event (resume a
-follower with the last seq it saw). --json prints one event per line.`,
+follower with the last seq it saw). --json prints one event per line.
+A daemon that is down or restarting is waited for, up to a minute, whether
+at the start or while following (then exit 69; the run goes on).`,
 		Args: runArg,
 		RunE: o.run,
 	}
