@@ -134,9 +134,6 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
-	if err := checkAgentAtStart(cfg, ws); err != nil {
-		return storage.Run{}, nil, err
-	}
 	// The goal is stored, shown and sent to the model: a secret pasted
 	// into it, or read from a file that holds one, is redacted like the
 	// steps' output. (The frozen config holds a goal given as text too.)
@@ -166,6 +163,11 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	envTrust, err := s.checkTrust(ctx, in)
 	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	// After the trust check: the PATH an untrusted env file sets says
+	// nothing until the user has reviewed it.
+	if err := checkAgentAtStart(cfg, ws); err != nil {
 		return storage.Run{}, nil, err
 	}
 	warnings = append(warnings, startWarnings(cfg, full)...)
