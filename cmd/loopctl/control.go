@@ -25,8 +25,8 @@ func newWaitCmd(g *globalOptions) *cobra.Command {
 COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED). A daemon that is down or
 restarting is waited for, up to a minute, whether at the start or during the
 wait (then exit 69; the run goes on).`,
-		Args:  runArg,
-		RunE:  o.run,
+		Args: runArg,
+		RunE: o.run,
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (exit 124; the run goes on)")
 	return cmd
@@ -205,7 +205,7 @@ func newSignalCmd(g *globalOptions) *cobra.Command {
 current step. A run with no user_signal condition (in its stop file, at any
 depth) is refused with exit 64: the signal would do nothing. A run's
 conditions are fixed when it starts; loopctl stop ends a run without one.`,
-		Args:  runArg,
+		Args: runArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return control(cmd, g, args[0], func(ctx context.Context, c *api.Client, ref api.RunRef) (api.Run, error) {
 				return c.Signal(ctx, ref)
