@@ -24,13 +24,13 @@ var worktreeLocks = []string{"index.lock", "HEAD.lock"}
 // worktree's, and the caller passes only worktrees loopd made. It returns
 // the locks it removed.
 func ClearStaleLocks(ctx context.Context, worktree string) ([]string, error) {
-	gitDir, err := Cmd{Dir: worktree}.Output(ctx, "rev-parse", "--path-format=absolute", "--git-dir")
+	out, err := Cmd{Dir: worktree}.Output(ctx, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
 	if err != nil {
 		return nil, fmt.Errorf("find the git directory of %s: %w", worktree, err)
 	}
-	common, err := Cmd{Dir: worktree}.Output(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
-	if err != nil {
-		return nil, fmt.Errorf("find the repository of %s: %w", worktree, err)
+	gitDir, common, ok := strings.Cut(out, "\n")
+	if !ok {
+		return nil, fmt.Errorf("git rev-parse in %s: unexpected output %q", worktree, out)
 	}
 	if filepath.Dir(filepath.Clean(gitDir)) != filepath.Join(filepath.Clean(common), "worktrees") {
 		return nil, fmt.Errorf("%s is not a linked worktree (its git directory is %s): its locks are not loopd's to remove", worktree, gitDir)
