@@ -29,6 +29,7 @@ func main() {
 	bin := flag.String("bin", "", "directory holding the loopd binary")
 	iterations := flag.Int("iterations", 300, "overhead: iterations of the no-op loop")
 	rounds := flag.Int("rounds", 3, "overhead: alternating rounds of baseline and loopd")
+	inGit := flag.Bool("git", false, "overhead: the workspace is a git repository of two committed files (each implementation step is recorded in the change ledger)")
 	events := flag.Int("events", 1000, "latency: events to time")
 	runs := flag.Int("runs", 1000, "startup: persisted runs")
 	stepsPerRun := flag.Int("steps", 1000, "startup: persisted steps per run")
@@ -51,7 +52,7 @@ func main() {
 	}
 	b := &bench{bin: *bin}
 	measures := map[string]func() error{
-		"overhead":   func() error { return b.overhead(*iterations, *rounds) },
+		"overhead":   func() error { return b.overhead(*iterations, *rounds, *inGit) },
 		"latency":    func() error { return b.latency(*events) },
 		"startup":    func() error { return b.startup(*runs, *stepsPerRun, *running) },
 		"concurrent": func() error { return b.concurrent(*concurrent) },
