@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
 )
 
 func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -117,7 +117,7 @@ func (d *Daemon) eventsPage(ctx context.Context, w http.ResponseWriter, enc *jso
 			if end > 0 && e.Seq > end {
 				break
 			}
-			if err := enc.Encode(scheduler.EventJSON(e)); err != nil {
+			if err := enc.Encode(views.Event(e)); err != nil {
 				return true, after // the follower went away
 			}
 			after = e.Seq

@@ -23,6 +23,7 @@ import (
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
+	"github.com/loopd/loopd/internal/views"
 )
 
 // pruneEvery is how often a runner prunes its run's old evaluations.
@@ -1040,15 +1041,15 @@ func stepPayload(st *storage.Step) map[string]any {
 		p["duration_ms"] = *st.EndedAt - st.StartedAt
 	}
 	if st.UsageFound {
-		p["usage"] = stepUsage(st)
+		p["usage"] = views.StepUsage(st)
 	}
-	if t := stepTests(st); t != nil {
+	if t := views.StepTests(st); t != nil {
 		p["tests"] = t
 	}
 	if st.FilesChanged != nil {
 		// The change ledger, live for followers (the dashboard's iteration
 		// ledger): the same shape as the step's JSON.
-		p["changes"] = StepJSON(st, 0).Changes
+		p["changes"] = views.StepChanges(st)
 	}
 	return p
 }
