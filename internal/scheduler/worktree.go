@@ -160,6 +160,10 @@ func (r *runner) recordChanges(st *storage.Step) {
 	var err error
 	if r.isWorktree() {
 		ch, err = r.ledger.CommitWorktree(ctx, st.Seq, st.Iteration, before)
+	} else if st.Seq == r.launched {
+		// Started and watched by this runner since its load: never
+		// recorded before, so there is no earlier record to look for.
+		ch, err = r.ledger.SnapshotNew(ctx, st.Seq, st.Iteration, before)
 	} else {
 		ch, err = r.ledger.Snapshot(ctx, st.Seq, st.Iteration, before)
 	}

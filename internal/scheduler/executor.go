@@ -1,0 +1,191 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
+)
+
+// started is a step's process started, gated, before the step was
+// recorded (see conclude), or the error that prevented it.
+type started struct {
+	proc *supervise.Process
+	err  error
+}
+
+// abandon ends a process whose step was not recorded, or will not run:
+// it runs nothing, and it is gone when abandon returns, so a later step
+// with the same seq (and tag) never meets it.
+func (s *started) abandon() {
+	if s.err == nil {
+		s.proc.Abandon()
+	}
+}
+
+// launch runs an inserted step to its end and returns it with its
+// outcome, not yet recorded as finished (conclude does that, with the
+// evaluation). The step's process is the one conclude started with the
+// step's commit (pre), or else is started now.
+func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, error) {
+	st := p.step
+	r.launched = st.Seq
+	r.log.Debug("step started", zap.Int("seq", st.Seq), zap.String("phase", string(st.Phase)), zap.Int("iteration", st.Iteration))
+	var proc *supervise.Process
+	var err error
+	if pre != nil {
+		proc, err = pre.proc, pre.err
+	} else {
+		proc, err = supervise.Start(r.spec(p, env))
+	}
+	if err == nil {
+		err = proc.Open()
+		if !r.stepEnded.IsZero() && r.s.opts.OnStepGap != nil {
+			r.s.opts.OnStepGap(time.Since(r.stepEnded))
+		}
+		r.stepEnded = time.Time{}
+		if err != nil {
+			proc.Abandon() // its wrapper is gone: nothing of the step ran
+			if failed := proc.Exit().Failed; failed != "" {
+				err = errors.New(failed) // why it is gone
+			}
+		}
+	}
+	if err != nil {
+		st.Status, st.Error = api.StepFailed, "could not start the step: "+err.Error()
+		if errors.Is(err, supervise.ErrNoSpace) || r.s.diskFull() {
+			// Nothing ran: not a failure of the phase.
+			st.Status = api.StepInterrupted
+			st.Error = "could not start the step: " + errDiskFull.Error() + "; the phase runs again once space is freed"
+		}
+		return st, nil
+	}
+	done, err := r.watch(st, proc)
+	if done != nil {
+		// The process is recorded with the step's finish, not before: a
+		// daemon that dies before then finds the step by the tag in its
+		// argv (supervise.Find), which a recycled pid cannot carry.
+		id := proc.Ident()
+		done.Pid, done.Pgid, done.ProcStart, done.BootID = &id.Pid, &id.Pid, &id.StartTicks, id.BootID
+	}
+	return done, err
+}
+
+// watch waits for a step's process under the run's limits and fills in
+// its outcome. It returns errDetached, leaving the process running, when
+// the daemon shuts down.
+func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step, error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	r.mu.Lock()
+	r.stepCancel, r.proc = cancel, proc
+	if r.pending != nil {
+		cancel(r.pending)
+		r.pending = nil
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.stepCancel, r.proc = nil, nil
+		r.mu.Unlock()
+	}()
+	deadline, capped := r.deadline(st)
+	var check func(time.Time) bool
+	var checkEvery time.Duration
+	if st.Phase == api.PhaseImplementation || st.Phase == api.PhaseReview {
+		// An agent that ended its turn but lingers (a background job keeps
+		// it alive) is stopped after the kill grace, not at idle_timeout.
+		w := logWatch{Grace: r.s.opts.Grace}
+		// Only Codex is known to print reconnect notices; other agents'
+		// logs are not parsed for them.
+		if st.Phase == api.PhaseReview || (r.cfg.Agent != config.AgentClaude && r.cfg.Agent != config.AgentGemini) {
+			w.OnReconnects = func() { cancel(errAPIReconnects) }
+			w.ReconnectEvery = time.Second
+			if idle := r.cfg.IdleTimeout.Std(); idle > 0 {
+				w.ReconnectEvery = min(max(idle/20, 100*time.Millisecond), time.Second)
+			}
+		}
+		lw := newLogWatcher(st.LogPath, w)
+		defer lw.close()
+		check, checkEvery = lw.check, lw.every()
+	}
+	ending := proc.Watch(ctx, supervise.Limits{
+		Deadline:    deadline,
+		IdleTimeout: r.cfg.IdleTimeout.Std(),
+		LogPath:     st.LogPath,
+		Grace:       r.s.opts.Grace,
+		Detach:      r.s.detach,
+		Check:       check,
+		CheckEvery:  checkEvery,
+		OnKill: func(why supervise.Ending) {
+			if why == supervise.Lingered {
+				// Its turn is over and its outcome is in its log: nothing
+				// to record first (a daemon that dies now finds the step
+				// ended without a status, and it runs again).
+				return
+			}
+			// Recorded before the first signal: a daemon that dies during
+			// the kill must still know the step was stopped, and why. One
+			// attempt only: a full disk must not keep the step alive (this
+			// daemon classifies it from memory all the same).
+			st.CancelCause = cancelCause(why, context.Cause(ctx), capped)
+			err := r.s.store.Write(bg(), func(tx *storage.Tx) error { return tx.SetCancelCause(st.ID, st.CancelCause) })
+			if err != nil {
+				r.log.Warn("record why a step is stopped", zap.Int("seq", st.Seq), zap.String("problem", storage.Explain(err)))
+			}
+		},
+	})
+	if ending == supervise.Detached {
+		return nil, errDetached
+	}
+	r.stepEnded = time.Now()
+	ex := proc.Exit()
+	if ex.Recorded {
+		// The step's own record says when it ended, not when this daemon
+		// noticed: a daemon frozen for a while (SIGSTOP, a suspended VM)
+		// must not count its freeze as the step's running time.
+		if at, ok := supervise.RecordedEnd(r.files(st.Seq, st.Phase).status, r.files(st.Seq, st.Phase).tag); ok {
+			ended := max(at.UnixMilli(), st.StartedAt)
+			st.EndedAt = &ended
+		}
+	}
+	r.outcome(st, ex, ending)
+	return st, nil
+}
+
+// cancelCause names why Watch is stopping a step.
+func cancelCause(why supervise.Ending, cause error, capped bool) storage.CancelCause {
+	switch {
+	case why == supervise.Idle, errors.Is(cause, errAPIReconnects):
+		// Reconnect notices are output that is no activity: an idle step.
+		return storage.CancelIdle
+	case why == supervise.TimedOut && capped:
+		return storage.CancelMaxDuration
+	case why == supervise.TimedOut:
+		return storage.CancelStepTimeout
+	case errors.Is(cause, errDaemonStop):
+		return storage.CancelDaemonStop
+	}
+	return storage.CancelUser
+}
+
+// deadline is when the step must stop: its step_timeout, or sooner when
+// the run's max_duration runs out first (capped).
+func (r *runner) deadline(st *storage.Step) (time.Time, bool) {
+	started := time.UnixMilli(st.StartedAt)
+	deadline := started.Add(r.cfg.StepTimeout.Std())
+	if max := r.cfg.MaxDuration.Std(); max > 0 {
+		now := r.s.opts.Now()
+		before := time.Duration(r.hist.ElapsedMS(now.UnixMilli()))*time.Millisecond - now.Sub(started)
+		if runEnd := started.Add(max - before); runEnd.Before(deadline) {
+			return runEnd, true
+		}
+	}
+	return deadline, false
+}
