@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -15,11 +14,10 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
-	"github.com/loopd/loopd/internal/supervise"
 	"github.com/loopd/loopd/internal/views"
 )
 
-// conclude records a finished step (st nil: an evaluation at resume or
+// completeStep records a finished step (st nil: an evaluation at resume or
 // recovery), evaluates the stop conditions, decides, and commits all of it
 // in one transaction. done reports that the runner must return.
 //
@@ -28,11 +26,11 @@ import (
 // its commands run, as always. Its process is started meanwhile, though,
 // gated: starting a process (fork, exec of the wrapper shell) takes longer
 // than evaluating and committing, most steps are followed by another, and
-// the process runs nothing until launch opens it after the commit. So the
+// the process runs nothing until runStep opens it after the commit. So the
 // next step is planned as soon as this one's outcome is known, and while
 // this goroutine starts its process another evaluates and commits. When
 // the run stops instead, the process is abandoned.
-func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err error) {
+func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err error) {
 	if st != nil {
 		if st.EndedAt == nil {
 			// Set here, not only by FinishStep (which sets it on st, not on
@@ -51,19 +49,19 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	var env []string
 	if st != nil && !r.s.detached() && !r.s.isStopping() {
 		var nd *decision
-		if next, env, nd, err = r.following(); err != nil || nd != nil {
+		if next, env, nd, err = r.planNext(); err != nil || nd != nil {
 			next = nil // the loop plans it again and reports
 		}
 	}
 	if next == nil {
-		return r.settle(st, typ, nil, nil)
+		return r.evaluateAndRecord(st, typ, nil, nil)
 	}
 	select {
 	case r.s.overlap <- struct{}{}:
 		defer func() { <-r.s.overlap }()
 	default:
 		// The CPUs are busy with other runs: one thing after the other.
-		if done, err = r.settle(st, typ, next, env); err == nil && r.next != next {
+		if done, err = r.evaluateAndRecord(st, typ, next, env); err == nil && r.next != next {
 			next.removeFiles()
 		}
 		return done, err
@@ -72,13 +70,13 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		done, err = r.settle(st, typ, next, env)
+		done, err = r.evaluateAndRecord(st, typ, next, env)
 	}()
 	pre := &started{}
-	pre.proc, pre.err = supervise.Start(spec)
+	pre.proc, pre.err = r.s.exec.Start(spec)
 	<-settled
 	if err == nil && r.next == next {
-		r.nextStart = pre // recorded: launch opens it
+		r.nextStart = pre // recorded: runStep opens it
 		return done, nil
 	}
 	pre.abandon()
@@ -91,18 +89,18 @@ func (r *runner) conclude(st *storage.Step, typ events.Type) (done bool, err err
 	return done, err
 }
 
-// settle evaluates the stop conditions after st, decides, and commits
+// evaluateAndRecord evaluates the stop conditions after st, decides, and commits
 // st's end with the evaluation and then either the decision or, when the
 // run goes on and next is given, next's start (with environment env).
-func (r *runner) settle(st *storage.Step, typ events.Type, next *planned, env []string) (done bool, err error) {
-	if err := r.refresh(); err != nil {
+func (r *runner) evaluateAndRecord(st *storage.Step, typ events.Type, next *planned, env []string) (done bool, err error) {
+	if err := r.reloadFlags(); err != nil {
 		return false, err
 	}
 	var stepID int64
 	if st != nil {
 		stepID = st.ID
 	}
-	ev := r.eval.Evaluate(context.Background(), r.context(stepID))
+	ev := r.eval.Evaluate(r.ctx, r.evalContext(stepID))
 	d := r.decide(ev, st)
 	if d != nil {
 		next = nil
@@ -116,13 +114,13 @@ func (r *runner) settle(st *storage.Step, typ events.Type, next *planned, env []
 		}
 	}
 	r.nextEnv = env
-	if err := r.commit(st, typ, &ev, d, next); err != nil {
+	if err := r.record(st, typ, &ev, d, next); err != nil {
 		return false, err
 	}
 	return d != nil, nil
 }
 
-func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision, next *planned) error {
+func (r *runner) record(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision, next *planned) error {
 	announce := r.toAnnounce(ev)
 	inserted := false
 	err := r.write(func(tx *storage.Tx) error {
@@ -131,7 +129,7 @@ func (r *runner) commit(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err
 			}
-			// The history holds st's end already (conclude).
+			// The history holds st's end already (completeStep).
 			if err := tx.SetRunStats(r.id, statsOf(&r.hist)); err != nil {
 				return err
 			}
@@ -254,7 +252,7 @@ func (r *runner) recordEvaluation(tx *storage.Tx, ev *stop.Evaluation, announce 
 }
 
 // toAnnounce lists the unmeasurable conditions of an evaluation that this
-// runner has not reported yet; commit marks them reported once the events
+// runner has not reported yet; record marks them reported once the events
 // are committed (a transaction that is retried must announce them again).
 func (r *runner) toAnnounce(ev *stop.Evaluation) []string {
 	if ev == nil {
@@ -299,7 +297,7 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	if v != nil {
 		return r.verdictDecision(v)
 	}
-	if d := r.requests(r.run, false); d != nil {
+	if d := r.userRequests(r.run, false); d != nil {
 		return d
 	}
 	if st != nil && st.APIUnavailable && st.RateLimitedUntil == nil {
@@ -417,8 +415,8 @@ func joinAnd(parts []string) string {
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
-// context builds the evaluator's view of the run, entirely from history.
-func (r *runner) context(stepID int64) stop.Context {
+// evalContext builds the evaluator's view of the run, entirely from history.
+func (r *runner) evalContext(stepID int64) stop.Context {
 	h := &r.hist
 	streaks := h.Streaks()
 	_, stuck := h.StuckTask()

@@ -202,7 +202,7 @@ func (s *Scheduler) RunningPid(runID string) int {
 	if r.proc == nil {
 		return 0
 	}
-	return r.proc.Pid
+	return r.proc.Ident().Pid
 }
 
 // frozen decodes a run's frozen config and conditions, cached: status and

@@ -13,10 +13,81 @@ import (
 	"github.com/loopd/loopd/internal/supervise"
 )
 
+// StepExecutor is the seam between a run's state machine and the
+// processes of its steps: the runner decides what runs (the planner's
+// files), the executor runs it, and the runner classifies and records the
+// end (outcome.go, completer.go). The default is package supervise; tests
+// drive the state machine with an executor of their own and no process at
+// all, and a fleet of daemons would put its leases and fencing here.
+//
+// The contract the runner relies on, which every implementation keeps:
+//   - Start returns a gated process: it runs none of the step's commands
+//     until Open, so it can be started before the step's row commits, and
+//     Abandon ends it without its commands having run.
+//   - A step's process carries spec.Tag, so that a later daemon can Find
+//     and Adopt it, and Sweep what it left behind.
+//   - Exit is valid once Done is closed; Exit.Recorded means the step's
+//     own exit status was written to spec.StatusPath.
+type StepExecutor interface {
+	// Start starts a step's process, gated.
+	Start(spec supervise.Spec) (StepProcess, error)
+	// Find looks for the running process of the step tagged tag, for a
+	// step an earlier daemon left RUNNING without a recorded identity.
+	Find(tag string) (supervise.Identity, bool)
+	// Adopt re-attaches to a step's process an earlier daemon started.
+	// It fails when that process is gone.
+	Adopt(id supervise.Identity, tag, statusPath string) (StepProcess, error)
+	// Sweep ends what a step whose leader is gone left running.
+	Sweep(tag string, started time.Time)
+}
+
+// StepProcess is one step's process, started or adopted by a
+// StepExecutor. *supervise.Process is one.
+type StepProcess interface {
+	// Open lets a gated step run its commands.
+	Open() error
+	// Abandon ends a gated step that was not opened; it returns once the
+	// process is gone.
+	Abandon()
+	// Watch waits for the step's end under its limits, stopping it when
+	// one is reached or ctx is canceled (with a cause), and returns how it
+	// ended; supervise.Detached leaves it running.
+	Watch(ctx context.Context, l supervise.Limits) supervise.Ending
+	// Done is closed once the step's process has ended.
+	Done() <-chan struct{}
+	// Exit is how the process ended; valid once Done is closed.
+	Exit() supervise.Exit
+	// Ident identifies the process, to be recorded with the step.
+	Ident() supervise.Identity
+}
+
+// processes is the StepExecutor of package supervise: real processes.
+type processes struct{}
+
+func (processes) Start(spec supervise.Spec) (StepProcess, error) {
+	p, err := supervise.Start(spec)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return p, nil
+}
+
+func (processes) Find(tag string) (supervise.Identity, bool) { return supervise.Find(tag) }
+
+func (processes) Adopt(id supervise.Identity, tag, statusPath string) (StepProcess, error) {
+	p, err := supervise.Adopt(id, tag, statusPath)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (processes) Sweep(tag string, started time.Time) { supervise.Sweep(tag, started) }
+
 // started is a step's process started, gated, before the step was
-// recorded (see conclude), or the error that prevented it.
+// recorded (see completeStep), or the error that prevented it.
 type started struct {
-	proc *supervise.Process
+	proc StepProcess
 	err  error
 }
 
@@ -29,20 +100,20 @@ func (s *started) abandon() {
 	}
 }
 
-// launch runs an inserted step to its end and returns it with its
-// outcome, not yet recorded as finished (conclude does that, with the
-// evaluation). The step's process is the one conclude started with the
+// runStep runs an inserted step to its end and returns it with its
+// outcome, not yet recorded as finished (completeStep does that, with the
+// evaluation). The step's process is the one completeStep started with the
 // step's commit (pre), or else is started now.
-func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, error) {
+func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step, error) {
 	st := p.step
 	r.launched = st.Seq
 	r.log.Debug("step started", zap.Int("seq", st.Seq), zap.String("phase", string(st.Phase)), zap.Int("iteration", st.Iteration))
-	var proc *supervise.Process
+	var proc StepProcess
 	var err error
 	if pre != nil {
 		proc, err = pre.proc, pre.err
 	} else {
-		proc, err = supervise.Start(r.spec(p, env))
+		proc, err = r.s.exec.Start(r.spec(p, env))
 	}
 	if err == nil {
 		err = proc.Open()
@@ -66,7 +137,7 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 		}
 		return st, nil
 	}
-	done, err := r.watch(st, proc)
+	done, err := r.watchStep(st, proc)
 	if done != nil {
 		// The process is recorded with the step's finish, not before: a
 		// daemon that dies before then finds the step by the tag in its
@@ -77,11 +148,11 @@ func (r *runner) launch(p *planned, env []string, pre *started) (*storage.Step, 
 	return done, err
 }
 
-// watch waits for a step's process under the run's limits and fills in
+// watchStep waits for a step's process under the run's limits and fills in
 // its outcome. It returns errDetached, leaving the process running, when
 // the daemon shuts down.
-func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step, error) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, error) {
+	ctx, cancel := context.WithCancelCause(r.ctx)
 	defer cancel(nil)
 	r.mu.Lock()
 	r.stepCancel, r.proc = cancel, proc
@@ -135,7 +206,7 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 			// attempt only: a full disk must not keep the step alive (this
 			// daemon classifies it from memory all the same).
 			st.CancelCause = cancelCause(why, context.Cause(ctx), capped)
-			err := r.s.store.Write(bg(), func(tx *storage.Tx) error { return tx.SetCancelCause(st.ID, st.CancelCause) })
+			err := r.s.store.Write(r.ctx, func(tx *storage.Tx) error { return tx.SetCancelCause(st.ID, st.CancelCause) })
 			if err != nil {
 				r.log.Warn("record why a step is stopped", zap.Int("seq", st.Seq), zap.String("problem", storage.Explain(err)))
 			}
@@ -155,7 +226,7 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 			st.EndedAt = &ended
 		}
 	}
-	r.outcome(st, ex, ending)
+	r.classifyEnd(st, ex, ending)
 	return st, nil
 }
 

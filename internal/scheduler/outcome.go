@@ -25,11 +25,11 @@ const (
 	finalMessageCap = 8 << 10  // bytes of the agent's final message kept in the database
 )
 
-// outcome classifies a step's end and reads what its output says. A step
+// classifyEnd classifies a step's end and reads what its output says. A step
 // the daemon stopped is classified by why it was stopped (recorded before
 // the kill, so this holds after a restart too), not by the exit code the
 // kill produced.
-func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.Ending) {
+func (r *runner) classifyEnd(st *storage.Step, ex supervise.Exit, ending supervise.Ending) {
 	if ending == supervise.Lingered {
 		// The agent ended its turn and only lingered: the step ends as if
 		// it had exited by itself, and the turn's outcome (read from its
@@ -89,7 +89,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 	if st.Status == api.StepFailed && r.s.diskFull() {
 		// Its output could not be written: the disk, not the step,
 		// failed. Never counted; the phase runs again once there is
-		// space (the run waits for it, see following).
+		// space (the run waits for it, see planNext).
 		st.Status = api.StepInterrupted
 		st.Error = errDiskFull.Error() + " while the step ran (" + st.Error + "); the phase runs again once space is freed"
 		r.log.Warn("step failed while LOOPD_HOME was out of disk space; not counted as a failure", zap.Int("seq", st.Seq))

@@ -14,25 +14,25 @@ import (
 	"github.com/loopd/loopd/internal/supervise"
 )
 
-// begin checks that the run may go on and plans its next step; it returns
+// planOrStop checks that the run may go on and plans its next step; it returns
 // a decision instead when the run must stop first, and neither when the
 // run is no longer RUNNING.
-func (r *runner) begin() (*planned, []string, *decision, error) {
-	if err := r.refresh(); err != nil {
+func (r *runner) planOrStop() (*planned, []string, *decision, error) {
+	if err := r.reloadFlags(); err != nil {
 		return nil, nil, nil, err
 	}
 	if r.run.Status != api.RunRunning {
 		return nil, nil, nil, nil
 	}
-	if d := r.requests(r.run, false); d != nil {
+	if d := r.userRequests(r.run, false); d != nil {
 		return nil, nil, d, nil
 	}
-	return r.following()
+	return r.planNext()
 }
 
-// following plans the step after the history: it checks what the step
+// planNext plans the step after the history: it checks what the step
 // needs (the agent installed, a readable env_file) and its prompt.
-func (r *runner) following() (*planned, []string, *decision, error) {
+func (r *runner) planNext() (*planned, []string, *decision, error) {
 	if r.s.diskFull() {
 		// The step could not write its output: it would fail for a
 		// reason that is not its own.
@@ -56,14 +56,14 @@ func (r *runner) following() (*planned, []string, *decision, error) {
 			return nil, nil, d, nil
 		}
 	}
-	p, err := r.plan(next)
+	p, err := r.buildStep(next)
 	return p, env, nil, err
 }
 
-// refresh re-reads what of the run can change under the runner: its
+// reloadFlags re-reads what of the run can change under the runner: its
 // status and the user's requests.
-func (r *runner) refresh() error {
-	f, err := r.s.store.RunFlags(bg(), r.id)
+func (r *runner) reloadFlags() error {
+	f, err := r.s.store.RunFlags(r.ctx, r.id)
 	if err != nil {
 		return err
 	}
@@ -82,9 +82,9 @@ type decision struct {
 	payload     any
 }
 
-// requests turns pending user requests into a decision; killed says
+// userRequests turns pending user requests into a decision; killed says
 // whether a step was just killed for a stop --now.
-func (r *runner) requests(run storage.Run, killed bool) *decision {
+func (r *runner) userRequests(run storage.Run, killed bool) *decision {
 	if run.StopRequest == storage.StopGraceful && r.inFlightLost() {
 		// A graceful stop lets the step in flight finish. That step's
 		// outcome was lost (the daemon died while it ran): its phase runs
@@ -199,9 +199,9 @@ type planned struct {
 	prompt  []byte // an agent step's prompt, for its prompt file
 }
 
-// plan prepares the next step: its prompt (an agent's, written by
+// buildStep prepares the next step: its prompt (an agent's, written by
 // writePrompt) and its row, not yet inserted.
-func (r *runner) plan(next Next) (*planned, error) {
+func (r *runner) buildStep(next Next) (*planned, error) {
 	seq := len(r.hist.Steps) + 1
 	f := r.files(seq, next.Phase)
 	st := &storage.Step{RunID: r.id, Seq: seq, Phase: next.Phase, Iteration: next.Iteration, LogPath: f.log}
@@ -224,7 +224,7 @@ func (r *runner) plan(next Next) (*planned, error) {
 
 // writePrompt writes an agent step's prompt file. It is written before
 // the step is recorded, but off the way to its process's start: the
-// process opens it only when launch opens its gate.
+// process opens it only when runStep opens its gate.
 func (p *planned) writePrompt() error {
 	if p.prompt == nil {
 		return nil
@@ -247,7 +247,7 @@ func (p *planned) removeFiles() {
 // spec describes a planned step's process, in environment env (the
 // daemon's plus the run's env_file). Steps are always gated: the process
 // may be started before the step's row is committed, and runs its
-// commands only when launch opens it, after.
+// commands only when runStep opens it, after.
 func (r *runner) spec(p *planned, env []string) supervise.Spec {
 	st, f := p.step, p.files
 	prompt := f.prompt // LOOP_PROMPT_FILE: the prompt of the iteration's implementation

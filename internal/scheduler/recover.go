@@ -12,10 +12,10 @@ import (
 	"github.com/loopd/loopd/internal/supervise"
 )
 
-// reconcile resolves a step that a previous daemon left RUNNING: still
+// recoverStep resolves a step that a previous daemon left RUNNING: still
 // alive → adopted and watched to its real end; ended with a recorded exit
 // status → recorded; outcome lost → INTERRUPTED, and its phase runs again.
-func (r *runner) reconcile(st *storage.Step) (bool, error) {
+func (r *runner) recoverStep(st *storage.Step) (bool, error) {
 	f := r.files(st.Seq, st.Phase)
 	var id supervise.Identity
 	if st.Pid != nil {
@@ -23,10 +23,10 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		if st.ProcStart != nil {
 			id.StartTicks = *st.ProcStart
 		}
-	} else if found, ok := supervise.Find(f.tag); ok {
+	} else if found, ok := r.s.exec.Find(f.tag); ok {
 		id = found
 	}
-	if proc, err := supervise.Adopt(id, f.tag, f.status); err == nil {
+	if proc, err := r.s.exec.Adopt(id, f.tag, f.status); err == nil {
 		if r.run.StopRequest == storage.StopNow && (st.CancelCause == storage.CancelNone || st.CancelCause == storage.CancelUser) {
 			// A stop --now that the previous daemon did not carry out, or
 			// died carrying out.
@@ -47,15 +47,15 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 			return false, err
 		}
 		r.log.Info("adopted running step", zap.Int("seq", st.Seq), zap.Int("pid", id.Pid))
-		done, err := r.watch(st, proc)
+		done, err := r.watchStep(st, proc)
 		if err != nil {
 			return false, err
 		}
-		return r.conclude(done, events.StepFinished)
+		return r.completeStep(done, events.StepFinished)
 	}
 	// Its leader is gone: whatever it left running while no daemon
 	// watched (a background job in a session of its own) goes now.
-	supervise.Sweep(f.tag, time.UnixMilli(st.StartedAt))
+	r.s.exec.Sweep(f.tag, time.UnixMilli(st.StartedAt))
 	if code, ok := supervise.ReadStatus(f.status, f.tag); ok {
 		// It ended while no daemon watched: the exits file was last
 		// written then (by this step, the run's newest), so the daemon's
@@ -64,18 +64,18 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 			ended := max(fi.ModTime().UnixMilli(), st.StartedAt)
 			st.EndedAt = &ended
 		}
-		r.outcome(st, supervise.Exit{Code: code, Recorded: true}, supervise.Exited)
-		return r.conclude(st, events.StepFinished)
+		r.classifyEnd(st, supervise.Exit{Code: code, Recorded: true}, supervise.Exited)
+		return r.completeStep(st, events.StepFinished)
 	}
 	if st.CancelCause != storage.CancelNone {
 		// The previous daemon was stopping it and died before recording
 		// the end: it ended as that stop meant.
-		r.outcome(st, supervise.Exit{Code: -1}, supervise.Canceled)
+		r.classifyEnd(st, supervise.Exit{Code: -1}, supervise.Canceled)
 		if fi, err := os.Stat(st.LogPath); err == nil {
 			ended := max(fi.ModTime().UnixMilli(), st.StartedAt)
 			st.EndedAt = &ended
 		}
-		return r.conclude(st, events.StepFinished)
+		return r.completeStep(st, events.StepFinished)
 	}
 	st.Status = api.StepInterrupted
 	st.Error = "the daemon stopped while this step ran and its outcome was lost; the phase runs again"
@@ -91,5 +91,5 @@ func (r *runner) reconcile(st *storage.Step) (bool, error) {
 		r.readAgentOutput(st) // the tokens it spent were spent
 	}
 	r.recordChanges(st) // and what it changed, changed
-	return r.conclude(st, events.StepInterrupted)
+	return r.completeStep(st, events.StepInterrupted)
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/loopd/loopd/internal/redact"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
-	"github.com/loopd/loopd/internal/supervise"
 )
 
 // pruneEvery is how often a runner prunes its run's old evaluations.
@@ -40,6 +39,13 @@ type runner struct {
 	s   *Scheduler
 	id  string
 	log *zap.Logger
+	// ctx is the run's context, for its database work, its ledger and its
+	// stop conditions. It is not canceled when the daemon shuts down: a
+	// write in progress must finish, so that a step's outcome is never
+	// lost between its end and its record (the runner watches the
+	// scheduler's detach channel instead). It ends when the runner returns.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	run  storage.Run
 	cfg  config.Config
@@ -71,10 +77,10 @@ type runner struct {
 
 	mu         sync.Mutex
 	stepCancel context.CancelCauseFunc // cancels the current step, nil between steps
-	proc       *supervise.Process      // the current step's process, nil between steps
+	proc       StepProcess             // the current step's process, nil between steps
 	pending    error                   // a cancel requested before the step started
 
-	// next is a step the last conclusion inserted, to launch with nextEnv;
+	// next is a step the last completeStep inserted, to run with nextEnv;
 	// its process was started with the commit and waits at its gate.
 	next      *planned
 	nextEnv   []string
@@ -93,7 +99,8 @@ type runner struct {
 }
 
 func newRunner(s *Scheduler, id string) *runner {
-	return &runner{s: s, id: id, log: s.log.With(zap.String("run", id)),
+	ctx, cancel := context.WithCancel(context.Background())
+	return &runner{s: s, id: id, log: s.log.With(zap.String("run", id)), ctx: ctx, cancel: cancel,
 		dir: filepath.Join(s.opts.Home, "runs", id), kick: make(chan struct{}, 1)}
 }
 
@@ -121,19 +128,20 @@ func (r *runner) cancelStep(cause error) <-chan struct{} {
 // otherwise keep the run RUNNING, retrying, forever.
 const maxSameErrors = 5
 
-// main runs the loop until the run leaves RUNNING or the daemon detaches.
+// drive runs the loop until the run leaves RUNNING or the daemon detaches.
 // An internal error (the database unavailable, a full disk) does not end
 // the run at once: the runner waits and starts over from the database,
 // which is how a restarted daemon would pick it up too. Between attempts
 // the user's stop and pause still apply, and an error that comes back
 // identical maxSameErrors times ends the run ABORTED fatal:internal.
-func (r *runner) main(recovered bool) {
+func (r *runner) drive(recovered bool) {
+	defer r.cancel()
 	var last string
 	same := 0
 	for attempt := 0; ; attempt++ {
 		// Only a daemon restart is a recovery; a retry after an internal
 		// error reloads the same way but announces nothing.
-		err := r.loop(recovered && attempt == 0)
+		err := r.runFromStore(recovered && attempt == 0)
 		if err == nil || errors.Is(err, errDetached) || r.s.detached() {
 			return
 		}
@@ -146,7 +154,7 @@ func (r *runner) main(recovered bool) {
 		// disk, a quota, a read-only remount) is not the run's fault and
 		// goes away by itself: it never ends the run.
 		fatal := same >= maxSameErrors && !storage.Transient(err) && !diskTrouble(err)
-		if done := r.settleFailed(err, fatal, same); done {
+		if done := r.applyRequestsAfterError(err, fatal, same); done {
 			return
 		}
 		r.log.Error("run loop failed; retrying from the database", zap.Error(err), zap.Duration("backoff", r.s.opts.RetryBackoff),
@@ -160,13 +168,13 @@ func (r *runner) main(recovered bool) {
 	}
 }
 
-// settleFailed applies what must happen to a run whose runner failed
+// applyRequestsAfterError applies what must happen to a run whose runner failed
 // with err, without loading the run (loading may be what fails): a stop
 // or pause the user asked for, or, when fatal, the end of the run. done
 // reports that the run has left RUNNING and the runner must return.
-func (r *runner) settleFailed(err error, fatal bool, count int) (done bool) {
+func (r *runner) applyRequestsAfterError(err error, fatal bool, count int) (done bool) {
 	var d *decision
-	werr := r.s.store.Write(bg(), func(tx *storage.Tx) error {
+	werr := r.s.store.Write(r.ctx, func(tx *storage.Tx) error {
 		d = nil
 		f, ferr := tx.Flags(r.id)
 		if ferr != nil {
@@ -225,7 +233,7 @@ func (r *runner) poke() {
 func (r *runner) write(fn func(tx *storage.Tx) error) error {
 	backoff := 100 * time.Millisecond
 	for {
-		err := r.s.store.Write(bg(), fn)
+		err := r.s.store.Write(r.ctx, fn)
 		if err == nil || !storage.Transient(err) {
 			return err
 		}
@@ -240,13 +248,8 @@ func (r *runner) write(fn func(tx *storage.Tx) error) error {
 	}
 }
 
-// bg is the context for database writes: they are short and must finish
-// even while the daemon shuts down, so a step's outcome is never lost
-// between its end and its record.
-func bg() context.Context { return context.Background() }
-
 func (r *runner) load() error {
-	run, err := r.s.store.Run(bg(), r.id)
+	run, err := r.s.store.Run(r.ctx, r.id)
 	if err != nil {
 		return err
 	}
@@ -254,17 +257,17 @@ func (r *runner) load() error {
 	if err != nil {
 		return err
 	}
-	steps, err := r.s.store.Steps(bg(), r.id)
+	steps, err := r.s.store.Steps(r.ctx, r.id)
 	if err != nil {
 		return fmt.Errorf("load steps: %w", err)
 	}
 	r.run, r.cfg, r.set = run, cfg, set
-	if r.envTrust, err = r.s.store.RunEnvTrust(bg(), r.id); err != nil {
+	if r.envTrust, err = r.s.store.RunEnvTrust(r.ctx, r.id); err != nil {
 		return err
 	}
 	r.secrets = secretsOf(cfg)
 	r.loadWorkspace()
-	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is reconciled
+	r.next, r.nextEnv = nil, nil // the database is the truth: a step it holds RUNNING is recovered (recoverStep)
 	r.launched = 0
 	if r.warnedKeys == nil {
 		r.warnedKeys = map[string]bool{}
@@ -285,7 +288,7 @@ func (r *runner) load() error {
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
 	// evaluation so a restart does not re-announce unchanged progress.
-	if last, err := r.s.store.LastEvaluation(bg(), r.id); err == nil {
+	if last, err := r.s.store.LastEvaluation(r.ctx, r.id); err == nil {
 		var prev []stop.Result
 		if json.Unmarshal([]byte(last.Results), &prev) == nil {
 			r.eval.Restore(prev)
@@ -359,8 +362,8 @@ func pricesOf(cfg config.Config) stop.Prices {
 	return prices
 }
 
-// loop is one pass of the runner over its run, from the database.
-func (r *runner) loop(recovered bool) error {
+// runFromStore is one pass of the runner over its run, from the database.
+func (r *runner) runFromStore(recovered bool) error {
 	r.stepEnded = time.Time{} // a retry's wait is not a gap between steps
 	if err := r.load(); err != nil {
 		return err
@@ -380,7 +383,7 @@ func (r *runner) loop(recovered bool) error {
 	// A step a previous daemon left RUNNING: adopt it, record it, or mark
 	// it INTERRUPTED. Never start another while it may be alive.
 	if last := r.hist.Last(); last != nil && last.Status == api.StepRunning {
-		done, err := r.reconcile(last)
+		done, err := r.recoverStep(last)
 		if err != nil || done {
 			return err
 		}
@@ -388,7 +391,7 @@ func (r *runner) loop(recovered bool) error {
 		// Resumed or recovered between steps: thresholds are re-checked
 		// before anything runs (a resumed run whose limit was not raised
 		// ends again at once, with the same reason).
-		done, err := r.conclude(nil, "")
+		done, err := r.completeStep(nil, "")
 		if err != nil || done {
 			return err
 		}
@@ -407,11 +410,11 @@ func (r *runner) loop(recovered bool) error {
 		if st == nil {
 			var d *decision
 			var err error
-			if st, env, d, err = r.begin(); err != nil {
+			if st, env, d, err = r.planOrStop(); err != nil {
 				return err
 			}
 			if d != nil {
-				return r.commit(nil, "", nil, d, nil)
+				return r.record(nil, "", nil, d, nil)
 			}
 			if st == nil {
 				return nil // the run left RUNNING
@@ -424,11 +427,11 @@ func (r *runner) loop(recovered bool) error {
 			}
 			r.hist.Append(*st.step)
 		}
-		done, err := r.launch(st, env, pre)
+		done, err := r.runStep(st, env, pre)
 		if err != nil {
 			return err
 		}
-		end, err := r.conclude(done, events.StepFinished)
+		end, err := r.completeStep(done, events.StepFinished)
 		if err != nil || end {
 			return err
 		}

@@ -211,7 +211,7 @@ func (r *runner) loadEnvFile() ([]string, error) {
 	if vars, err := config.ParseEnvFile(r.envTrust, data); err == nil && len(vars) == 0 {
 		return nil, nil // sets nothing: nothing to trust
 	}
-	rec, err := r.s.store.TrustedFile(bg(), r.run.Workspace, r.envTrust)
+	rec, err := r.s.store.TrustedFile(r.ctx, r.run.Workspace, r.envTrust)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return nil, &untrustedEnvError{path: r.envTrust}
