@@ -27,7 +27,10 @@ import (
 //   - A file rewritten within one tick of the file system's clock, with the
 //     same size, keeps its mtime. As git's "racy" rule does, a record that
 //     holds any time within quietMargin of when it was taken is not
-//     trusted: the next snapshot runs git.
+//     trusted: the next snapshot runs git. The kernel stamps files from a
+//     clock that lags by at most one scheduler tick (≤ 10 ms); a file
+//     system that keeps whole seconds only (FAT keeps two) shows it in
+//     times without nanoseconds, which get quietCoarseMargin instead.
 //   - ctime cannot be set by a user (touch -r, tar and rsync set mtime
 //     only), and a rename or a new file changes its directory's mtime.
 //   - A large tree (node_modules) would make the walk cost what git does:
@@ -36,9 +39,13 @@ import (
 //     recorded after a crash, runs git in full.
 const quietMaxEntries = 5000
 
-// quietMargin is how recent a time in the record makes it untrusted; a
-// variable for tests only.
-var quietMargin = 2 * time.Second
+// quietMargin is how recent a time in the record makes it untrusted, and
+// quietCoarseMargin the same for a time in whole seconds; variables for
+// tests only.
+var (
+	quietMargin       = 100 * time.Millisecond
+	quietCoarseMargin = 3 * time.Second
+)
 
 // quiet is the record of the workspace's state at the Ledger's last
 // recorded tree.
@@ -115,6 +122,7 @@ func (l *Ledger) quietSig() (sig []byte, ok bool) {
 	q := &l.q
 	start := time.Now()
 	recent := start.Add(-quietMargin).UnixNano()
+	recentCoarse := start.Add(-quietCoarseMargin).UnixNano()
 	var buf []byte
 	entries := 0
 	racy := false
@@ -133,7 +141,11 @@ func (l *Ledger) quietSig() (sig []byte, ok bool) {
 			return false, false
 		}
 		mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
-		if mt >= recent || ct >= recent {
+		r := recent
+		if st.Mtim.Nsec == 0 && st.Ctim.Nsec == 0 {
+			r = recentCoarse
+		}
+		if mt >= r || ct >= r {
 			racy = true
 		}
 		for _, v := range []uint64{uint64(st.Mode), uint64(st.Size), st.Ino, st.Dev, uint64(mt), uint64(ct)} {

@@ -19,9 +19,9 @@ func noGit(t *testing.T) {
 // a moment ago; the margin is tested on its own).
 func quietLedger(t *testing.T) (*Ledger, string, string) {
 	t.Helper()
-	old := quietMargin
-	quietMargin = -time.Hour // nothing is recent
-	t.Cleanup(func() { quietMargin = old })
+	old, oldCoarse := quietMargin, quietCoarseMargin
+	quietMargin, quietCoarseMargin = -time.Hour, -time.Hour // nothing is recent
+	t.Cleanup(func() { quietMargin, quietCoarseMargin = old, oldCoarse })
 	dir := repo(t, map[string]string{"a.txt": "one\n", "sub/b.txt": "two\n", ".gitignore": "*.log\n"})
 	l := &Ledger{Dir: dir, Index: filepath.Join(t.TempDir(), "ledger.index"), RunID: "q", Short: "q"}
 	base, err := l.Baseline(t.Context())
@@ -97,7 +97,7 @@ func TestSnapshotNewIgnoredFileRunsGitButRecordsNothing(t *testing.T) {
 
 func TestSnapshotNewDistrustsARecentRecord(t *testing.T) {
 	l, _, base := quietLedger(t)
-	quietMargin = 24 * time.Hour // every file is "recent": no record is trusted
+	quietMargin, quietCoarseMargin = 24*time.Hour, 24*time.Hour // every file is "recent": no record is trusted
 	if _, err := l.SnapshotNew(t.Context(), 1, 1, base); err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +140,9 @@ func TestSnapshotFindsWhatSnapshotNewRecorded(t *testing.T) {
 }
 
 func TestQuietCheckGivesUpOnALargeTree(t *testing.T) {
-	old := quietMargin
-	quietMargin = -time.Hour
-	t.Cleanup(func() { quietMargin = old })
+	old, oldCoarse := quietMargin, quietCoarseMargin
+	quietMargin, quietCoarseMargin = -time.Hour, -time.Hour
+	t.Cleanup(func() { quietMargin, quietCoarseMargin = old, oldCoarse })
 	files := map[string]string{}
 	for i := range quietMaxEntries + 10 {
 		files[fmt.Sprintf("d%d/f%d", i%50, i)] = "x"
@@ -158,5 +158,25 @@ func TestQuietCheckGivesUpOnALargeTree(t *testing.T) {
 	}
 	if ch, err := l.SnapshotNew(t.Context(), 1, 1, base); err != nil || ch.Commit != "" {
 		t.Fatalf("%+v, %v", ch, err)
+	}
+}
+
+// A record taken within the margins of a file's times is not trusted:
+// with the real margins, a file written just now makes the next
+// snapshot run git even though nothing changed since.
+func TestQuietRecordOfAFreshFileIsNotTrusted(t *testing.T) {
+	dir := repo(t, map[string]string{"a.txt": "one\n"})
+	l := &Ledger{Dir: dir, Index: filepath.Join(t.TempDir(), "ledger.index"), RunID: "fresh", Short: "fresh"}
+	base, err := l.Baseline(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "a.txt", "two\n") // now: within quietMargin of the next record
+	ch, err := l.SnapshotNew(t.Context(), 1, 1, base)
+	if err != nil || ch.Commit == "" {
+		t.Fatalf("%+v, %v", ch, err)
+	}
+	if l.q.point != "" {
+		t.Fatalf("a record holding a time from %s ago was trusted", quietMargin)
 	}
 }
