@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 func newPostmortemCmd(g *globalOptions) *cobra.Command {
@@ -31,7 +32,7 @@ func newPostmortemCmd(g *globalOptions) *cobra.Command {
 				_, err := fmt.Fprintf(g.Out, "%s\n", pm.Summary)
 				return err
 			}
-			_, err = fmt.Fprint(g.Out, pm.Markdown)
+			_, err = fmt.Fprint(g.Out, termtext.QuoteLines(pm.Markdown))
 			return err
 		},
 	}

@@ -101,6 +101,7 @@ func (r *runner) evaluateAndRecord(st *storage.Step, typ events.Type, next *plan
 		stepID = st.ID
 	}
 	ev := r.eval.Evaluate(r.ctx, r.evalContext(stepID))
+	logEvaluation(r.s.opts.Logger.Named("stop"), r.s.opts.DebugConditions, ev, r.secrets.String)
 	d := r.decide(ev, st)
 	if d != nil {
 		next = nil

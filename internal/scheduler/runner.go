@@ -283,8 +283,6 @@ func (r *runner) load() error {
 		Clock:  stop.ClockFunc(r.s.opts.Now),
 		Logger: r.s.opts.Logger.Named("stop"),
 		Prices: r.prices,
-		Debug:  r.s.opts.DebugConditions,
-		Redact: func(s string) string { return r.secrets.String(s) },
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
 	// evaluation so a restart does not re-announce unchanged progress.
