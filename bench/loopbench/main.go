@@ -174,6 +174,24 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// childrenCPUTime is the CPU time of process pid's children that it has
+// waited for (cutime and cstime): for the daemon, its steps' shells and
+// its git commands.
+func childrenCPUTime(pid int) time.Duration {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 15 {
+		return 0
+	}
+	cutime, _ := strconv.Atoi(f[13])
+	cstime, _ := strconv.Atoi(f[14])
+	return time.Duration(cutime+cstime) * 10 * time.Millisecond
+}
+
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
