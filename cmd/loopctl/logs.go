@@ -73,6 +73,11 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 		defer r.Flush()
 		out = r
 	}
+	if o.JSON {
+		j := &jsonLines{w: o.Out}
+		defer j.Flush()
+		out = j
+	}
 	// A whole run's text stream is resumed after a daemon restart (as
 	// watch rides one out), skipping the bytes already printed.
 	resumable := whole && !o.JSON
@@ -173,6 +178,7 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 	emit := func(ev api.Event) {
 		if o.JSON {
 			b, _ := json.Marshal(ev)
+			b = termtext.EscapeJSON(b) // as printJSON: DEL, C1 and bidi controls escaped too
 			fmt.Fprintf(o.Out, "%s\n", b)
 			return
 		}

@@ -29,7 +29,7 @@ func newPostmortemCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			if g.JSON {
-				_, err := fmt.Fprintf(g.Out, "%s\n", pm.Summary)
+				_, err := fmt.Fprintf(g.Out, "%s\n", termtext.EscapeJSON(pm.Summary)) // as printJSON
 				return err
 			}
 			_, err = fmt.Fprint(g.Out, termtext.QuoteLines(pm.Markdown))
@@ -138,13 +138,17 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 		Short: "Print loopctl's version (and the running daemon's)",
 		Long: `Print loopctl's version, and the running daemon's when one answers (this
 command never starts a daemon). The version is set when the binaries are built
-(scripts/release); a build from a checkout says "dev". --json adds the commit
-the binary was built from, when the build recorded it.`,
+(scripts/release); a build from a checkout says "dev". The commit the binary
+was built from and that commit's date follow, when the build recorded them
+(--json: commit, date).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := map[string]any{"loopctl": api.BuildVersion()}
 			if c := api.BuildCommit(); c != "" {
 				out["commit"] = c
+			}
+			if d := api.BuildDate(); d != "" {
+				out["date"] = d
 			}
 			if sock, err := g.socketPath(); err == nil {
 				if info, err := api.NewClient(sock).Ping(cmd.Context()); err == nil {
@@ -154,7 +158,7 @@ the binary was built from, when the build recorded it.`,
 			if g.JSON {
 				return printJSON(g.Out, out)
 			}
-			fmt.Fprintf(g.Out, "loopctl %s\n", api.BuildVersion())
+			fmt.Fprintf(g.Out, "loopctl %s\n", api.VersionLine())
 			if v, ok := out["loopd"]; ok {
 				fmt.Fprintf(g.Out, "loopd   %s (running)\n", v)
 			}

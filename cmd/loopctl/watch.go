@@ -30,6 +30,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type watchOptions struct {
@@ -130,6 +131,7 @@ func watchPlain(ctx context.Context, w io.Writer, f *runFollower, asJSON bool) (
 	onEvent := func(ev api.Event) {
 		if asJSON {
 			b, _ := json.Marshal(ev)
+			b = termtext.EscapeJSON(b) // as printJSON: DEL, C1 and bidi controls escaped too
 			fmt.Fprintf(w, "%s\n", b)
 			return
 		}

@@ -49,6 +49,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
+	d.dash.Auth().SetHost(d.httpAddr)
+	loginRefused := newRefusals()
+	d.dash.LogRefusalsWith(func(msg string, fields ...zap.Field) { loginRefused.note(d.log, msg, fields...) })
 	d.dash.Register(mux) // the web dashboard: /, /runs/{id}, /login, /live/…, /assets/…
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -58,8 +61,9 @@ func (d *Daemon) routes() http.Handler {
 
 // owner admits only the daemon's owner: on the Unix socket a peer with
 // the daemon's own uid (SO_PEERCRED, whatever the socket file's mode
-// says), on the optional TCP listener a request with the bearer token or
-// a dashboard session cookie.
+// says), on the optional TCP listener a request with the bearer token or,
+// within its scope, a dashboard session cookie. A handler tells the two
+// apart with sessionOnly.
 //
 // Refusals are logged at most once per refusalLogEvery (with a count of
 // the others), and the TCP refusal says nothing about the daemon (not
@@ -74,7 +78,8 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 			// The bearer token, or a dashboard session (and its CSRF token
 			// for a state change): authorizeTCP is the one check.
 			if err := d.authorizeTCP(r); err != nil {
-				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
+				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr),
+					zap.String("why", err.Error()))
 				d.refuseTCP(w, r, err)
 				return
 			}
@@ -88,6 +93,14 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sessionOnly reports whether r, admitted by owner, came with a dashboard
+// session rather than the bearer token or on the owner's socket. It is
+// asked again by the few handlers that care, rather than recorded on every
+// request: that would cost each request a copy.
+func (d *Daemon) sessionOnly(r *http.Request) bool {
+	return peerFrom(r.Context()).tcp && !tokenOK(r, d.token)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -122,6 +135,9 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = api.Errorf(api.CodeNotFound, "%v", err)
 	case errors.Is(err, storage.ErrConflict):
 		ae = api.Errorf(api.CodeConflict, "%v", err)
+	case d.shuttingDown():
+		d.log.Info("request cut by the shutdown", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		ae = d.failure(err)
 	case storage.Transient(err):
 		d.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 		ae = &api.Error{Status: http.StatusInsufficientStorage, Code: api.CodeUnavailable, Message: storage.Explain(err)}
@@ -314,6 +330,11 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
+		if d.sessionOnly(r) {
+			if err := sessionResumeRefusal(req.Set); err != nil {
+				return err
+			}
+		}
 		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
 			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
 		}

@@ -78,7 +78,13 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	// Resolved as loopctl resolves it (a client that sent a subdirectory
 	// gets the same workspace as one that resolved it first).
-	if ws, err = resolveWorkspace(workspace.Resolve(ctx, ws)); err != nil {
+	// A .loop that is not the user's is refused here, not passed over
+	// silently: it would make another user's directory the workspace.
+	resolved, err := workspace.ResolveChecked(ctx, ws)
+	if err != nil {
+		return storage.Run{}, nil, &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
+	}
+	if ws, err = resolveWorkspace(resolved); err != nil {
 		return storage.Run{}, nil, err
 	}
 	if err := s.refuseRunWorktree(ctx, ws); err != nil {
@@ -112,7 +118,7 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
-		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
+		if goal, err = readPromptFile("", cfg.PromptFile); err != nil {
 			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
 	}
@@ -127,11 +133,6 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	full.Merge(file)
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
-	}
-	envTrust, err := s.checkTrust(ctx, trust.Inputs{Workspace: ws, Config: cfg, Sets: sets,
-		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData})
-	if err != nil {
-		return storage.Run{}, nil, err
 	}
 	// The goal is stored, shown and sent to the model: a secret pasted
 	// into it, or read from a file that holds one, is redacted like the
@@ -149,6 +150,18 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
 		Conditions: string(condJSON), Status: api.RunPending}
 	commonDir, warnings, err := s.isolate(ctx, &run, cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	// After isolate: a worktree run's agent reads the agents' own files
+	// (.claude/settings.json…) as committed in its base commit, so those
+	// are the ones checked.
+	in := trust.Inputs{Workspace: ws, Config: cfg, Sets: sets, Context: ctx,
+		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData}
+	if run.Isolation == string(config.IsolationWorktree) {
+		in.AgentCommit = run.BaseCommit
+	}
+	envTrust, err := s.checkTrust(ctx, in)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}

@@ -372,7 +372,7 @@ func (r *runner) completed() ([]string, bool) {
 				return nil, false
 			}
 		case config.GatePlan:
-			p, err := readPlan(r.cfg.PlanFile)
+			p, err := readPlan(r.workdir, r.cfg.PlanFile)
 			if err != nil || p.Unchecked > 0 {
 				return nil, false
 			}

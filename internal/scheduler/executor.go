@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
 )
@@ -175,7 +175,7 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 		w := logWatch{Grace: r.s.opts.Grace}
 		// Only Codex is known to print reconnect notices; other agents'
 		// logs are not parsed for them.
-		if st.Phase == api.PhaseReview || (r.cfg.Agent != config.AgentClaude && r.cfg.Agent != config.AgentGemini) {
+		if st.Phase == api.PhaseReview || agent.WatchesReconnects(string(r.cfg.Agent)) {
 			w.OnReconnects = func() { cancel(errAPIReconnects) }
 			w.ReconnectEvery = time.Second
 			if idle := r.cfg.IdleTimeout.Std(); idle > 0 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/stop"
@@ -44,6 +45,13 @@ func (r *runner) planNext() (*planned, []string, *decision, error) {
 	next := r.hist.Next()
 	if next.Phase == api.PhaseImplementation {
 		if d := r.checkAgent(); d != nil {
+			return nil, nil, d, nil
+		}
+	}
+	if next.Phase == api.PhaseImplementation || next.Phase == api.PhaseReview {
+		// The agent (or a reviewer that is one) reads its own project
+		// files at every start.
+		if d := r.checkAgentFiles(); d != nil {
 			return nil, nil, d, nil
 		}
 	}
@@ -137,14 +145,12 @@ func (r *runner) checkAgent() *decision {
 // unless IS_SANDBOX=1 says it runs in a sandbox. Every step would fail the
 // same way in a second, so the run stops at once, saying what to do.
 func (r *runner) checkRoot(env []string) *decision {
-	if os.Geteuid() != 0 || !r.cfg.SkipsPermissions() || lookupEnv(env, "IS_SANDBOX") == "1" {
+	refusal := agent.RootRefusalFor(string(r.cfg.Agent), r.cfg.AgentCommand)
+	if os.Geteuid() != 0 || refusal == nil || lookupEnv(env, refusal.SandboxEnv) == "1" {
 		return nil
 	}
 	return &decision{status: api.RunAborted, reason: "fatal:agent_refused_root", event: events.RunAborted,
-		description: "Claude Code refuses --dangerously-skip-permissions (which the claude preset passes) when run as root, " +
-			"and loopd runs as root: if this is a container or sandbox, set IS_SANDBOX=1 in the run's env_file " +
-			"(.env in the workspace) or in the daemon's environment; otherwise run loopd as a normal user. " +
-			"Then `loopctl resume` the run"}
+		description: refusal.Description}
 }
 
 // lookupEnv returns the last value of key in env (later entries win, as
@@ -159,15 +165,7 @@ func lookupEnv(env []string, key string) string {
 }
 
 func agentNotFound(bin string) string {
-	hint := ""
-	switch bin {
-	case "claude":
-		hint = "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in"
-	case "codex":
-		hint = "install the Codex CLI (npm install -g @openai/codex) and log in"
-	case "gemini":
-		hint = "install Gemini CLI (npm install -g @google/gemini-cli) and set GEMINI_API_KEY"
-	}
+	hint := agent.InstallHint(bin)
 	msg := fmt.Sprintf("the agent %q was not found on the daemon's PATH", bin)
 	if hint != "" {
 		msg += ": " + hint
@@ -208,8 +206,8 @@ func (r *runner) buildStep(next Next) (*planned, error) {
 	var prompt []byte
 	if next.Phase == api.PhaseImplementation {
 		if r.cfg.PlanFile != "" {
-			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
-				st.PlanTask = plan.Current
+			if plan, err := readPlan(r.workdir, r.cfg.PlanFile); err == nil {
+				st.PlanTask = r.secrets.String(plan.Current) // stored and sent to the model: a verify script can write PLAN.md
 				st.PlanChecked = &plan.Checked
 			}
 		}

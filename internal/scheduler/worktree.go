@@ -183,11 +183,7 @@ func (r *runner) recordChanges(st *storage.Step) {
 	st.Fingerprint = "ledger:" + point
 	r.log.Debug("ledger recorded", zap.Int("seq", st.Seq), zap.String("commit", ch.Commit), zap.Int("files", ch.FilesChanged))
 	if hold := os.Getenv(holdAfterLedgerEnv); hold != "" {
-		// Written whole, then renamed: the test reads it as soon as it
-		// exists, and must never see it empty.
-		if os.WriteFile(hold+".tmp", []byte(fmt.Sprintf("%d %s\n", st.Seq, ch.Commit)), 0o600) == nil {
-			_ = os.Rename(hold+".tmp", hold)
-		}
+		_ = writeHookFile(hold, fmt.Appendf(nil, "%d %s\n", st.Seq, ch.Commit))
 		<-r.s.detach
 	}
 }

@@ -9,16 +9,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 
 	gitcmd "github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // maxFiles bounds the walk of a non-git workspace.
@@ -108,15 +113,64 @@ type Plan struct {
 
 var planItem = regexp.MustCompile(`^\s*[-*+]\s+\[([ xX])\]\s+(.*?)\s*$`)
 
-// ReadPlan reads a plan file's checklist.
-func ReadPlan(path string) (Plan, error) {
-	f, err := os.Open(path)
+// MaxPlanBytes bounds a plan file: it is read at every iteration, and one
+// that never ends (a link to /dev/zero) would otherwise be read forever.
+const MaxPlanBytes = 4 << 20
+
+// OpenRegular opens the file path for reading, as the daemon re-reads a
+// run's goal and plan while its agent works in the workspace and can
+// replace them: with a FIFO (opening it would block the daemon until a
+// writer came, and `stop --now` with it), a device that never ends, or a
+// symlink to /proc/self/environ (the daemon's environment, API keys and
+// all, would become the goal). A path inside dir is opened through dir as
+// an os.Root, so neither a symlink nor ".." leads out of it; a path
+// outside dir is one the user named and is opened as it is. The open never
+// blocks, and anything but a regular file is refused.
+func OpenRegular(dir, path string) (*os.File, error) {
+	var f *os.File
+	var err error
+	if rel, rerr := filepath.Rel(dir, path); dir != "" && filepath.IsAbs(path) && rerr == nil && filepath.IsLocal(rel) {
+		var root *os.Root
+		if root, err = os.OpenRoot(dir); err != nil {
+			return nil, err
+		}
+		f, err = root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		root.Close()
+		if err != nil {
+			return nil, fmt.Errorf("open %s inside %s: %w", path, dir, err)
+		}
+	} else if f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, info.Mode().Type())
+	}
+	return f, nil
+}
+
+// ReadPlan reads a plan file's checklist, opened by [OpenRegular] (path
+// stays inside dir, the workspace) and of at most MaxPlanBytes.
+func ReadPlan(dir, path string) (Plan, error) {
+	f, err := OpenRegular(dir, path)
 	if err != nil {
 		return Plan{}, fmt.Errorf("read plan: %w", err)
 	}
 	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxPlanBytes+1))
+	if err != nil {
+		return Plan{}, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	if len(data) > MaxPlanBytes {
+		return Plan{}, fmt.Errorf("read plan %s: larger than %d MiB", path, MaxPlanBytes>>20)
+	}
 	var p Plan
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		m := planItem.FindSubmatch(sc.Bytes())
@@ -139,22 +193,51 @@ func ReadPlan(path string) (Plan, error) {
 }
 
 // Resolve finds the workspace of dir the way git finds a repository: the
-// nearest ancestor of dir (dir included) holding a .loop directory, else
-// the top-level of the git working tree holding dir, else dir itself. So
-// a command run from src/deep/dir of a repository uses the repository's
-// .loop/config. dir must be absolute; the result is cleaned, with
-// symlinks as given.
+// nearest ancestor of dir (dir included) holding a .loop directory of the
+// user's own (LoopDir), else the top-level of the git working tree holding
+// dir, else dir itself. So a command run from src/deep/dir of a repository
+// uses the repository's .loop/config. dir must be absolute; the result is
+// cleaned, with symlinks as given.
 //
-// A .loop directory that belongs to another user is passed over: in a
-// shared directory (/tmp/.loop) it would otherwise turn every run started
-// below it into a run in that directory, with that user's PROMPT.md as
-// its goal.
+// A .loop that is not the user's is passed over: in a shared directory
+// (/tmp/.loop) it would otherwise turn every run started below it into a
+// run in that directory, with that user's PROMPT.md as its goal. Resolve
+// never fails; ResolveChecked also refuses what Resolve passes over
+// silently.
 func Resolve(ctx context.Context, dir string) string {
+	ws, _ := resolve(ctx, dir, false)
+	return ws
+}
+
+// ResolveChecked is Resolve for starting a run or trusting a workspace: it
+// refuses, naming the path and its owners, a .loop whose link and target
+// belong to different users (a link another user made to a directory of
+// the user's, or the user's own link to another user's directory) found on
+// the way up, and a .loop in the workspace itself that is not the user's
+// (it would be read as the workspace's config).
+func ResolveChecked(ctx context.Context, dir string) (string, error) {
+	ws, err := resolve(ctx, dir, true)
+	if err != nil {
+		return "", err
+	}
+	if _, err := LoopDir(ws); err != nil {
+		return "", err
+	}
+	return ws, nil
+}
+
+// resolve walks up from dir; strict refuses a .loop of mixed ownership
+// instead of passing it over.
+func resolve(ctx context.Context, dir string, strict bool) (string, error) {
 	dir = filepath.Clean(dir)
-	uid := os.Getuid()
 	for d := dir; ; {
-		if fi, err := os.Stat(filepath.Join(d, ".loop")); err == nil && fi.IsDir() && ownedBy(fi, uid) {
-			return d
+		ok, err := LoopDir(d)
+		if ok {
+			return d, nil
+		}
+		var fe *ForeignLoopError
+		if errors.As(err, &fe) && fe.Mixed && strict {
+			return "", err
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
@@ -163,14 +246,87 @@ func Resolve(ctx context.Context, dir string) string {
 		d = parent
 	}
 	if top, err := gitcmd.TopLevel(ctx, dir); err == nil && top != "" {
-		return top
+		return top, nil
 	}
-	return dir
+	return dir, nil
 }
 
-// ownedBy reports whether a file belongs to uid (true where the platform
-// does not say).
-func ownedBy(fi fs.FileInfo, uid int) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || int(st.Uid) == uid
+// ForeignLoopError is a .loop that is not the user's: owned by another
+// user, or a symlink whose link or target is.
+type ForeignLoopError struct {
+	Path string // dir/.loop
+	// Mixed: a symlink whose link and target have different owners. Never
+	// innocent when the link is another user's (it points into the user's
+	// files to make them look like the user's own .loop).
+	Mixed  bool
+	Detail string // who owns what
+}
+
+// Error names the paths with their control characters quoted: another
+// user chose them.
+func (e *ForeignLoopError) Error() string {
+	return fmt.Sprintf("%s is not yours: %s; a .loop counts only when it (and, for a symlink, its target) belongs to you (uid %d), "+
+		"so it is not read. Remove it (or ask its owner to), or give your workspace a .loop of its own (mkdir .loop), which is found first",
+		termtext.Quote(e.Path), termtext.Quote(e.Detail), os.Getuid())
+}
+
+// LoopDir reports whether dir/.loop is a .loop of the user's: a directory
+// the user owns, or a symlink the user owns to a directory the user owns.
+// The link is checked with lstat: stat alone follows it, and another user
+// who can write to dir could link .loop to a directory of the user's and
+// have dir (with that user's PROMPT.md and Makefile) taken for the user's
+// workspace. A missing .loop, or one that is not a directory, is (false,
+// nil); one that is not the user's is (false, *ForeignLoopError).
+func LoopDir(dir string) (bool, error) {
+	path := filepath.Join(dir, ".loop")
+	uid := os.Getuid()
+	li, err := os.Lstat(path)
+	if err != nil {
+		return false, nil
+	}
+	if li.Mode()&fs.ModeSymlink == 0 {
+		if !li.IsDir() {
+			return false, nil
+		}
+		if o := owner(li); o != uid {
+			return false, &ForeignLoopError{Path: path, Detail: "it belongs to " + describeUID(o)}
+		}
+		return true, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.IsDir() {
+		return false, nil
+	}
+	target, _ := filepath.EvalSymlinks(path)
+	lo, to := owner(li), owner(fi)
+	switch {
+	case lo != uid && to != uid:
+		return false, &ForeignLoopError{Path: path, Mixed: lo != to,
+			Detail: fmt.Sprintf("it is a symlink of %s to %s, which belongs to %s", describeUID(lo), target, describeUID(to))}
+	case lo != uid:
+		return false, &ForeignLoopError{Path: path, Mixed: true,
+			Detail: fmt.Sprintf("it is a symlink of %s to your %s", describeUID(lo), target)}
+	case to != uid:
+		return false, &ForeignLoopError{Path: path, Mixed: true,
+			Detail: fmt.Sprintf("it is your symlink to %s, which belongs to %s", target, describeUID(to))}
+	}
+	return true, nil
+}
+
+// owner is a file's uid (the user's own where the platform does not say).
+func owner(fi fs.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return os.Getuid()
+}
+
+// describeUID names a uid with its user name when there is one: "uid
+// 65534 (nobody)".
+func describeUID(uid int) string {
+	s := "uid " + strconv.Itoa(uid)
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		s += " (" + u.Username + ")"
+	}
+	return s
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -106,7 +108,7 @@ func TestFingerprintNonGit(t *testing.T) {
 func TestReadPlan(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "PLAN.md")
 	write(t, path, "# Plan\n\n- [x] scaffold\n* [X] parse input\n- [ ] handle errors  \n  - [ ] nested detail\n- not a task\n+ [ ] docs\n")
-	p, err := ReadPlan(path)
+	p, err := ReadPlan(filepath.Dir(path), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestReadPlan(t *testing.T) {
 	if p != want {
 		t.Errorf("ReadPlan = %+v, want %+v", p, want)
 	}
-	if _, err := ReadPlan(filepath.Join(t.TempDir(), "missing.md")); err == nil {
+	if _, err := ReadPlan("", filepath.Join(t.TempDir(), "missing.md")); err == nil {
 		t.Error("missing plan file: no error")
 	}
 }
@@ -146,6 +148,145 @@ func TestResolveLikeGit(t *testing.T) {
 			}
 			if got := Resolve(ctx, tt.dir); got != tt.want {
 				t.Fatalf("Resolve(%s) = %s, want %s", tt.dir, got, tt.want)
+			}
+		})
+	}
+}
+
+// OpenRegular refuses what would block the daemon or lead a re-read goal
+// or plan out of the workspace, and opens what the user named outside it.
+func TestOpenRegular(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	for name, content := range map[string]string{"PLAN.md": "- [ ] x\n", "docs/goal.md": "goal\n"} {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "notes.md"), []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range [][2]string{{"environ", "/proc/self/environ"}, {"urandom", "/dev/urandom"}, {"out", outside},
+		{"goal.md", "docs/goal.md"}, {"fifolink", "fifo"}} {
+		if err := os.Symlink(link[1], filepath.Join(ws, link[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, ok := range map[string]bool{"PLAN.md": true, "goal.md": true, "docs/../PLAN.md": true,
+		"fifo": false, "fifolink": false, "environ": false, "urandom": false, "out/notes.md": false, "docs": false} {
+		done := make(chan error, 1)
+		go func() {
+			f, err := OpenRegular(ws, filepath.Join(ws, name))
+			if err == nil {
+				f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if (err == nil) != ok {
+				t.Errorf("OpenRegular(%s): %v, want ok=%v", name, err, ok)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("OpenRegular(%s) blocked", name)
+		}
+	}
+	f, err := OpenRegular(ws, filepath.Join(outside, "notes.md"))
+	if err != nil {
+		t.Fatalf("a file the user named outside the workspace: %v", err)
+	}
+	f.Close()
+}
+
+// A symlinked .loop counts only when the link and its target are the
+// user's; ownership is read with lstat, so a link another user made to a
+// directory of the user's is not the user's .loop.
+func TestLoopDirOwnership(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make files owned by another uid (lchown)")
+	}
+	ctx := t.Context()
+	root := t.TempDir()
+	mine := filepath.Join(root, "mine")
+	theirs := filepath.Join(root, "theirs")
+	for _, d := range []string{mine, theirs} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	// parent/.loop is made per case; parent/proj is where the run starts.
+	tests := []struct {
+		name      string
+		make      func(loop string) error
+		counts    bool
+		mixed     bool // refused by ResolveChecked from below
+		wantInErr string
+	}{
+		{name: "own directory", make: func(l string) error { return os.Mkdir(l, 0o755) }, counts: true},
+		{name: "own link to own directory", make: func(l string) error { return os.Symlink(mine, l) }, counts: true},
+		{name: "another user's directory", make: func(l string) error {
+			if err := os.Mkdir(l, 0o755); err != nil {
+				return err
+			}
+			return os.Chown(l, 65534, 65534)
+		}, wantInErr: "it belongs to uid 65534"},
+		{name: "another user's link to own directory", make: func(l string) error {
+			if err := os.Symlink(mine, l); err != nil {
+				return err
+			}
+			return os.Lchown(l, 65534, 65534)
+		}, mixed: true, wantInErr: "symlink of uid 65534"},
+		{name: "own link to another user's directory", make: func(l string) error { return os.Symlink(theirs, l) },
+			mixed: true, wantInErr: "which belongs to uid 65534"},
+		{name: "another user's link to their directory", make: func(l string) error {
+			if err := os.Symlink(theirs, l); err != nil {
+				return err
+			}
+			return os.Lchown(l, 65534, 65534)
+		}, wantInErr: "symlink of uid 65534"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := filepath.Join(root, "p"+string(rune('a'+i)))
+			proj := filepath.Join(parent, "proj")
+			if err := os.MkdirAll(proj, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.make(filepath.Join(parent, ".loop")); err != nil {
+				t.Fatal(err)
+			}
+			ok, err := LoopDir(parent)
+			if ok != tt.counts {
+				t.Errorf("LoopDir = %v, %v; want counts=%v", ok, err, tt.counts)
+			}
+			if tt.wantInErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantInErr)) {
+				t.Errorf("LoopDir error = %v, want one saying %q", err, tt.wantInErr)
+			}
+			want := proj
+			if tt.counts {
+				want = parent
+			}
+			if got := Resolve(ctx, proj); got != want {
+				t.Errorf("Resolve(proj) = %s, want %s", got, want)
+			}
+			ws, err := ResolveChecked(ctx, proj)
+			if tt.mixed {
+				if err == nil || !strings.Contains(err.Error(), tt.wantInErr) {
+					t.Errorf("ResolveChecked(proj) = %s, %v; want refused", ws, err)
+				}
+			} else if err != nil || ws != want {
+				t.Errorf("ResolveChecked(proj) = %s, %v; want %s", ws, err, want)
+			}
+			// Started in the directory itself, a .loop that does not count
+			// is refused: it would be read as the workspace's config.
+			if _, err := ResolveChecked(ctx, parent); (err != nil) == tt.counts {
+				t.Errorf("ResolveChecked(parent) error = %v, want refused: %v", err, !tt.counts)
 			}
 		})
 	}
