@@ -35,7 +35,6 @@ type fakeStep struct {
 // comes from script, given the step's phase and seq (from the
 // environment the runner built for it).
 type fakeExec struct {
-	t      *testing.T
 	script func(phase api.Phase, seq int) fakeStep
 	// onOpen, when set, runs when a step is opened, before it ends: a
 	// user's request arriving while the step runs.
@@ -49,7 +48,7 @@ type fakeExec struct {
 }
 
 func newFakeExec(t *testing.T, script func(api.Phase, int) fakeStep) *fakeExec {
-	return &fakeExec{t: t, script: script, held: make(chan struct{}, 16)}
+	return &fakeExec{script: script, held: make(chan struct{}, 16)}
 }
 
 func envValue(env []string, key string) string { return lookupEnv(env, key) }
@@ -159,13 +158,15 @@ func (p *fakeProc) Ident() supervise.Identity { return supervise.Identity{Pid: 1
 // harness is a Scheduler over a real database in a temporary LOOPD_HOME,
 // with the fake executor: the state machine runs for real, no step does.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	s     *Scheduler
 	store *storage.Store
 	fx    *fakeExec
 }
 
-func newHarness(t *testing.T, fx *fakeExec) *harness {
+func newHarness(t *testing.T, fx *fakeExec) *harness { return newBenchHarness(t, fx) }
+
+func newBenchHarness(t testing.TB, fx *fakeExec) *harness {
 	t.Helper()
 	home := t.TempDir()
 	store, err := storage.Open(context.Background(), filepath.Join(home, "loopd.db"), storage.Options{})
