@@ -197,12 +197,7 @@ func (s *Scheduler) RunningPid(runID string) int {
 	if r == nil {
 		return 0
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.proc == nil {
-		return 0
-	}
-	return r.proc.Ident().Pid
+	return r.live.pid()
 }
 
 // frozen decodes a run's frozen config and conditions, cached: status and

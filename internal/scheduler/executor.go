@@ -154,18 +154,8 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, error) {
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	defer cancel(nil)
-	r.mu.Lock()
-	r.stepCancel, r.proc = cancel, proc
-	if r.pending != nil {
-		cancel(r.pending)
-		r.pending = nil
-	}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.stepCancel, r.proc = nil, nil
-		r.mu.Unlock()
-	}()
+	r.live.begin(cancel, proc)
+	defer r.live.end()
 	deadline, capped := r.deadline(st)
 	var check func(time.Time) bool
 	var checkEvery time.Duration

@@ -30,9 +30,7 @@ func (r *runner) recoverStep(st *storage.Step) (bool, error) {
 		if r.run.StopRequest == storage.StopNow && (st.CancelCause == storage.CancelNone || st.CancelCause == storage.CancelUser) {
 			// A stop --now that the previous daemon did not carry out, or
 			// died carrying out.
-			r.mu.Lock()
-			r.pending = errStopNow
-			r.mu.Unlock()
+			r.live.request(errStopNow)
 		}
 		err := r.write(func(tx *storage.Tx) error {
 			if st.Pid == nil {

@@ -75,10 +75,7 @@ type runner struct {
 	warnedKeys                           map[string]bool // unmeasurable conditions already reported by this runner (set in load)
 	evaluations                          int             // recorded by this runner, for pruning
 
-	mu         sync.Mutex
-	stepCancel context.CancelCauseFunc // cancels the current step, nil between steps
-	proc       StepProcess             // the current step's process, nil between steps
-	pending    error                   // a cancel requested before the step started
+	live liveStep // the running step, which other goroutines may stop
 
 	// next is a step the last completeStep inserted, to run with nextEnv;
 	// its process was started with the commit and waits at its gate.
@@ -108,18 +105,75 @@ func newRunner(s *Scheduler, id string) *runner {
 // starts) with cause. It returns a channel closed when the killed step's
 // process has ended, or nil when no step was running.
 func (r *runner) cancelStep(cause error) <-chan struct{} {
-	r.mu.Lock()
-	cancel, proc := r.stepCancel, r.proc
-	if cancel == nil {
-		r.pending = cause
-	}
-	r.mu.Unlock()
-	if cancel == nil {
+	done := r.live.stop(cause)
+	if done == nil {
 		r.poke()
+	}
+	return done
+}
+
+// liveStep is the part of a runner that other goroutines touch: the
+// running step's process and how to stop it (loopctl stop --now, daemon
+// stop --kill-steps, the pid status shows). Everything else in a runner
+// belongs to the runner's own goroutine.
+type liveStep struct {
+	mu      sync.Mutex
+	cancel  context.CancelCauseFunc // cancels the current step, nil between steps
+	proc    StepProcess             // the current step's process, nil between steps
+	pending error                   // a cancel requested before the step started
+}
+
+// begin makes proc the running step, stopped by cancel; a stop requested
+// before it started applies now.
+func (l *liveStep) begin(cancel context.CancelCauseFunc, proc StepProcess) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cancel, l.proc = cancel, proc
+	if l.pending != nil {
+		cancel(l.pending)
+		l.pending = nil
+	}
+}
+
+// end forgets the running step.
+func (l *liveStep) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cancel, l.proc = nil, nil
+}
+
+// stop cancels the running step with cause and returns a channel closed
+// when its process has ended; with no step running it keeps cause for
+// the next one and returns nil.
+func (l *liveStep) stop(cause error) <-chan struct{} {
+	l.mu.Lock()
+	cancel, proc := l.cancel, l.proc
+	if cancel == nil {
+		l.pending = cause
+	}
+	l.mu.Unlock()
+	if cancel == nil {
 		return nil
 	}
 	cancel(cause)
 	return proc.Done()
+}
+
+// request keeps cause for the next step to start.
+func (l *liveStep) request(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = cause
+}
+
+// pid is the running step's pid; 0 between steps.
+func (l *liveStep) pid() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.proc == nil {
+		return 0
+	}
+	return l.proc.Ident().Pid
 }
 
 // maxSameErrors is how many times in a row a runner may fail with the
