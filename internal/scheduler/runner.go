@@ -101,6 +101,16 @@ func newRunner(s *Scheduler, id string) *runner {
 		dir: filepath.Join(s.opts.Home, "runs", id), kick: make(chan struct{}, 1)}
 }
 
+// runContext is the run's context. A runner made without newRunner (the
+// one LandVerification makes to load a run's env file as a step would)
+// has none, and reads with the background context.
+func (r *runner) runContext() context.Context {
+	if r.ctx == nil {
+		return context.Background()
+	}
+	return r.ctx
+}
+
 // cancelStep kills the current step (or the next one, as soon as it
 // starts) with cause. It returns a channel closed when the killed step's
 // process has ended, or nil when no step was running.

@@ -156,3 +156,27 @@ func TestWorktreeRunCommitsOnItsBranch(t *testing.T) {
 		t.Fatalf("after the worktree was removed: %s %q", run.Status, run.Reason)
 	}
 }
+
+// A land's verification loads the run's env file as a step does, from a
+// runner that no run drives: it must work without a run context.
+func TestLandVerificationLoadsTheTrustedEnvFile(t *testing.T) {
+	fx := newFakeExec(t, func(api.Phase, int) fakeStep { return fakeStep{} })
+	h := newHarness(t, fx)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".env"), []byte("LAND_SECRET=from-env-file\n"), 0o600)
+	if _, err := h.s.Trust(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=1", "verify_command=true")
+	run, err := h.store.Run(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := h.s.LandVerification(context.Background(), run, ws, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lookupEnv(lv.Env, "LAND_SECRET") != "from-env-file" || lookupEnv(lv.Env, "LOOP_WORKSPACE") != ws {
+		t.Fatalf("land verification env lacks the env file or the workspace: %v", lv.Env[len(lv.Env)-8:])
+	}
+}
