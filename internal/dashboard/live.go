@@ -215,6 +215,10 @@ type runUpdate struct {
 	Summary string        `json:"summary"`
 	Charts  string        `json:"charts"`
 	Ledger  string        `json:"ledger,omitempty"`
+	// Offer names the controls the run's state offers (offerFor), Note
+	// says why an ended run offers less.
+	Offer []string `json:"offer"`
+	Note  string   `json:"offer_note"`
 }
 
 // streamRun feeds a run's page: on every commit that concerns the run, the
@@ -244,7 +248,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			var u runUpdate
-			u.Status = page.Run.Status
+			u.Status, u.Offer, u.Note = page.Run.Status, page.Offer.Names(), page.Offer.Note
 			if u.Summary, err = s.fragment("summary", page); err != nil {
 				return err
 			}
@@ -274,11 +278,16 @@ type logUpdate struct {
 
 // streamLog tails the run's newest step's log: the last logBacklog bytes,
 // then what the step writes, moving on to each next step as it starts.
+// With ?step=N it streams that one step's log instead (streamStepLog).
 func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	run, err := s.src.Run(ctx, r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if r.URL.Query().Has("step") { // one chosen step's log (steplog.go)
+		s.streamStepLog(w, r, run)
 		return
 	}
 	st := startStream(w)
