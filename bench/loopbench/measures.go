@@ -42,7 +42,7 @@ func (b *bench) overhead(n, rounds int, inGit bool) error {
 	}
 	script := fmt.Sprintf("i=0; while [ $i -lt %d ]; do sh -c true; sh -c true; i=$((i+1)); done", n)
 	// The same loop writing each command's output to a log file of its
-	// own, as loopd must (SPEC: a per-step log file): the floor with the
+	// own, as loopd must (a per-step log file, docs/agents.md): the floor with the
 	// file system's cost of creating a file in it.
 	logs, err := os.MkdirTemp("", "lblogs")
 	if err != nil {

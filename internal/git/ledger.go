@@ -31,7 +31,7 @@ type Change struct {
 }
 
 // Ledger records what a run's steps change, one commit per implementation
-// step (SPEC section 13):
+// step (docs/workspaces.md):
 //
 //   - worktree runs: a commit on the run's branch, made in the run's
 //     worktree with its own index;
