@@ -2,8 +2,9 @@
 // into a validated, typed [List], and answers the two questions a backlog
 // run asks of it before it touches a database or a scheduler: which tasks
 // may start now ([List.Ready]) and whether the list names commands
-// ([List.NamesCommands]). It is pure: it reads bytes and returns values, it
-// never writes, runs a command or reads the clock.
+// ([List.NamesCommands]). It is pure: it reads bytes and returns values
+// ([ReadFile] reads the one file it is given); it never writes, runs a
+// command or reads the clock.
 //
 // # What it is for
 //
@@ -70,27 +71,30 @@
 //
 // # What comes next (not built yet)
 //
-// This package is the foundation of the backlog feature; the runner split
-// it builds on was landing when it was written. The next engineer wires:
+// This package is the foundation of the backlog feature and nothing calls
+// it yet. The next engineer wires, in this order:
 //
 //   - start: `loopctl start --tasks FILE [GOAL…]`, config tasks_file and
 //     tasks_command, read through [ReadFile] or [Parse] (name the stdout of
-//     tasks_command "tasks_command"), refused with exit 64 and nothing
-//     created on error. A list for which [List.NamesCommands] is true is a
-//     workspace file under trust: `loopctl trust` must show its commands and
-//     hash it like .loop/config, and start must refuse it until trusted.
-//     Task.Set keys are checked here only for shape: start must validate
-//     them as config keys (the backlog's frozen config plus the task's own
+//     tasks_command "tasks_command"; bound what is read to [MaxSize]) in the
+//     scheduler's start checks, refused with exit 64 and nothing created on
+//     error. A list for which [List.NamesCommands] is true is a workspace
+//     file under trust: `loopctl trust` must show its commands and hash it
+//     like .loop/config, and start must refuse it until trusted. Task.Set
+//     keys are checked here only for shape: start must validate them as
+//     config keys (a task run gets the backlog's frozen config plus its own
 //     settings).
 //   - storage: the backlog is a run; a tasks table (backlog run id, task
 //     id, position, title, description, depends_on, verify_command, set,
-//     priority, state, reason, task run id, landed commit) written in the
-//     same transaction that creates the backlog run, so the list is read
+//     priority, done, state, reason, task run id, landed commit) written in
+//     the same transaction that creates the backlog run, so the list is read
 //     once and an agent rewriting the file changes nothing.
-//   - the planner: derive every task's state from the database and the task
-//     runs; call [List.Ready] with the set of landed (or already done) ids,
-//     drop the tasks that are running, waiting, landing, blocked or skipped,
-//     and start at most max_parallel_tasks of what is left, in the order
-//     Ready returns (priority first when given, then list order). The
-//     dashboard lists tasks in [List.Ordered] order.
+//   - the planner (internal/scheduler's planner.go, for a backlog run):
+//     derive every task's state from the database and the task runs; call
+//     [List.Ready] with the set of landed ids, drop the tasks that are
+//     running, waiting, landing, blocked or skipped, and start at most
+//     max_parallel_tasks of what is left, in the order Ready returns
+//     (priority first when given, then list order). Landing each task goes
+//     through internal/landing, one at a time. The dashboard lists tasks in
+//     [List.Ordered] order.
 package backlog
