@@ -298,6 +298,9 @@ type StopRequest struct {
 // ResumeRequest continues a run, optionally raising limits.
 type ResumeRequest struct {
 	Set []string `json:"set,omitempty"`
+	// OntoBase merges the current base branch into an ended worktree
+	// run's branch first (conflicts left in the files for the agent).
+	OntoBase bool `json:"onto_base,omitempty"`
 }
 
 // DaemonStopRequest asks the daemon to exit.
