@@ -262,3 +262,52 @@ func TestDaemonKilledRightAfterTheOntoBaseMerge(t *testing.T) {
 	}
 	e.checkMergedAndLanded(run.ID, userTip, resolved)
 }
+
+// clean --ended --branches removes the loop/* branch of a landed run and the
+// snapshot refs of an ended in-place run; an unlanded run's branch and a
+// loop/* branch loopd did not make stay.
+func TestCleanEndedBranches(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.landRepo()
+	landed := e.finishedRun()
+	if _, ref, code := e.landJSON(landed.ID); code != 0 {
+		t.Fatalf("land: exit %d %+v", code, ref)
+	}
+	unlanded := e.finishedRun()
+	e.git("branch", "loop/mine") // the user's own, with no record
+	inPlace := e.start("goal", "--set", "isolation=in_place")
+	if code := e.wait(inPlace); code != 0 {
+		t.Fatalf("in-place run: exit %d", code)
+	}
+	if refs := e.git("for-each-ref", "--format=%(refname)", "refs/loop/"+inPlace+"/"); refs == "" {
+		t.Fatal("the in-place run made no snapshot refs to clean")
+	}
+
+	out := e.must("clean", "--ended", "--branches")
+	for _, want := range []string{"branch " + landed.Branch + " removed", "branch " + unlanded.Branch + " stays: ",
+		"has not landed", "snapshot refs refs/loop/" + inPlace + "/*"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("clean --branches output lacks %q:\n%s", want, out)
+		}
+	}
+	branches := e.git("branch", "--list", "loop/*", "--format=%(refname:short)")
+	if strings.Contains(branches, landed.Branch) {
+		t.Errorf("the landed run's branch %s is still there", landed.Branch)
+	}
+	for _, b := range []string{unlanded.Branch, "loop/mine"} {
+		if !strings.Contains(branches, b) {
+			t.Errorf("branch %s was removed; it must stay (branches: %s)", b, branches)
+		}
+	}
+	if refs := e.git("for-each-ref", "--format=%(refname)", "refs/loop/"); refs != "" {
+		t.Errorf("snapshot refs left: %s", refs)
+	}
+	// Recorded: a second clean has nothing more of the landed run's.
+	if out := e.must("clean", "--ended", "--branches"); strings.Contains(out, landed.Branch) {
+		t.Errorf("the second clean visits the removed branch again:\n%s", out)
+	}
+	if r := e.loopctl("clean", "--help"); !strings.Contains(r.stdout, "only once the run has landed") {
+		t.Errorf("clean --help does not say only landed branches go:\n%s", r.stdout)
+	}
+}
