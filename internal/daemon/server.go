@@ -334,6 +334,9 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 			if err := sessionResumeRefusal(req.Set); err != nil {
 				return err
 			}
+			if req.OntoBase {
+				return api.Errorf(api.CodeForbidden, "refused: the dashboard does not merge a base branch into a run's worktree; use `loopctl resume %s --onto-base`", id)
+			}
 		}
 		if !req.OntoBase {
 			if d.lander.Landing(id) { // its worktree is checked out at the merge under test
