@@ -23,12 +23,20 @@ type HomeOwnerError struct {
 	Path   string // what is wrong
 	Reason string // why it is not safe, in words
 	Fix    string // what to do
+	// Wrote is what the daemon had written when it refused, in words;
+	// "" when nothing was (every check but the one after the home is
+	// made owner-only).
+	Wrote string
 }
 
 // Error quotes the path's control characters: while the home was open to
 // others, they chose the names in it.
 func (e *HomeOwnerError) Error() string {
-	return fmt.Sprintf("%s %s; refusing to start (nothing was written). %s", termtext.Quote(e.Path), e.Reason, e.Fix)
+	wrote := "nothing was written"
+	if e.Wrote != "" {
+		wrote = e.Wrote
+	}
+	return fmt.Sprintf("%s %s; refusing to start (%s). %s", termtext.Quote(e.Path), e.Reason, wrote, e.Fix)
 }
 
 // checkHome refuses a home that another user could change under the
@@ -50,6 +58,13 @@ func checkHome(home, socket string) error {
 	}
 	// The home as it really is: given as a symlink, the link's parent was
 	// checked above, and what it leads to must be ours too.
+	// A home given as a symlink: the link must be ours too, or its owner
+	// (a link in /tmp) could point it elsewhere once the target is checked.
+	if li, err := os.Lstat(home); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		if err := checkOwned(home, "LOOPD_HOME "+home+" (a symlink)", uid, home); err != nil {
+			return err
+		}
+	}
 	real, err := filepath.EvalSymlinks(home)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
