@@ -332,3 +332,56 @@ func TestSecurityLocalLoopSymlinkOfAnotherUserRefused(t *testing.T) {
 		t.Error("the other user's Makefile ran")
 	}
 }
+
+// A refused TCP request that announces a body and never sends it is
+// closed too: net/http would wait, with no deadline, to discard the
+// unread body before closing, and a few hundred such sockets held the
+// cap of TCP connections (the owner locked out of the TCP API). Each
+// variant gets its refusal and is closed within 3 seconds.
+func TestSecurityLocalRefusedRequestWithUnsentBodyClosed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP")
+	}
+	addr := l.Addr().String()
+	l.Close()
+	e := newEnv(t)
+	e.startDaemon("--http", addr)
+	variants := map[string]string{
+		"Content-Length":       "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 1000\r\n\r\n",
+		"chunked":              "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"Expect: 100-continue": "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+		"GET with a body":      "GET /v1/daemon HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 10\r\n\r\n",
+		"over the body limit":  "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 300000\r\n\r\n",
+	}
+	for name, req := range variants {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, req); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_ = c.SetReadDeadline(start.Add(3 * time.Second))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer to a refused request: %v", err)
+			}
+			if resp.StatusCode < 400 {
+				t.Fatalf("a request without a token got %s", resp.Status)
+			}
+			_, err = io.Copy(io.Discard, br)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("answered %s, then the connection stayed open for 3s waiting for the body it announced", resp.Status)
+			}
+			t.Logf("%s, closed after %s", resp.Status, time.Since(start).Round(time.Millisecond))
+		})
+	}
+	if r := e.loopctl("daemon", "status"); r.code != 0 {
+		t.Errorf("loopctl daemon status: exit %d\n%s", r.code, r.stderr)
+	}
+}
