@@ -385,3 +385,83 @@ func TestSecurityLocalRefusedRequestWithUnsentBodyClosed(t *testing.T) {
 		t.Errorf("loopctl daemon status: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// loopctl talks only to a daemon of its own user: a socket that another
+// user's process serves (LOOPD_SOCKET in a directory that user controls,
+// or bound there before the daemon) is refused by the server's kernel
+// credentials before any request is sent, with exit 69 and a message that
+// names its owner.
+func TestSecurityLocalSocketServedByAnotherUserRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: uid 65534 serves the socket (setpriv --reuid=65534)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux) to act as uid 65534")
+	}
+	const py = "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("needs " + py + " for the other user's server")
+	}
+	e := newEnv(t)
+	root, err := os.MkdirTemp("", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "sd")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	sock, got := filepath.Join(dir, "loopd.sock"), filepath.Join(dir, "got")
+	// The other user's server: it records what it receives and answers
+	// like a daemon would.
+	const server = `
+import os, socket, sys
+sock, got = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX); s.bind(sock); os.chmod(sock, 0o777); s.listen(8)
+while True:
+    c, _ = s.accept()
+    try:
+        data = c.recv(65536)
+        with open(got, "ab") as f: f.write(data)
+        body = b'{"version":"theirs","pid":1}'
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    except OSError:
+        pass
+    c.close()
+`
+	srv := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", py, "-c", server, sock, got)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode().Perm() == 0o777 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other user's server did not bind its socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	for _, args := range [][]string{{"list"}, {"start", "--set", "agent=command", "--set", "agent_command=true", "a goal"}} {
+		r := e.loopctlEnv([]string{"LOOPD_SOCKET=" + sock}, args...)
+		if r.code != 69 {
+			t.Errorf("loopctl %s on another user's socket: exit %d, want 69\n%s%s", args[0], r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "uid 65534") {
+			t.Errorf("the refusal does not name the socket's owner:\n%s", r.stderr)
+		}
+	}
+	if b, _ := os.ReadFile(got); len(b) > 0 {
+		t.Errorf("loopctl sent requests to another user's server:\n%s", b)
+	}
+}

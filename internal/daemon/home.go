@@ -213,3 +213,7 @@ func underHome(dir, home string) bool {
 	rel, err := filepath.Rel(home, dir)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
 }
+
+// groupWriteOK reports whether a directory's group write bit is harmless:
+// never, for now.
+func groupWriteOK(fi fs.FileInfo) bool { return false }
