@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -463,5 +464,82 @@ while True:
 	}
 	if b, _ := os.ReadFile(got); len(b) > 0 {
 		t.Errorf("loopctl sent requests to another user's server:\n%s", b)
+	}
+}
+
+// A directory above LOOPD_HOME that is writable by a group shared with
+// other users lets its members swap the home: it is refused even when it
+// is the daemon's own group (here users, gid 100, the daemon running as
+// uid 65534 in that group). Only a user-private group's write bit (a
+// group of the user's name that no one else is in) is allowed.
+func TestSecurityLocalHomeUnderASharedGroupDirectoryRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: loopd runs as uid 65534 in group 100 (setpriv)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	if g, err := user.LookupGroupId("100"); err != nil || g.Name == "nobody" {
+		t.Skip("needs a shared group 100 (users)")
+	}
+	bin, err := os.MkdirTemp("", "lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	root, err := os.MkdirTemp("", "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	for _, d := range []string{bin, root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(binDir, "loopd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "loopd"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gw := filepath.Join(root, "gw") // the user's, but group users may write to it
+	if err := os.Mkdir(gw, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(gw, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(gw, 65534, 100); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(gw, "home")
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=100", "--clear-groups", "--", filepath.Join(bin, "loopd"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root, "LOOPD_HOME=" + home, "GORACE=atexit_sleep_ms=0"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+		t.Fatalf("loopd started below a directory group users may write to (still running after 15s)\n%s", stderr.String())
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 64 {
+		t.Fatalf("loopd below a directory group users may write to: %v, want exit 64\n%s", err, stderr.String())
+	}
+	for _, w := range []string{gw, "writable by group 100", "chmod g-w"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("loopd's error does not say %q:\n%s", w, stderr.String())
+		}
+	}
+	if _, err := os.Stat(home); err == nil {
+		t.Error("the refused loopd created the home")
 	}
 }

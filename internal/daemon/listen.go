@@ -76,7 +76,7 @@ func checkSocketDir(dir string) error {
 			"Use a socket path in a directory of your own (unset LOOPD_SOCKET for LOOPD_HOME/loopd.sock).")
 	// Sticky (/tmp itself): others cannot remove or rename the daemon's
 	// socket there, and loopctl checks whose process serves it.
-	case li.Mode().Perm()&0o022 != 0 && li.Mode()&fs.ModeSticky == 0 && !groupWriteOK(li):
+	case li.Mode()&fs.ModeSticky == 0 && (li.Mode().Perm()&0o002 != 0 || li.Mode().Perm()&0o020 != 0 && !groupWriteOK(li)):
 		return refuse(fmt.Sprintf("is writable by others (mode %04o, not sticky): they could put a socket of their own in the daemon's place", li.Mode().Perm()),
 			fmt.Sprintf("Run `chmod go-w %s` (0700 is best), or use a socket path elsewhere.", dir))
 	}

@@ -17,19 +17,19 @@ func TestListenUnixRefusesADirectoryOthersControl(t *testing.T) {
 		t.Skip("needs root to make a directory owned by another uid")
 	}
 	for _, tt := range []struct {
-		name  string
-		mode  os.FileMode
-		owner int
-		want  string
+		name       string
+		mode       os.FileMode
+		owner, gid int
+		want       string
 	}{
-		{"owned by another user", 0o755, 65534, "belongs to uid 65534"},
-		{"writable by others", 0o777, 0, "writable by others"},
-		{"writable by the group", 0o775, 0, "writable by others"},
+		{"owned by another user", 0o755, 65534, 65534, "belongs to uid 65534"},
+		{"writable by others", 0o777, 0, 0, "writable by others"},
+		{"writable by a shared group", 0o775, 0, 100, "writable by others"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "sd")
 			mkdir(t, dir, tt.mode)
-			if err := os.Chown(dir, tt.owner, tt.owner); err != nil {
+			if err := os.Chown(dir, tt.owner, tt.gid); err != nil {
 				t.Fatal(err)
 			}
 			l, err := listenUnix(filepath.Join(dir, "loopd.sock"))
