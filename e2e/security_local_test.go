@@ -543,3 +543,83 @@ func TestSecurityLocalHomeUnderASharedGroupDirectoryRefused(t *testing.T) {
 		t.Error("the refused loopd created the home")
 	}
 }
+
+// --log-file is not opened through another user's file: in a sticky
+// directory (/tmp) another user can create the path first, as a file
+// they can read (0666) or a symlink to a file of the daemon's user. loopd
+// refuses it, exit 64, naming the path and its owner, and writes no log
+// line into it.
+func TestSecurityLocalLogFileOfAnotherUserRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: uid 65534 makes the file (setpriv --reuid=65534)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux) to act as uid 65534")
+	}
+	root, err := os.MkdirTemp("", "ll")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stk := filepath.Join(root, "stk") // a /tmp of its own
+	if err := os.Mkdir(stk, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(stk, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	precious := filepath.Join(root, "precious") // a file of the daemon's user
+	if err := os.WriteFile(precious, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, script string
+		want         []string
+	}{
+		{"a 0666 file of uid 65534", `umask 0; : > "$1"`, []string{"belongs to uid 65534"}},
+		{"a symlink of uid 65534", `ln -s "$2" "$1"`, []string{"symlink"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logPath := filepath.Join(stk, strings.ReplaceAll(tc.name, " ", "-"))
+			out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+				"sh", "-c", tc.script, "sh", logPath, precious).CombinedOutput()
+			if err != nil {
+				t.Fatalf("as uid 65534: %v\n%s", err, out)
+			}
+			home := filepath.Join(t.TempDir(), "home")
+			cmd := exec.Command(filepath.Join(binDir, "loopd"), "--log-file", logPath)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LOOPD_HOME=" + home, "GORACE=atexit_sleep_ms=0"}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err = <-exited:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				<-exited
+				t.Errorf("loopd started logging to another user's file (still running after 5s)")
+			}
+			if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 64) {
+				t.Errorf("loopd --log-file on another user's file: %v, want exit 64\n%s", err, stderr.String())
+			}
+			for _, w := range append([]string{logPath, "refusing to start"}, tc.want...) {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("loopd's error does not say %q:\n%s", w, stderr.String())
+				}
+			}
+			if b, _ := os.ReadFile(logPath); len(b) > 0 && string(b) != "precious\n" {
+				t.Errorf("loopd wrote its log into another user's file:\n%s", b)
+			}
+			if b, _ := os.ReadFile(precious); string(b) != "precious\n" {
+				t.Errorf("loopd wrote its log through the symlink into %s:\n%s", precious, b)
+			}
+		})
+	}
+}

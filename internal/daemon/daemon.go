@@ -135,9 +135,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	if opts.LogFile != "" && opts.LogCore != nil {
-		f, err := os.OpenFile(opts.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := openLogFile(opts.LogFile)
 		if err != nil {
-			return fmt.Errorf("open log file: %w", err)
+			return err
 		}
 		defer f.Close()
 		opts.Logger = zap.New(zapcore.NewTee(opts.Logger.Core(), opts.LogCore(zapcore.Lock(f))))

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"go.uber.org/zap"
@@ -130,6 +131,56 @@ func openLockFile(dir *os.File, path string) (*os.File, error) {
 	if reason != "" {
 		f.Close()
 		return nil, &HomeOwnerError{Path: path, Reason: reason, Fix: "Remove it (`rm " + path + "`) and check who made it."}
+	}
+	return f, nil
+}
+
+// openLogFile opens --log-file for appending, never through a symlink,
+// and refuses it unless it is a regular file of the daemon's user with no
+// other link. In a sticky directory (/tmp) another user can create the
+// path first: as a file they can read (the daemon's log, run ids,
+// workspaces, errors), or as a symlink or hard link to a file of the
+// daemon's user that the log would grow into. Nothing is written before
+// these checks.
+func openLogFile(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fix := "Use a --log-file path in a directory of your own (LOOPD_HOME/loopd.log, say)."
+	if err != nil {
+		// The kernel may refuse first (protected_regular in a sticky
+		// directory: EACCES); say what is there either way.
+		if li, lerr := os.Lstat(path); lerr == nil {
+			reason := ""
+			switch owner := fileUID(li); {
+			case li.Mode()&fs.ModeSymlink != 0:
+				reason = fmt.Sprintf("is a symlink of %s: whoever made it chooses the file the daemon's log grows into", describeUID(owner))
+			case owner != os.Geteuid():
+				reason = fmt.Sprintf("belongs to %s, not to %s that runs loopd: its owner could read the daemon's log", describeUID(owner), describeUID(os.Geteuid()))
+			}
+			if reason != "" {
+				return nil, &HomeOwnerError{Path: "log file " + path, Reason: reason, Fix: fix, Wrote: "no log line was written"}
+			}
+		}
+		return nil, fmt.Errorf("open log file: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat log file %s: %w", path, err)
+	}
+	uid := os.Geteuid()
+	var reason string
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		reason = "is not a regular file"
+	case int(st.Uid) != uid:
+		reason = fmt.Sprintf("belongs to %s, not to %s that runs loopd: its owner could read the daemon's log", describeUID(int(st.Uid)), describeUID(uid))
+	case st.Nlink != 1:
+		reason = fmt.Sprintf("has %d hard links: the log would grow into another file", st.Nlink)
+	}
+	if reason != "" {
+		f.Close()
+		return nil, &HomeOwnerError{Path: "log file " + path, Reason: reason, Fix: fix, Wrote: "no log line was written"}
 	}
 	return f, nil
 }

@@ -207,3 +207,30 @@ func TestLockRecordsPidAndStart(t *testing.T) {
 		t.Fatalf("loopd.lock = %q, want %q", b, want)
 	}
 }
+
+// --log-file of the daemon's own is created, then appended to on the next
+// start; a hard link to another file is refused.
+func TestOpenLogFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopd.log")
+	for i := range 2 {
+		f, err := openLogFile(path)
+		if err != nil {
+			t.Fatalf("start %d: %v", i+1, err)
+		}
+		_, _ = f.WriteString("line\n")
+		f.Close()
+	}
+	if b, _ := os.ReadFile(path); string(b) != "line\nline\n" {
+		t.Fatalf("log = %q, want two appended lines", b)
+	}
+	linked := filepath.Join(t.TempDir(), "linked.log")
+	if err := os.Link(path, linked); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openLogFile(linked); err == nil || !strings.Contains(err.Error(), "hard links") {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("openLogFile on a hard link = %v, want a refusal", err)
+	}
+}
