@@ -125,12 +125,15 @@ func openLockFile(dir *os.File, path string) (*os.File, error) {
 		reason = "is not a regular file"
 	case int(st.Uid) != uid:
 		reason = fmt.Sprintf("belongs to %s, not to %s that runs loopd", describeUID(int(st.Uid)), describeUID(uid))
+	case st.Nlink == 0:
+		reason = "was removed or replaced while the daemon opened it: someone else can write to the home"
 	case st.Nlink != 1:
 		reason = fmt.Sprintf("has %d hard links: someone could make the daemon overwrite another of them", st.Nlink)
 	}
 	if reason != "" {
 		f.Close()
-		return nil, &HomeOwnerError{Path: path, Reason: reason, Fix: "Remove it (`rm " + path + "`) and check who made it."}
+		return nil, &HomeOwnerError{Path: path, Reason: reason, Fix: "Remove it (`rm " + path + "`) and check who made it.",
+			Wrote: "nothing was written but, perhaps, an empty loopd.lock"}
 	}
 	return f, nil
 }
