@@ -74,6 +74,7 @@ type Store struct {
 	notifyRuns func(seq int64, runs []string)
 	now        func() time.Time
 	hook       EventHook // called in the transaction of every event; nil for none
+	pg         bool      // the PostgreSQL dialect (OpenPostgres); SQLite otherwise
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -129,7 +130,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		r.Close()
 		return nil, err
 	}
-	s := &Store{w: w, r: r, writes: newStmts(w, false), reads: newStmts(r, true), ckpt: ckpt, notify: opts.Notify, now: opts.Now}
+	s := &Store{w: w, r: r, writes: newStmts(w, false, false), reads: newStmts(r, true, false), ckpt: ckpt, notify: opts.Notify, now: opts.Now}
 	if err := s.writes.prepare(ctx, hotWrites, hotNamed); err != nil {
 		s.Close()
 		return nil, err
@@ -154,7 +155,10 @@ func (s *Store) SetNotifyRuns(fn func(seq int64, runs []string)) { s.notifyRuns 
 
 // Close stops the checkpointer and closes the pools.
 func (s *Store) Close() error {
-	err := s.ckpt.close()
+	var err error
+	if s.ckpt != nil {
+		err = s.ckpt.close()
+	}
 	s.reads.close()
 	s.writes.close()
 	return errors.Join(err, s.r.Close(), s.w.Close())
@@ -166,6 +170,9 @@ func (s *Store) Now() int64 { return s.now().UnixMilli() }
 // IntegrityCheck runs PRAGMA integrity_check and returns its verdict ("ok"
 // when healthy).
 func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	if s.pg {
+		return "", errors.New("integrity check: PRAGMA integrity_check is SQLite's; PostgreSQL checks its own pages (data checksums, amcheck)")
+	}
 	var res string
 	err := s.r.GetContext(ctx, &res, "PRAGMA integrity_check")
 	return res, err
@@ -180,6 +187,7 @@ type Tx struct {
 	lastSeq int64
 	runs    []string // the runs whose events this transaction wrote
 	hook    EventHook
+	pg      bool
 }
 
 // Now is the transaction's timestamp in Unix milliseconds: every row a
@@ -194,7 +202,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook}
+	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook, pg: s.pg}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err
@@ -202,7 +210,9 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	s.ckpt.committed()
+	if s.ckpt != nil {
+		s.ckpt.committed()
+	}
 	if tx.lastSeq > 0 {
 		s.notify(tx.lastSeq)
 		if s.notifyRuns != nil {
@@ -228,6 +238,9 @@ const (
 // unchanged: the disk is full, the file system is read-only or failing, or
 // the database is locked. Constraint violations and bugs are not transient.
 func Transient(err error) bool {
+	if pgTransient(err) {
+		return true
+	}
 	var se interface{ Code() int }
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
@@ -241,6 +254,9 @@ func Transient(err error) bool {
 // Explain rewrites a storage error for a user: a full disk or a read-only
 // LOOPD_HOME are named as such, with what to do.
 func Explain(err error) string {
+	if msg, ok := pgExplain(err); ok {
+		return msg
+	}
 	var se interface{ Code() int }
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
