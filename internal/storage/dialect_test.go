@@ -44,14 +44,7 @@ func openDialect(tb testing.TB, d dialect, opts Options) *Store {
 	case sqliteDialect:
 		s, err = Open(tb.Context(), filepath.Join(tb.TempDir(), "loopd.db"), opts)
 	case postgresDialect:
-		url := pgtest.Database(tb, pgTemplate, func(ctx context.Context, url string) error {
-			s, err := OpenPostgres(ctx, url, Options{})
-			if err != nil {
-				return err
-			}
-			return s.Close()
-		})
-		s, err = OpenPostgres(tb.Context(), url, opts)
+		s, err = OpenPostgres(tb.Context(), pgDatabase(tb), opts)
 	default:
 		tb.Fatalf("unknown dialect %q", d)
 	}
@@ -60,4 +53,15 @@ func openDialect(tb testing.TB, d dialect, opts Options) *Store {
 	}
 	tb.Cleanup(func() { s.Close() })
 	return s
+}
+
+// pgDatabase is the URL of a new migrated PostgreSQL database for tb.
+func pgDatabase(tb testing.TB) string {
+	return pgtest.Database(tb, pgTemplate, func(ctx context.Context, url string) error {
+		s, err := OpenPostgres(ctx, url, Options{})
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
 }

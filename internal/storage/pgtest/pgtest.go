@@ -236,7 +236,8 @@ func Shared(tb testing.TB) *Cluster {
 
 // Database creates a database of its own for tb, cloned from template
 // (created once per binary by init, which gets its URL and must close its
-// connections before returning), dropped when tb ends. It returns the
+// connections before returning; init may be nil once the template exists),
+// dropped when tb ends. It returns the
 // database's URL.
 func Database(tb testing.TB, tmpl string, init func(ctx context.Context, url string) error) string {
 	tb.Helper()
@@ -244,6 +245,10 @@ func Database(tb testing.TB, tmpl string, init func(ctx context.Context, url str
 	ctx := context.Background()
 	mu.Lock()
 	errv, ok := template.Load(tmpl)
+	if !ok && init == nil {
+		mu.Unlock()
+		tb.Fatalf("template database %s is not prepared yet: the first call must pass its init", tmpl)
+	}
 	if !ok {
 		err := c.Exec(ctx, "postgres", "CREATE DATABASE "+quote(tmpl))
 		if err == nil {
