@@ -1,12 +1,32 @@
-// Package storage is loopd's SQLite persistence: runs, steps, events and
+// Package storage is loopd's persistence: runs, steps, events and
 // stop-condition evaluations. It is the only package that writes SQL.
 //
-// One database file is opened three times: a writer pool with exactly one
-// connection (WAL, immediate transactions, busy timeout), a reader pool
-// whose connections are query_only, and the checkpointer's connection
-// (checkpoint.go). Every state change is written together
-// with its event row in one transaction (see Store.Write), and followers are
+// Two dialects share one API and one set of statements. SQLite (Open) is
+// the embedded store: one database file is opened three times, a writer
+// pool with exactly one connection (WAL, immediate transactions, busy
+// timeout), a reader pool whose connections are query_only, and the
+// checkpointer's connection (checkpoint.go). PostgreSQL (OpenPostgres,
+// postgres.go) opens a one-connection writer pool and a read-only reader
+// pool over pgx's database/sql adapter, migrates from migrations/postgres
+// (schema_migrations, under an advisory lock), rewrites ? placeholders to
+// $n, and numbers events from a one-row counter held to commit, so that in
+// both dialects events commit in seq order without gaps. The few
+// statements SQLite and PostgreSQL spell differently (JSON functions,
+// RETURNING instead of LastInsertId, sums of booleans) choose their form
+// by Store.pg, fixed at open. Every state change is written together with
+// its event row in one transaction (see Store.Write), and followers are
 // woken through the Notify hook after the commit.
+//
+// PostgreSQL is not reachable from loopd yet: it is the seam for a fleet
+// of workers over a shared database. What comes next, here, before loopd
+// gets a --store flag: leases on runs (lease_owner, lease_epoch,
+// lease_expires_at on the database clock; a FOR UPDATE SKIP LOCKED claim
+// and one-statement renewals), every runner transaction fenced by its
+// run's owner and epoch, takeover of expired leases, the worker role's
+// idle_in_transaction_session_timeout and statement/lock timeouts, events
+// numbered as the last statement before COMMIT (shorter counter lock) and
+// woken across nodes by LISTEN/NOTIFY, and a writer pool of more than one
+// connection once leases, not the single writer, keep runs apart.
 package storage
 
 import (
