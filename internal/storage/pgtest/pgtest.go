@@ -115,8 +115,14 @@ func Start(ctx context.Context) (*Cluster, error) {
 	if len(parent) > 60 {
 		parent = "/tmp"
 	}
+	sweep(ctx, parent, bin, cred)
 	dir, err := os.MkdirTemp(parent, "loopd-pg-")
 	if err != nil {
+		return nil, err
+	}
+	// Written before the directory is handed over: sweep reads it.
+	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	c := &Cluster{dir: dir, bin: bin, cred: cred}
@@ -139,6 +145,28 @@ func Start(ctx context.Context) (*Cluster, error) {
 		return nil, fmt.Errorf("%w\nserver log:\n%s", err, log)
 	}
 	return c, nil
+}
+
+// sweep stops and removes the clusters that test binaries killed before
+// Main ran (a -timeout panic, kill -9) left in parent: a postmaster whose
+// test binary is gone would otherwise hold its memory until reboot.
+func sweep(ctx context.Context, parent, bin string, cred *syscall.Credential) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "loopd-pg-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // its test binary is alive (or not ours to judge)
+		}
+		old := &Cluster{dir: dir, bin: bin, cred: cred}
+		if _, err := os.Stat(filepath.Join(old.data(), "postmaster.pid")); err == nil {
+			_ = old.run(ctx, "pg_ctl", "-D", old.data(), "-m", "immediate", "-w", "stop")
+		}
+		os.RemoveAll(dir)
+	}
 }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
