@@ -94,9 +94,27 @@ type ProjectFile struct {
 	Dir bool
 	// Syntax is how a file (not a directory) is read.
 	Syntax Syntax
+	// Parents says whether the CLI also reads the path from the
+	// workspace's parent directories, and how.
+	Parents Parents
 	// Agent is the Name of the agent that reads it.
 	Agent string
 }
+
+// Parents is how a CLI reads a project file from the parent directories
+// of its working directory.
+type Parents int
+
+const (
+	// NoParents: only the working directory's.
+	NoParents Parents = iota
+	// EveryParent: the path in every directory up to /, each one read.
+	EveryParent
+	// FirstFound: walking up from the working directory, the first
+	// directory holding one of the agent's FirstFound paths (in list
+	// order) gives the only one read; the search stops there.
+	FirstFound
+)
 
 // all lists the agents in the order loopd names them in messages.
 var all = []*Agent{Claude, Codex, Gemini, Command}

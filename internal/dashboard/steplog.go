@@ -2,13 +2,12 @@ package dashboard
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/filetail"
 )
 
 // stepLogBacklog is how much of a chosen step's log the page gets: as much
@@ -54,37 +53,17 @@ func (s *Server) streamStepLog(w http.ResponseWriter, r *http.Request, run api.R
 	if err := st.send("log", 0, logUpdate{Start: true, Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration}); err != nil {
 		return
 	}
-	var (
-		f       *os.File
-		pending []byte
-		cut     bool
-		quiet   time.Duration
-	)
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
+	fl := filetail.Follow(cur.LogPath, logChunk, stepLogBacklog)
+	defer fl.Close()
+	var quiet time.Duration
 	seen := s.src.Seq()
-	buf := make([]byte, logChunk)
 	for {
 		// Read the step's status before its log: output written before it
 		// ended is then in the file when the log is read below.
 		ended := cur.Status != api.StepRunning
-		if f == nil {
-			if f, err = os.Open(cur.LogPath); err == nil {
-				if fi, err := f.Stat(); err == nil && fi.Size() > stepLogBacklog {
-					_, _ = f.Seek(fi.Size()-stepLogBacklog, io.SeekStart)
-					cut = true
-				}
-			} else {
-				f = nil // not written yet, or removed
-			}
-		}
-		if f != nil {
-			if err := s.drain(st, f, cur, buf, &pending, &cut); err != nil {
-				return
-			}
+		// A log not written yet (or removed) reads as nothing.
+		if err := s.drain(st, fl, cur); err != nil {
+			return
 		}
 		if ended {
 			_ = st.send("end", 0, logUpdate{Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration})
