@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,17 +22,17 @@ import (
 // pgDriverName is pgx's database/sql driver; sqlx knows it binds $n.
 const pgDriverName = "pgx"
 
-// OpenPostgres opens the PostgreSQL database at url (postgres://… or a
+// OpenPostgres opens the PostgreSQL database at store (postgres://… or a
 // key=value connection string) and migrates it. The Store has the same API
 // and the same guarantees as Open's: writes are serialized through one
 // connection, events are numbered in commit order without gaps, the reader
 // pool cannot write (default_transaction_read_only). Options.
 // CheckpointEvery and CheckpointPeriod do not apply.
-func OpenPostgres(ctx context.Context, url string, opts Options) (*Store, error) {
-	cfg, err := pgx.ParseConfig(url)
+func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, error) {
+	cfg, err := pgx.ParseConfig(store)
 	if err != nil {
 		// pgx's message may quote the URL; a password must not reach a log.
-		return nil, fmt.Errorf("open postgres: the store URL does not parse (postgres://user@host/db?…): %s", redact(err.Error(), url))
+		return nil, fmt.Errorf("open postgres: the store URL does not parse (postgres://user@host/db?…): %s", redact(err.Error(), store))
 	}
 	// One writer connection: the callers rely on the serialization SQLite's
 	// single writer gives (read, decide, write in one transaction without
@@ -41,7 +43,7 @@ func OpenPostgres(ctx context.Context, url string, opts Options) (*Store, error)
 	w.SetMaxIdleConns(1)
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("open postgres %s: %w", redactURL(url), err)
+		return nil, fmt.Errorf("open postgres %s: %w", redactURL(store), err) // pgx names only user and database
 	}
 	if err := migratePostgres(ctx, w, migrations.Postgres); err != nil {
 		w.Close()
@@ -75,24 +77,28 @@ func (s *Store) Dialect() string {
 	return "sqlite"
 }
 
-// redactURL hides the password of a postgres:// URL.
-func redactURL(url string) string {
-	if cfg, err := pgconn.ParseConfig(url); err == nil && cfg.Password != "" {
-		return strings.ReplaceAll(url, cfg.Password, "xxxxx")
+// redactURL hides the password of a store URL: postgres://user:pw@… (as
+// url.URL.Redacted does) or a key=value connection string's password=….
+func redactURL(store string) string {
+	if u, err := url.Parse(store); err == nil && u.Scheme != "" {
+		return u.Redacted()
 	}
-	return url
+	return passwordKV.ReplaceAllString(store, "${1}xxxxx")
 }
 
-func redact(msg, url string) string {
-	if i := strings.Index(url, "://"); i >= 0 {
-		if at := strings.LastIndex(url, "@"); at > i {
-			if c := strings.Index(url[i+3:at], ":"); c >= 0 {
-				pw := url[i+3+c+1 : at]
-				if pw != "" {
-					return strings.ReplaceAll(msg, pw, "xxxxx")
-				}
-			}
-		}
+var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+
+// redact hides store's password, raw or percent-encoded, wherever msg
+// quotes it.
+func redact(msg, store string) string {
+	msg = passwordKV.ReplaceAllString(msg, "${1}xxxxx")
+	u, err := url.Parse(store)
+	if err != nil || u.User == nil {
+		return msg
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		msg = strings.ReplaceAll(msg, url.UserPassword("", pw).String()[1:], "xxxxx")
 	}
 	return msg
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -237,5 +238,52 @@ func TestPostgresUnreachableIsTransient(t *testing.T) {
 	}
 	if msg := Explain(err); !strings.Contains(msg, "cannot reach the PostgreSQL server") {
 		t.Errorf("Explain = %q", msg)
+	}
+}
+
+// A migration that fails leaves nothing of itself behind (PostgreSQL's DDL
+// is transactional) and is not recorded; the ones before it stay.
+func TestPostgresMigrationsRollBackAsAUnit(t *testing.T) {
+	db, err := sqlx.Open(pgDriverName, emptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fsys := fstest.MapFS{
+		"postgres/0001_ok.sql":  {Data: []byte(`CREATE TABLE ok_table (a int);`)},
+		"postgres/0002_bad.sql": {Data: []byte(`CREATE TABLE half_table (a int); SELEC broken;`)},
+	}
+	err = migratePostgres(t.Context(), db, fsys)
+	if err == nil || !strings.Contains(err.Error(), "0002_bad.sql") {
+		t.Fatalf("migrate = %v, want an error naming 0002_bad.sql", err)
+	}
+	var n int
+	if err := db.Get(&n, `SELECT COUNT(*) FROM pg_tables WHERE tablename = 'half_table'`); err != nil || n != 0 {
+		t.Errorf("the failed migration's table exists (%d, %v)", n, err)
+	}
+	if err := db.Get(&n, `SELECT COUNT(*) FROM pg_tables WHERE tablename = 'ok_table'`); err != nil || n != 1 {
+		t.Errorf("the good migration's table is missing (%d, %v)", n, err)
+	}
+	var versions []int
+	if err := db.Select(&versions, `SELECT version FROM schema_migrations`); err != nil || !slices.Equal(versions, []int{1}) {
+		t.Errorf("schema_migrations = %v (%v), want [1]", versions, err)
+	}
+}
+
+// A store URL's password never reaches an error message.
+func TestPostgresErrorsHideThePassword(t *testing.T) {
+	for _, url := range []string{
+		fmt.Sprintf("postgres://loopd:s3cretpw@/loopd?host=%s&connect_timeout=2", t.TempDir()),
+		"postgres://loopd:s3cretpw@localhost:notaport/loopd",
+		fmt.Sprintf("host=%s user=loopd password=s3cretpw connect_timeout=2", t.TempDir()),
+		"postgres://loopd:s3cret%40pw@localhost:notaport/loopd",
+	} {
+		_, err := OpenPostgres(t.Context(), url, Options{})
+		if err == nil {
+			t.Fatalf("open %s succeeded", url)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("error shows the password: %v", err)
+		}
 	}
 }
