@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,9 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,4 +216,155 @@ func TestSecurityDashboardFaviconIsNotARefusal(t *testing.T) {
 	if got, _ := tcpDo(t, "GET", u.Port(), "127.0.0.1:"+u.Port(), "/favicon.ico", nil, ""); got != http.StatusForbidden {
 		t.Errorf("GET /favicon.ico naming 127.0.0.1: %d, want 403", got)
 	}
+}
+
+// otherUserFloodEnv makes the test binary, started again as another user,
+// hold N silent connections to a TCP address, opening a new one whenever
+// one is closed: "host:port,N" (see floodAsOtherUser).
+const otherUserFloodEnv = "LOOPD_E2E_OTHER_USER_FLOOD"
+
+func init() {
+	if v := os.Getenv(otherUserFloodEnv); v != "" {
+		os.Exit(floodAsOtherUser(v))
+	}
+}
+
+// floodAsOtherUser holds n connections to addr that never send a byte,
+// each replaced as soon as the other end closes it, and says "holding" on
+// stdout once all n have connected (then "reopened K" after every 100
+// replacements), until it is killed.
+func floodAsOtherUser(v string) int {
+	addr, ns, _ := strings.Cut(v, ",")
+	n, err := strconv.Atoi(ns)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var (
+		mu              sync.Mutex
+		first, reopened int
+	)
+	for range n {
+		go func() {
+			counted := false
+			for {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					time.Sleep(time.Millisecond) // the backlog is full: the attacker backs off a little
+					continue
+				}
+				mu.Lock()
+				if !counted {
+					counted = true
+					if first++; first == n {
+						fmt.Println("holding")
+					}
+				} else if reopened++; reopened%100 == 0 {
+					fmt.Println("reopened", reopened)
+				}
+				mu.Unlock()
+				_, _ = c.Read(make([]byte, 1)) // until the daemon closes it
+				c.Close()
+			}
+		}()
+	}
+	select {}
+}
+
+// Another local user holding more silent connections than the TCP
+// listener's cap, replacing each one the daemon closes, no longer keeps
+// the owner out: their connections are closed at accept (the kernel says
+// who owns the other end) and never take a slot, and every one of the
+// owner's requests with the bearer token is answered. Before, 30 of 30
+// failed while the flood went on.
+func TestSecurityLocalTCPAnotherUserCannotFillTheCap(t *testing.T) {
+	as := otherUser(t)
+	e := dashboardEnv(t)
+	login := e.loginURL()
+	u, _ := url.Parse(login.URL)
+	addr := "127.0.0.1:" + u.Port()
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "loopd-other-user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "flood")
+	src, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(as[0], append(as[1:], bin)...)
+	cmd.Env = []string{otherUserFloodEnv + "=" + addr + ",300", "PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	// The flood is on once every connection was opened and the daemon has
+	// closed some of them (at the cap, or as another user's).
+	deadline := time.After(30 * time.Second)
+	for holding := false; !holding; {
+		select {
+		case l := <-lines:
+			holding = l == "holding"
+		case <-deadline:
+			t.Fatal("the other user's flood never held its connections")
+		}
+	}
+	eventually(t, "the daemon to close a flood connection", 20*time.Second, func() bool {
+		return strings.Contains(e.daemonLog(), "closed a TCP connection")
+	})
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	failed := 0
+	var why []string
+	for i := range 30 {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/daemon", nil)
+		req.Header.Set("Authorization", "Bearer "+e.token())
+		resp, err := client.Do(req)
+		if err != nil {
+			failed++
+			why = append(why, fmt.Sprintf("#%d: %v", i, err))
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			failed++
+			why = append(why, fmt.Sprintf("#%d: %d", i, resp.StatusCode))
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of 30 of the owner's requests failed while another user flooded the port: %v", failed, why)
+	}
+	if !strings.Contains(e.daemonLog(), "closed a TCP connection from another user") {
+		t.Errorf("the daemon never said it closed another user's connection:\n%s", e.daemonLog())
+	}
+	// The owner's browser still logs in.
+	b := newBrowser(t)
+	b.run("log in during the flood", chromedp.Navigate(login.URL), chromedp.WaitVisible(`body[data-page="runs"]`, chromedp.ByQuery))
 }
