@@ -7,7 +7,7 @@ import (
 )
 
 // loopctl must stay small and free of the daemon's storage: it must not
-// link SQLite (as tailscale checks for its CLI).
+// link SQLite or a Postgres driver (as tailscale checks for its CLI).
 func TestLoopctlDoesNotLinkSQLite(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/loopd/loopd/cmd/loopctl").CombinedOutput()
 	if err != nil {
@@ -19,7 +19,8 @@ func TestLoopctlDoesNotLinkSQLite(t *testing.T) {
 	}
 	for _, d := range deps {
 		for _, banned := range []string{"modernc.org/sqlite", "modernc.org/libc", "github.com/jmoiron/sqlx", "database/sql",
-			"github.com/loopd/loopd/internal/storage", "github.com/loopd/loopd/internal/scheduler", "go.uber.org/zap"} {
+			"github.com/loopd/loopd/internal/storage", "github.com/loopd/loopd/internal/scheduler", "go.uber.org/zap",
+			"github.com/jackc/pgx", "github.com/jackc/pgconn", "github.com/jackc/puddle", "github.com/lib/pq"} {
 			if d == banned || strings.HasPrefix(d, banned+"/") {
 				t.Errorf("loopctl depends on %s", d)
 			}
