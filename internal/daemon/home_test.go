@@ -142,3 +142,32 @@ func TestPrivateGroup(t *testing.T) {
 		})
 	}
 }
+
+// A home given as a symlink counts only when the link is the user's too:
+// another user's link (in /tmp) to a directory of the user's passes every
+// check of its target, then can be pointed at a directory of theirs.
+func TestRunRefusesAHomeLinkOfAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make a symlink owned by another uid")
+	}
+	root := t.TempDir()
+	target := filepath.Join(root, "mine")
+	mkdir(t, target, 0o700)
+	link := filepath.Join(root, "home")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a daemon that starts stops at once
+	err := Run(ctx, Options{Home: link})
+	var he *HomeOwnerError
+	if !errors.As(err, &he) || !strings.Contains(err.Error(), "a symlink") || !strings.Contains(err.Error(), "uid 65534") {
+		t.Fatalf("Run on another user's link to a home = %v, want a HomeOwnerError naming the link's owner", err)
+	}
+	if entries, _ := os.ReadDir(target); len(entries) != 0 {
+		t.Errorf("the refused daemon wrote %d entries into the home", len(entries))
+	}
+}
