@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/cmd/loopctl/dashboardcmd"
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/workspace"
 )
@@ -61,7 +60,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newTrustCmd(g),
 		newManCmd(g),
 		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
-		dashboardcmd.New(dashboardcmd.Factory{JSON: &g.JSON, Out: out, Err: errOut, Client: g.client, Ref: g.ref}),
+		New(Factory{JSON: &g.JSON, Out: out, Err: errOut, Client: g.client, Ref: g.ref}),
 	)
 	addCompletions(root, g)
 	return root

@@ -1,7 +1,8 @@
-// Package dashboardcmd is `loopctl dashboard`: it prints a one-time login
-// URL for the daemon's web dashboard (and opens it with --open). It starts
-// nothing: the dashboard is served by `loopd --http`.
-package dashboardcmd
+package main
+
+// `loopctl dashboard` prints a one-time login URL for the daemon's web
+// dashboard (and opens it with --open). It starts nothing: the dashboard is
+// served by `loopd --http`.
 
 import (
 	"context"
