@@ -183,3 +183,22 @@ func permissionError(sock string) error {
 		"and a daemon serves only the user who started it (you are uid %d)\n"+
 		"  to use a daemon of your own, unset LOOPD_SOCKET and --socket, or set LOOPD_HOME to a directory you own", sock, whose, os.Getuid())}
 }
+
+// control runs a state-changing request and reports the run's new state.
+func control(cmd *cobra.Command, g *globalOptions, arg string,
+	do func(context.Context, *api.Client, api.RunRef) (api.Run, error), say func(api.Run) string) error {
+	ctx := cmd.Context()
+	c, ref, err := g.runClient(ctx, arg)
+	if err != nil {
+		return err
+	}
+	run, err := do(ctx, c, ref)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return printJSON(g.Out, run)
+	}
+	fmt.Fprintln(g.Out, say(run))
+	return nil
+}

@@ -4,38 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
 )
-
-func newPostmortemCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "postmortem RUN",
-		Short: "Print the report written when a run ended (--json: summary.json)",
-		Args:  runArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, ref, err := g.runClient(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			pm, err := c.Postmortem(ctx, ref)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				_, err := fmt.Fprintf(g.Out, "%s\n", pm.Summary)
-				return err
-			}
-			_, err = fmt.Fprint(g.Out, pm.Markdown)
-			return err
-		},
-	}
-}
 
 func newDaemonCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "daemon", Short: "Inspect or stop the daemon; install it as a systemd user service"}
@@ -131,33 +108,30 @@ func alive(pid int) bool {
 	return p.Signal(syscallZero) == nil
 }
 
-func newVersionCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print loopctl's version (and the running daemon's)",
-		Long: `Print loopctl's version, and the running daemon's when one answers (this
-command never starts a daemon). The version is set when the binaries are built
-(scripts/release); a build from a checkout says "dev". --json adds the commit
-the binary was built from, when the build recorded it.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := map[string]any{"loopctl": api.BuildVersion()}
-			if c := api.BuildCommit(); c != "" {
-				out["commit"] = c
-			}
-			if sock, err := g.socketPath(); err == nil {
-				if info, err := api.NewClient(sock).Ping(cmd.Context()); err == nil {
-					out["loopd"] = info.Version
-				}
-			}
-			if g.JSON {
-				return printJSON(g.Out, out)
-			}
-			fmt.Fprintf(g.Out, "loopctl %s\n", api.BuildVersion())
-			if v, ok := out["loopd"]; ok {
-				fmt.Fprintf(g.Out, "loopd   %s (running)\n", v)
-			}
-			return nil
-		},
+// syscallZero probes a process without signalling it.
+const syscallZero = syscall.Signal(0)
+
+// printWorktreeDisk adds the run worktrees' disk use to `daemon status`.
+func printWorktreeDisk(w io.Writer, d *api.WorktreeDisk) {
+	if d == nil {
+		return
 	}
+	size := bytesHuman(d.Bytes)
+	if !d.Complete {
+		size = "at least " + size + " (measure cut short on a large tree)"
+	}
+	fmt.Fprintf(w, "  disk    %d run worktree(s), %s\n", d.Count, size)
+}
+
+func bytesHuman(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

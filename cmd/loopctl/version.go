@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+func newVersionCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print loopctl's version (and the running daemon's)",
+		Long: `Print loopctl's version, and the running daemon's when one answers (this
+command never starts a daemon). The version is set when the binaries are built
+(scripts/release); a build from a checkout says "dev". --json adds the commit
+the binary was built from, when the build recorded it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := map[string]any{"loopctl": api.BuildVersion()}
+			if c := api.BuildCommit(); c != "" {
+				out["commit"] = c
+			}
+			if sock, err := g.socketPath(); err == nil {
+				if info, err := api.NewClient(sock).Ping(cmd.Context()); err == nil {
+					out["loopd"] = info.Version
+				}
+			}
+			if g.JSON {
+				return printJSON(g.Out, out)
+			}
+			fmt.Fprintf(g.Out, "loopctl %s\n", api.BuildVersion())
+			if v, ok := out["loopd"]; ok {
+				fmt.Fprintf(g.Out, "loopd   %s (running)\n", v)
+			}
+			return nil
+		},
+	}
+}
