@@ -16,72 +16,91 @@ import (
 
 func newDaemonCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{Use: "daemon", Short: "Inspect or stop the daemon; install it as a systemd user service"}
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(newDaemonStatusCmd(g), newDaemonStopCmd(g), newDaemonInstallCmd(g), newDaemonUninstallCmd(g))
+	return cmd
+}
+
+type daemonStatusOptions struct{ *globalOptions }
+
+func newDaemonStatusCmd(g *globalOptions) *cobra.Command {
+	o := &daemonStatusOptions{globalOptions: g}
+	return &cobra.Command{
 		Use:   "status",
 		Short: "Show whether the daemon runs, and its pid, version, home and active runs (exit 69 when not running)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			sock, err := g.socketPath()
-			if err != nil {
-				return err
+		RunE:  o.run,
+	}
+}
+
+func (o *daemonStatusOptions) run(cmd *cobra.Command, _ []string) error {
+	sock, err := o.socketPath()
+	if err != nil {
+		return err
+	}
+	info, err := api.NewClient(sock).DaemonStatus(cmd.Context())
+	if err != nil {
+		if isUnavailable(err) {
+			if o.JSON {
+				_ = printJSON(o.Out, map[string]any{"running": false, "socket": sock})
 			}
-			info, err := api.NewClient(sock).DaemonStatus(cmd.Context())
-			if err != nil {
-				if isUnavailable(err) {
-					if g.JSON {
-						_ = printJSON(g.Out, map[string]any{"running": false, "socket": sock})
-					}
-					return &exitError{code: exitUnavailable, msg: fmt.Sprintf("no daemon is running at %s", sock)}
-				}
-				return err
-			}
-			if g.JSON {
-				return printJSON(g.Out, info)
-			}
-			fmt.Fprintf(g.Out, "loopd %s running: pid %d, up %s\n  home    %s\n  socket  %s\n  runs    %d active of %d slots\n",
-				info.Version, info.PID, duration(time.Since(info.StartedAt.Time)), info.Home, info.Socket, info.ActiveRuns, info.MaxConcurrent)
-			printWorktreeDisk(g.Out, info.Worktrees)
-			return nil
-		},
-	})
-	var killSteps bool
-	stop := &cobra.Command{
+			return &exitError{code: exitUnavailable, msg: fmt.Sprintf("no daemon is running at %s", sock)}
+		}
+		return err
+	}
+	if o.JSON {
+		return printJSON(o.Out, info)
+	}
+	fmt.Fprintf(o.Out, "loopd %s running: pid %d, up %s\n  home    %s\n  socket  %s\n  runs    %d active of %d slots\n",
+		info.Version, info.PID, duration(time.Since(info.StartedAt.Time)), info.Home, info.Socket, info.ActiveRuns, info.MaxConcurrent)
+	printWorktreeDisk(o.Out, info.Worktrees)
+	return nil
+}
+
+type daemonStopOptions struct {
+	*globalOptions
+	KillSteps bool
+}
+
+func newDaemonStopCmd(g *globalOptions) *cobra.Command {
+	o := &daemonStopOptions{globalOptions: g}
+	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the daemon; running steps go on and are adopted by the next daemon (--kill-steps stops them too)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			sock, err := g.socketPath()
-			if err != nil {
-				return err
-			}
-			c := api.NewClient(sock)
-			info, err := c.Ping(cmd.Context())
-			if err != nil {
-				if isUnavailable(err) {
-					if g.JSON {
-						return printJSON(g.Out, map[string]any{"stopped": false, "running": false, "socket": sock})
-					}
-					fmt.Fprintf(g.Err, "no daemon is running at %s\n", sock)
-					return nil
-				}
-				return err
-			}
-			if err := c.StopDaemon(cmd.Context(), api.DaemonStopRequest{KillSteps: killSteps}); err != nil {
-				return err
-			}
-			if !awaitGone(cmd.Context(), info.PID) {
-				return errors.New("the daemon did not exit within 30s")
-			}
-			if g.JSON {
-				return printJSON(g.Out, map[string]any{"stopped": true, "pid": info.PID, "kill_steps": killSteps})
-			}
-			fmt.Fprintf(g.Out, "loopd (pid %d) stopped\n", info.PID)
-			return nil
-		},
+		RunE:  o.run,
 	}
-	stop.Flags().BoolVar(&killSteps, "kill-steps", false, "also stop running steps (their runs continue when the daemon is next started)")
-	cmd.AddCommand(stop, newDaemonInstallCmd(g), newDaemonUninstallCmd(g))
+	cmd.Flags().BoolVar(&o.KillSteps, "kill-steps", false, "also stop running steps (their runs continue when the daemon is next started)")
 	return cmd
+}
+
+func (o *daemonStopOptions) run(cmd *cobra.Command, _ []string) error {
+	sock, err := o.socketPath()
+	if err != nil {
+		return err
+	}
+	c := api.NewClient(sock)
+	info, err := c.Ping(cmd.Context())
+	if err != nil {
+		if isUnavailable(err) {
+			if o.JSON {
+				return printJSON(o.Out, map[string]any{"stopped": false, "running": false, "socket": sock})
+			}
+			fmt.Fprintf(o.Err, "no daemon is running at %s\n", sock)
+			return nil
+		}
+		return err
+	}
+	if err := c.StopDaemon(cmd.Context(), api.DaemonStopRequest{KillSteps: o.KillSteps}); err != nil {
+		return err
+	}
+	if !awaitGone(cmd.Context(), info.PID) {
+		return errors.New("the daemon did not exit within 30s")
+	}
+	if o.JSON {
+		return printJSON(o.Out, map[string]any{"stopped": true, "pid": info.PID, "kill_steps": o.KillSteps})
+	}
+	fmt.Fprintf(o.Out, "loopd (pid %d) stopped\n", info.PID)
+	return nil
 }
 
 // awaitGone waits until process pid has exited, for at most 30s (less if

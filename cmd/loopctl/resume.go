@@ -25,12 +25,14 @@ that ended on a limit ends again at once unless the limit is raised:
 
   loopctl resume last --set max_iterations=80 --set max_cost=20`,
 		Args: runArg,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return control(cmd, g, args[0], func(ctx context.Context, c *api.Client, ref api.RunRef) (api.Run, error) {
-				return c.Resume(ctx, ref, api.ResumeRequest{Set: o.Set})
-			}, func(r api.Run) string { return fmt.Sprintf("run %s resumed (%s)", shortID(r.ID), r.Status) })
-		},
+		RunE: o.run,
 	}
 	cmd.Flags().StringArrayVar(&o.Set, "set", nil, "change a config key=value (e.g. raise a limit), repeatable")
 	return cmd
+}
+
+func (o *resumeOptions) run(cmd *cobra.Command, args []string) error {
+	return control(cmd, o.globalOptions, args[0], func(ctx context.Context, c *api.Client, ref api.RunRef) (api.Run, error) {
+		return c.Resume(ctx, ref, api.ResumeRequest{Set: o.Set})
+	}, func(r api.Run) string { return fmt.Sprintf("run %s resumed (%s)", shortID(r.ID), r.Status) })
 }

@@ -60,7 +60,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newTrustCmd(g),
 		newManCmd(g),
 		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
-		New(Factory{JSON: &g.JSON, Out: out, Err: errOut, Client: g.client, Ref: g.ref}),
+		newDashboardCmd(g),
 	)
 	addCompletions(root, g)
 	return root

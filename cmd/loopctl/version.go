@@ -8,7 +8,10 @@ import (
 	"github.com/loopd/loopd/internal/api"
 )
 
+type versionOptions struct{ *globalOptions }
+
 func newVersionCmd(g *globalOptions) *cobra.Command {
+	o := &versionOptions{globalOptions: g}
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print loopctl's version (and the running daemon's)",
@@ -17,24 +20,26 @@ command never starts a daemon). The version is set when the binaries are built
 (scripts/release); a build from a checkout says "dev". --json adds the commit
 the binary was built from, when the build recorded it.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := map[string]any{"loopctl": api.BuildVersion()}
-			if c := api.BuildCommit(); c != "" {
-				out["commit"] = c
-			}
-			if sock, err := g.socketPath(); err == nil {
-				if info, err := api.NewClient(sock).Ping(cmd.Context()); err == nil {
-					out["loopd"] = info.Version
-				}
-			}
-			if g.JSON {
-				return printJSON(g.Out, out)
-			}
-			fmt.Fprintf(g.Out, "loopctl %s\n", api.BuildVersion())
-			if v, ok := out["loopd"]; ok {
-				fmt.Fprintf(g.Out, "loopd   %s (running)\n", v)
-			}
-			return nil
-		},
+		RunE: o.run,
 	}
+}
+
+func (o *versionOptions) run(cmd *cobra.Command, _ []string) error {
+	out := map[string]any{"loopctl": api.BuildVersion()}
+	if c := api.BuildCommit(); c != "" {
+		out["commit"] = c
+	}
+	if sock, err := o.socketPath(); err == nil {
+		if info, err := api.NewClient(sock).Ping(cmd.Context()); err == nil {
+			out["loopd"] = info.Version
+		}
+	}
+	if o.JSON {
+		return printJSON(o.Out, out)
+	}
+	fmt.Fprintf(o.Out, "loopctl %s\n", api.BuildVersion())
+	if v, ok := out["loopd"]; ok {
+		fmt.Fprintf(o.Out, "loopd   %s (running)\n", v)
+	}
+	return nil
 }
