@@ -48,7 +48,7 @@ func completeRuns(g *globalOptions) cobra.CompletionFunc {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		runs, err := api.NewClient(sock).ListRuns(ctx, api.ListOptions{Limit: 100})
+		runs, err := g.newClient(sock).ListRuns(ctx, api.ListOptions{Limit: 100})
 		if err != nil {
 			return out, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -37,7 +37,7 @@ func (o *daemonStatusOptions) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	info, err := api.NewClient(sock).DaemonStatus(cmd.Context())
+	info, err := o.newClient(sock).DaemonStatus(cmd.Context())
 	if err != nil {
 		if isUnavailable(err) {
 			if o.JSON {
@@ -78,7 +78,7 @@ func (o *daemonStopOptions) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	c := api.NewClient(sock)
+	c := o.newClient(sock)
 	info, err := c.Ping(cmd.Context())
 	if err != nil {
 		if isUnavailable(err) {

@@ -25,10 +25,20 @@ type globalOptions struct {
 	Dir    string // -C: the workspace for `last` and for start
 
 	Out, Err io.Writer
+
+	// dial, when set, connects to the daemon instead of its socket: the
+	// tests serve the API in-process (net/http/httptest).
+	dial api.Dialer
 }
 
 func newRootCmd(out, errOut io.Writer) *cobra.Command {
-	g := &globalOptions{Out: out, Err: errOut}
+	return newRoot(&globalOptions{Out: out, Err: errOut})
+}
+
+// newRoot is loopctl's command tree over g, which holds the global flags
+// once they are parsed.
+func newRoot(g *globalOptions) *cobra.Command {
+	out, errOut := g.Out, g.Err
 	root := &cobra.Command{
 		Use:   "loopctl",
 		Short: "Control loopd, the daemon that runs autonomous coding-agent loops",
@@ -72,6 +82,14 @@ func (g *globalOptions) socketPath() (string, error) {
 		return filepath.Abs(g.Socket)
 	}
 	return api.SocketPath()
+}
+
+// newClient is a client of the daemon at sock; it does not connect yet.
+func (g *globalOptions) newClient(sock string) *api.Client {
+	if g.dial != nil {
+		return api.NewClientDial(sock, g.dial)
+	}
+	return api.NewClient(sock)
 }
 
 // workspace is the workspace of -C DIR, else of the current directory,
@@ -119,7 +137,7 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	if err != nil {
 		return nil, &exitError{code: exitUnavailable, msg: err.Error()}
 	}
-	c := api.NewClient(sock)
+	c := g.newClient(sock)
 	if _, err := c.Ping(ctx); err == nil {
 		return c, nil
 	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {

@@ -30,7 +30,7 @@ func (o *versionOptions) run(cmd *cobra.Command, _ []string) error {
 		out["commit"] = c
 	}
 	if sock, err := o.socketPath(); err == nil {
-		if info, err := api.NewClient(sock).Ping(cmd.Context()); err == nil {
+		if info, err := o.newClient(sock).Ping(cmd.Context()); err == nil {
 			out["loopd"] = info.Version
 		}
 	}
