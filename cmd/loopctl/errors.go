@@ -9,7 +9,8 @@ import (
 	"github.com/loopd/loopd/internal/api"
 )
 
-// Exit codes (SPEC section 3).
+// Exit codes, as docs/reference.md lists them (generated from this block by
+// internal/docgen).
 const (
 	exitOK          = 0
 	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `resume` of a run whose worktree is gone)
