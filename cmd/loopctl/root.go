@@ -37,6 +37,11 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 
 // newRoot is loopctl's command tree over g, which holds the global flags
 // once they are parsed.
+//
+// A command is one file, as in tailscale's cmd/tailscale/cli: NAME.go holds
+// its nameOptions (an embedded *globalOptions and its flags), newNameCmd,
+// which binds them, and a run method; it is added here, and tested against
+// an in-process API (fakeapi_test.go).
 func newRoot(g *globalOptions) *cobra.Command {
 	out, errOut := g.Out, g.Err
 	root := &cobra.Command{
