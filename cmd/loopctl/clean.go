@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // cleanOptions are the flags of `loopctl clean`.
@@ -81,7 +82,7 @@ func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
 		fmt.Fprintf(o.Out, "%s  %s %s; branch %s stays\n", shortID(w.RunID), w.Worktree, how, w.Branch)
 	}
 	for _, w := range res.Skipped {
-		fmt.Fprintf(o.Out, "%s  %s skipped: %s\n", shortID(w.RunID), w.Worktree, w.Reason)
+		fmt.Fprintf(o.Out, "%s  %s skipped: %s\n", shortID(w.RunID), w.Worktree, termtext.Quote(w.Reason))
 	}
 	if len(res.Removed)+len(res.Skipped) == 0 {
 		fmt.Fprintln(o.Out, o.nothingCleaned(ctx, c, ref))

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type eventsOptions struct {
@@ -49,7 +50,7 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 			fmt.Fprintf(o.Out, "%s\n", b)
 			return
 		}
-		fmt.Fprintf(o.Out, "%6d  %s  %-20s %s\n", ev.Seq, ev.TS.Local().Format("15:04:05.000"), ev.Type, eventDetail(ev))
+		fmt.Fprintf(o.Out, "%6d  %s  %-20s %s\n", ev.Seq, ev.TS.Local().Format("15:04:05.000"), ev.Type, termtext.Quote(eventDetail(ev)))
 	}
 	if !o.Follow {
 		for ev, err := range c.Events(ctx, ref, o.After, false) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -138,7 +139,7 @@ func outcomeLine(r api.Run) string {
 	if r.Description != "" {
 		s += " — " + r.Description
 	}
-	return s
+	return termtext.Quote(s)
 }
 
 // conditionDetail is what a stop condition last said: its reason, or why

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // landOptions are the flags of `loopctl land`.
@@ -85,23 +86,23 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 	case res.Verified:
 		fmt.Fprintf(o.Out, "verified: the run's last verification of %s stands\n", shortCommit(res.TestedCommit))
 	default:
-		fmt.Fprintf(o.Out, "NOT verified (%s)\n", strings.TrimPrefix(res.Note, "not verified: "))
+		fmt.Fprintf(o.Out, "NOT verified (%s)\n", termtext.Quote(strings.TrimPrefix(res.Note, "not verified: ")))
 	}
 	return nil
 }
 
 func printRefusal(o *landOptions, r *api.LandRefusal) {
-	fmt.Fprintf(o.Err, "land refused (%s): %s\n", r.Kind, r.Message)
+	fmt.Fprintf(o.Err, "land refused (%s): %s\n", r.Kind, termtext.QuoteLines(r.Message))
 	if r.OutputTail != "" {
 		fmt.Fprintf(o.Err, "\nlast output of verify_command (all of it: %s):\n", r.LogPath)
 		for line := range strings.SplitSeq(strings.TrimRight(r.OutputTail, "\n"), "\n") {
-			fmt.Fprintln(o.Err, "  "+line)
+			fmt.Fprintln(o.Err, "  "+termtext.Quote(line))
 		}
 	}
 	if len(r.Hand) > 0 {
 		fmt.Fprintf(o.Err, "\nthe run's branch is %s; to finish by hand:\n", r.Branch)
 		for _, h := range r.Hand {
-			fmt.Fprintln(o.Err, "  "+h)
+			fmt.Fprintln(o.Err, "  "+termtext.Quote(h))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type listOptions struct {
@@ -77,8 +78,8 @@ func (o *listOptions) run(cmd *cobra.Command, _ []string) error {
 		if o.All {
 			name += " (" + r.Workspace + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shortID(r.ID), truncate(name, 40), r.Status, r.Iteration,
-			cost(r.Usage), ago(r.CreatedAt), truncate(r.Reason, 50))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shortID(r.ID), termtext.Quote(truncate(name, 40)), r.Status, r.Iteration,
+			cost(r.Usage), ago(r.CreatedAt), termtext.Quote(truncate(r.Reason, 50)))
 	}
 	return tw.Flush()
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 func main() {
@@ -34,11 +36,13 @@ func exitCode(err error, interrupted bool, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "loopctl:", ee.msg)
+			fmt.Fprintln(stderr, "loopctl:", termtext.QuoteLines(ee.msg))
 		}
 		return ee.code
 	}
 	code, msg := classify(err)
-	fmt.Fprintln(stderr, "loopctl:", msg)
+	// Errors echo what a repository wrote (a config value, a path): its
+	// control characters are shown, not obeyed.
+	fmt.Fprintln(stderr, "loopctl:", termtext.QuoteLines(msg))
 	return code
 }

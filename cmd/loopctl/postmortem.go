@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type postmortemOptions struct{ *globalOptions }
@@ -32,6 +34,6 @@ func (o *postmortemOptions) run(cmd *cobra.Command, args []string) error {
 		_, err := fmt.Fprintf(o.Out, "%s\n", pm.Summary)
 		return err
 	}
-	_, err = fmt.Fprint(o.Out, pm.Markdown)
+	_, err = fmt.Fprint(o.Out, termtext.QuoteLines(pm.Markdown))
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type startOptions struct {
@@ -85,7 +86,7 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	// Warnings go to stderr even with --json: the run is created all the
 	// same, and a script reading stdout is not disturbed.
 	for _, w := range run.Warnings {
-		fmt.Fprintf(o.Err, "warning: %s\n", w)
+		fmt.Fprintf(o.Err, "warning: %s\n", termtext.Quote(w))
 	}
 	if run.Isolation == "worktree" {
 		fmt.Fprintf(o.Err, "run %s works in its own worktree %s on branch %s (from %s)\n",

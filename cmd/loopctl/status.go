@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type statusOptions struct {
@@ -56,9 +57,9 @@ func printStatus(w io.Writer, r api.Run) {
 	if r.Name != "" {
 		title += "  (" + r.Name + ")"
 	}
-	fmt.Fprintf(w, "run %s\n", title)
+	fmt.Fprintf(w, "run %s\n", termtext.Quote(title))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  workspace\t%s\n", r.Workspace)
+	fmt.Fprintf(tw, "  workspace\t%s\n", termtext.Quote(r.Workspace))
 	if r.Isolation == "worktree" {
 		wt := r.Worktree + " on " + r.Branch
 		if r.BaseCommit != "" {
@@ -72,7 +73,7 @@ func printStatus(w io.Writer, r api.Run) {
 		case "removed":
 			wt += "  [removed by loopctl clean; the branch stays]"
 		}
-		fmt.Fprintf(tw, "  worktree\t%s\n", wt)
+		fmt.Fprintf(tw, "  worktree\t%s\n", termtext.Quote(wt))
 	}
 	state := string(r.Status)
 	switch {
@@ -92,10 +93,10 @@ func printStatus(w io.Writer, r api.Run) {
 	if r.PauseRequest {
 		state += "  [pause requested]"
 	}
-	fmt.Fprintf(tw, "  status\t%s\n", state)
+	fmt.Fprintf(tw, "  status\t%s\n", termtext.Quote(state))
 	if r.Reason != "" {
-		fmt.Fprintf(tw, "  reason\t%s\n", r.Reason)
-		fmt.Fprintf(tw, "  \t%s\n", r.Description)
+		fmt.Fprintf(tw, "  reason\t%s\n", termtext.Quote(r.Reason))
+		fmt.Fprintf(tw, "  \t%s\n", termtext.Quote(r.Description))
 	}
 	if r.ExitCode != nil {
 		fmt.Fprintf(tw, "  exit code\t%d\n", *r.ExitCode)
@@ -106,11 +107,11 @@ func printStatus(w io.Writer, r api.Run) {
 	fmt.Fprintf(tw, "  usage\t%s\n", usageLine(r.Usage))
 	fmt.Fprintf(tw, "  created\t%s\n", ago(r.CreatedAt))
 	if r.LandedCommit != "" {
-		fmt.Fprintf(tw, "  landed\t%s is now %s (loopctl land)\n", r.BaseBranch, shortCommit(r.LandedCommit))
+		fmt.Fprintf(tw, "  landed\t%s is now %s (loopctl land)\n", termtext.Quote(r.BaseBranch), shortCommit(r.LandedCommit))
 	}
 	tw.Flush()
 	for _, warn := range r.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", warn)
+		fmt.Fprintf(w, "  warning: %s\n", termtext.Quote(warn))
 	}
 	if len(r.Conditions) > 0 {
 		fmt.Fprintf(w, "\nstop conditions:\n")
@@ -174,7 +175,7 @@ func printConditions(w io.Writer, cs []api.Condition) {
 		if c.Met {
 			met = "✔ "
 		}
-		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%s\n", met, c.Kind, c.Description, bar(c.Progress, 20), truncate(conditionDetail(c), 60))
+		fmt.Fprintf(tw, "  %s%s\t%s\t%s\t%s\n", met, c.Kind, termtext.Quote(c.Description), bar(c.Progress, 20), termtext.Quote(truncate(conditionDetail(c), 60)))
 	}
 	tw.Flush()
 }
@@ -189,7 +190,7 @@ func printEvaluations(w io.Writer, evs []api.Evaluation) {
 			if c.Progress != nil {
 				p = fmt.Sprintf("%.3f", *c.Progress)
 			}
-			fmt.Fprintf(tw, "    %s\t%s\tmet=%v\tprogress=%s\t%dµs\t%s\n", c.Kind, c.Type, c.Met, p, c.DurationUS, truncate(c.Reason, 60))
+			fmt.Fprintf(tw, "    %s\t%s\tmet=%v\tprogress=%s\t%dµs\t%s\n", c.Kind, c.Type, c.Met, p, c.DurationUS, termtext.Quote(truncate(c.Reason, 60)))
 		}
 		tw.Flush()
 	}

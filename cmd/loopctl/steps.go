@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type stepsOptions struct{ *globalOptions }
@@ -61,7 +62,7 @@ func (o *stepsOptions) run(cmd *cobra.Command, args []string) error {
 			changes = changeSummary(s.Changes)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Seq, s.Phase, s.Iteration, s.Status, exit, ms(s.DurationMS), c,
-			changes, truncate(strings.Join(detail, "; "), 90))
+			changes, termtext.Quote(truncate(strings.Join(detail, "; "), 90)))
 	}
 	return tw.Flush()
 }

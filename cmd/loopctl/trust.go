@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type trustOptions struct {
@@ -61,12 +62,12 @@ func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
 			return printJSON(o.Out, rep)
 		}
 		if len(rep.Revoked) == 0 {
-			fmt.Fprintf(o.Out, "nothing was trusted in %s\n", rep.Workspace)
+			fmt.Fprintf(o.Out, "nothing was trusted in %s\n", termtext.Quote(rep.Workspace))
 			return nil
 		}
-		fmt.Fprintf(o.Out, "no longer trusted in %s:\n", rep.Workspace)
+		fmt.Fprintf(o.Out, "no longer trusted in %s:\n", termtext.Quote(rep.Workspace))
 		for _, p := range rep.Revoked {
-			fmt.Fprintf(o.Out, "  %s\n", relTo(rep.Workspace, p))
+			fmt.Fprintf(o.Out, "  %s\n", termtext.Quote(relTo(rep.Workspace, p)))
 		}
 		return nil
 	}
@@ -82,13 +83,15 @@ func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
 }
 
 // printTrust shows what the user just trusted: per file, its state before
-// and everything it makes loopd run or put in the environment.
+// and everything it makes loopd run or put in the environment. Every value
+// is the repository's bytes, quoted: a command that hides behind "\x1b[2K\r"
+// must be seen, not erased by the terminal.
 func printTrust(w io.Writer, rep api.TrustReport) {
 	if len(rep.Files) == 0 {
-		fmt.Fprintf(w, "nothing to trust in %s: no file there names commands or environment\n", rep.Workspace)
+		fmt.Fprintf(w, "nothing to trust in %s: no file there names commands or environment\n", termtext.Quote(rep.Workspace))
 		return
 	}
-	fmt.Fprintf(w, "trusted in %s — loopd will run what these files set:\n", rep.Workspace)
+	fmt.Fprintf(w, "trusted in %s — loopd will run what these files set:\n", termtext.Quote(rep.Workspace))
 	for _, f := range rep.Files {
 		state := "new"
 		switch f.Status {
@@ -97,28 +100,28 @@ func printTrust(w io.Writer, rep api.TrustReport) {
 		case "trusted":
 			state = "unchanged"
 		}
-		fmt.Fprintf(w, "\n%s  (%s, sha256 %s)\n", relTo(rep.Workspace, f.Path), state, f.SHA256[:12])
+		fmt.Fprintf(w, "\n%s  (%s, sha256 %s)\n", termtext.Quote(relTo(rep.Workspace, f.Path)), state, f.SHA256[:12])
 		for _, ch := range f.Changes {
-			fmt.Fprintf(w, "  changed: %s\n", ch)
+			fmt.Fprintf(w, "  changed: %s\n", termtext.Quote(ch))
 		}
 		for _, c := range f.Commands {
-			fmt.Fprintf(w, "  command  %s: %s\n", c.Key, c.Command)
+			fmt.Fprintf(w, "  command  %s: %s\n", termtext.Quote(c.Key), termtext.Quote(c.Command))
 		}
 		if len(f.Env) > 0 {
-			fmt.Fprintf(w, "  environment: %s\n", strings.Join(f.Env, " "))
+			fmt.Fprintf(w, "  environment: %s\n", termtext.Quote(strings.Join(f.Env, " ")))
 		}
 		// Variables that choose the program or the server: their value is
 		// the danger (PATH=./bin:…), and it is no secret.
 		for _, v := range f.EnvShown {
-			fmt.Fprintf(w, "  environment  %s=%s\n", v.Key, v.Value)
+			fmt.Fprintf(w, "  environment  %s=%s\n", termtext.Quote(v.Key), termtext.Quote(v.Value))
 		}
 		if len(f.Settings) > 0 {
-			fmt.Fprintf(w, "  settings: %s\n", strings.Join(f.Settings, " "))
+			fmt.Fprintf(w, "  settings: %s\n", termtext.Quote(strings.Join(f.Settings, " ")))
 		}
 		// Each setting's value: where the prompt comes from and where
 		// notifications go are as much the file's doing as its commands.
 		for _, v := range f.Values {
-			fmt.Fprintf(w, "  setting  %s=%s\n", v.Key, v.Value)
+			fmt.Fprintf(w, "  setting  %s=%s\n", termtext.Quote(v.Key), termtext.Quote(v.Value))
 		}
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // Bounds of the output tail. An agent can print megabytes, in lines of any
@@ -14,21 +16,7 @@ const (
 	tailMaxLineBytes = 512
 	// escMaxLen bounds an escape sequence or control string: a stray ESC ]
 	// without its terminator would otherwise swallow the rest of the output.
-	escMaxLen = 256
-)
-
-// escState is where the ANSI stripper is inside an escape sequence. Output
-// arrives in chunks, and a sequence can be split across two of them, so the
-// state is kept between writes.
-type escState uint8
-
-const (
-	escNone   escState = iota // plain text
-	escStart                  // after ESC
-	escInter                  // ESC followed by intermediate bytes (e.g. ESC ( B)
-	escCSI                    // inside ESC [ … final
-	escString                 // inside OSC/DCS/SOS/PM/APC, until BEL or ST
-	escStrEsc                 // ESC inside a control string: ST is ESC \
+	escMaxLen = termtext.MaxSequence
 )
 
 // tailBuffer keeps the last lines of a step's output, ready to draw: ANSI
@@ -39,13 +27,12 @@ const (
 // Write accepts any byte chunks: a multi-byte character split across two
 // writes is held back until its remaining bytes arrive.
 type tailBuffer struct {
-	lines    []string // complete lines, oldest first; at most 2×tailMaxLines before compaction
-	cur      []byte   // the line being written
-	cut      bool     // cur was truncated at tailMaxLineBytes
-	cr       bool     // a carriage return was seen; the next character decides
-	pending  []byte   // an incomplete UTF-8 sequence from the end of the last write
-	esc      escState //
-	escLen   int      // runes in the current escape sequence
+	lines    []string          // complete lines, oldest first; at most 2×tailMaxLines before compaction
+	cur      []byte            // the line being written
+	cut      bool              // cur was truncated at tailMaxLineBytes
+	cr       bool              // a carriage return was seen; the next character decides
+	pending  []byte            // an incomplete UTF-8 sequence from the end of the last write
+	esc      termtext.Stripper // output arrives in chunks: a sequence can be split across two
 	maxLines int
 }
 
@@ -80,69 +67,16 @@ func (t *tailBuffer) WriteString(s string) { _, _ = t.Write([]byte(s)) }
 
 // put feeds one character through the escape-sequence stripper.
 func (t *tailBuffer) put(r rune) {
-	if t.esc != escNone {
-		t.escLen++
-		if t.escLen > escMaxLen {
-			t.esc = escNone // runaway sequence: give up on it and show what follows
-		}
-	}
-	switch t.esc {
-	case escStart:
-		switch {
-		case r == '[':
-			t.esc = escCSI
-		case r == ']' || r == 'P' || r == 'X' || r == '^' || r == '_':
-			t.esc = escString
-		case r >= 0x20 && r <= 0x2f:
-			t.esc = escInter
-		case r >= 0x30 && r <= 0x7e:
-			t.esc = escNone // a two-character sequence such as ESC 7 or ESC M
-		default:
-			t.esc = escNone
-			t.text(r)
-		}
-		return
-	case escInter:
-		if r >= 0x20 && r <= 0x2f {
-			return
-		}
-		t.esc = escNone
-		if r < 0x30 || r > 0x7e {
-			t.text(r)
-		}
-		return
-	case escCSI:
-		switch {
-		case r >= 0x20 && r <= 0x3f: // parameter and intermediate bytes
-		case r >= 0x40 && r <= 0x7e: // the final byte
-			t.esc = escNone
-		default: // not part of a sequence: abandon it, keep the character
-			t.esc = escNone
-			t.text(r)
-		}
-		return
-	case escString:
-		switch {
-		case r == 0x07 || r == 0x9c: // BEL (xterm's OSC terminator) or C1 ST
-			t.esc = escNone
-		case r == 0x1b:
-			t.esc = escStrEsc
-		case r == '\n':
-			// Control strings hold no line breaks: this one was never
-			// terminated. Keep the line break, and what follows.
-			t.esc = escNone
-			t.text(r)
-		}
-		return
-	case escStrEsc:
-		if r == '\\' {
-			t.esc = escNone
-		} else if r != 0x1b {
-			t.esc = escString
-		}
+	if t.esc.Text(r) {
+		t.text(r)
 		return
 	}
-	t.text(r)
+	if t.cr {
+		// A sequence after a bare carriage return (progress bars write
+		// "\r\x1b[K"): the line starts over, as it does for text.
+		t.cr = false
+		t.cur, t.cut = t.cur[:0], false
+	}
 }
 
 // text handles a character outside escape sequences.
@@ -156,12 +90,6 @@ func (t *tailBuffer) text(r rune) {
 		}
 	}
 	switch {
-	case r == 0x1b:
-		t.esc, t.escLen = escStart, 0
-	case r == 0x9b: // C1 CSI
-		t.esc, t.escLen = escCSI, 0
-	case r == 0x90 || r == 0x98 || r == 0x9d || r == 0x9e || r == 0x9f: // C1 DCS, SOS, OSC, PM, APC
-		t.esc, t.escLen = escString, 0
 	case r == '\n':
 		t.endLine()
 	case r == '\r':
@@ -171,9 +99,10 @@ func (t *tailBuffer) text(r rune) {
 		for range n {
 			t.append(' ')
 		}
-	case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+	case termtext.Unsafe(r):
 		// Other control characters (bell, backspace, …) do nothing useful
-		// in a view and some would move the cursor: drop them.
+		// in a view and some would move the cursor; bidi overrides would
+		// reorder the view: drop them.
 	default:
 		t.append(r)
 	}

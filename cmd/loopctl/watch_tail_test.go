@@ -28,6 +28,8 @@ func TestTailBufferStripsEscapesAndControls(t *testing.T) {
 		{"CR CR LF too", "one\r\r\ntwo\n", []string{"one", "two"}},
 		{"bare CR rewrites the line", "progress 1/3\rprogress 2/3\rprogress 3/3\ndone\n", []string{"progress 3/3", "done"}},
 		{"CR then erase-line", "50%\r\x1b[Kfinished\n", []string{"finished"}},
+		{"CR, erase-line, line break", "50%\r\x1b[K\ndone\n", []string{"", "done"}},
+		{"bidi override dropped", "a\u202eb\n", []string{"ab"}},
 		{"tab to the next stop of 8", "ab\tc\n", []string{"ab      c"}},
 		{"unterminated CSI gives up at a control char", "\x1b[31\nnext\n", []string{"", "next"}},
 		{"invalid UTF-8 becomes U+FFFD", "a\xffb\n", []string{"a\uFFFDb"}},

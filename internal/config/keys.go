@@ -85,7 +85,7 @@ var keys = []key{
 	boolKey("notify_desktop", func(c *Config) *bool { return &c.NotifyDesktop }),
 	{name: "notify_on", set: setNotifyOn, check: checkNotifyOn},
 	durationKey("max_api_wait", atLeastASecond, func(c *Config) *Duration { return &c.MaxAPIWait }),
-	{name: "redact_secrets", set: setRedactSecrets},
+	boolKey("redact_secrets", func(c *Config) *bool { return &c.RedactSecrets }),
 	{name: "isolation", set: setIsolation, check: checkIsolation},
 	textKey("setup_command", func(c *Config) *string { return &c.SetupCommand }),
 }
@@ -263,6 +263,40 @@ func durationKey(name string, rule durationRule, field func(*Config) *Duration) 
 			return rule.problem(d.Std(), d.String())
 		},
 	}
+}
+
+// boolKey is a boolean; see parseBool for the spellings.
+func boolKey(name string, field func(*Config) *bool) key {
+	return key{
+		name: name,
+		set: func(c *Config, v, _ string) string {
+			b, msg := parseBool(v)
+			if msg != "" {
+				return msg
+			}
+			*field(c) = b
+			return ""
+		},
+	}
+}
+
+// parseBool reads a boolean key's value: true or false, also yes/no, on/off and
+// 1/0, in any case, around which blanks are ignored. It is the one reading of every
+// boolean key. A problem is returned worded for "<key>: <problem>".
+//
+// "t" and "f" (and "T", "F"), which strconv.ParseBool reads, are refused by name:
+// notify_desktop once read them through it while redact_secrets refused them, and a
+// one-letter value silently meaning a boolean is not worth the doubt.
+func parseBool(v string) (bool, string) {
+	switch s := strings.ToLower(strings.TrimSpace(v)); s {
+	case "true", "yes", "on", "1":
+		return true, ""
+	case "false", "no", "off", "0":
+		return false, ""
+	case "t", "f":
+		return false, fmt.Sprintf("must be true or false, got %q (write %s in full)", v, map[string]string{"t": "true", "f": "false"}[s])
+	}
+	return false, fmt.Sprintf("must be true or false, got %q", v)
 }
 
 func setAgent(c *Config, v, _ string) string {

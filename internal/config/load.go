@@ -101,6 +101,7 @@ func Load(opts LoadOptions) (Config, error) {
 
 	errs = append(errs, applyWorkspaceDefaults(&c, ws, p)...)
 	errs = append(errs, validate(c, ws, p)...)
+	errs = append(errs, confineWorkspaceFiles(c, ws, wsConfig, userConfig, p)...)
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
@@ -244,6 +245,52 @@ func applyWorkspaceDefaults(c *Config, ws string, p provenance) []error {
 		c.EnvFile = path
 	}
 	return nil
+}
+
+// workspaceFileKeys are the keys that name a file loopd reads into the
+// run (the goal, the plan's tasks) or points the agent at (the spec), with
+// the loopctl start flag that names one by hand.
+var workspaceFileKeys = []struct {
+	key, flag string
+	field     func(*Config) *string
+}{
+	{"prompt_file", "--prompt-file", func(c *Config) *string { return &c.PromptFile }},
+	{"spec_file", "--spec", func(c *Config) *string { return &c.SpecFile }},
+	{"plan_file", "--plan", func(c *Config) *string { return &c.PlanFile }},
+}
+
+// confineWorkspaceFiles requires prompt_file, spec_file and plan_file to be
+// regular files inside the workspace when whoever wrote the workspace chose
+// them: set by its .loop/config (wsConfig), or a relative path in the user
+// config (it names a file of every workspace, as the PROMPT.md default
+// does). Trusting .loop/config shows "prompt_file=GOAL.md", not that
+// GOAL.md is a symlink to /proc/self/environ or ~/.ssh/id_rsa, whose
+// content would become the run's goal, stored and sent to the model. Paths
+// the user types (--set, the flags) are theirs and may lead anywhere. A
+// file that is missing or not regular is reported by validate; a key whose
+// file the run will not read (a goal given as text replaces prompt_file) is
+// not checked.
+func confineWorkspaceFiles(c Config, ws, wsConfig, userConfig string, p provenance) []error {
+	var errs []error
+	for _, k := range workspaceFileKeys {
+		path := *k.field(&c)
+		e, set := p.entries[k.key]
+		if path == "" || !set {
+			continue
+		}
+		if e.File != wsConfig && (e.File != userConfig || filepath.IsAbs(e.Value)) {
+			continue
+		}
+		if msg, _ := fileProblem(path, mustExist); msg != "" {
+			continue
+		}
+		if real, ok := insideWorkspace(ws, path); !ok {
+			errs = append(errs, &ConfigError{File: e.File, Line: e.Line, Key: k.key, Msg: fmt.Sprintf(
+				"%s leads outside the workspace (to %s); a file the workspace chooses must be a regular file inside it: "+
+					"to use that file, name it yourself (loopctl start %s FILE)", path, real, k.flag)})
+		}
+	}
+	return errs
 }
 
 // insideWorkspace resolves path's symlinks and reports whether it stays

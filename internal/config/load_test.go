@@ -652,6 +652,74 @@ func TestLoadPromptSymlink(t *testing.T) {
 	}
 }
 
+// TestLoadWorkspaceFilesStayInside: prompt_file, spec_file and plan_file
+// that the workspace chose (its .loop/config, or a relative path in the
+// user config) must lead to a file inside it; the user's own --set may
+// name any file.
+func TestLoadWorkspaceFilesStayInside(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "private.md")
+	writeFile(t, outside, "private")
+	tests := []struct {
+		name    string
+		user    string // user config content
+		ws      string // .loop/config content
+		sets    []string
+		link    string // workspace file made a symlink to outside
+		wantErr string // "" means valid
+	}{
+		{name: "a symlink inside is fine", ws: "prompt_file=docs/goal.md\nspec_file=GOAL.md\n", link: ""},
+		{name: "prompt_file links outside", ws: "agent=claude\nprompt_file=GOAL.md\n", link: "GOAL.md",
+			wantErr: "{cfg}:2: prompt_file: {ws}/GOAL.md leads outside the workspace (to " + outside + ")"},
+		{name: "spec_file is an absolute path outside", ws: "prompt=x\nspec_file=" + outside + "\n",
+			wantErr: "{cfg}:2: spec_file: " + outside + " leads outside the workspace"},
+		{name: "plan_file climbs out", ws: "prompt=x\nplan_file=../" + filepath.Base(filepath.Dir(outside)) + "/private.md\n", wantErr: "{cfg}:2: plan_file: "},
+		{name: "a relative path in the user config", user: "prompt_file=GOAL.md\n", link: "GOAL.md",
+			wantErr: "{user}:1: prompt_file: {ws}/GOAL.md leads outside the workspace"},
+		{name: "an absolute path in the user config is the user's", user: "prompt_file=" + outside + "\n"},
+		{name: "--set is the user's", ws: "prompt=x\n", sets: []string{"spec_file=" + outside}},
+		{name: "--set replaces the workspace's choice", ws: "prompt=x\nspec_file=SPEC.md\n", link: "SPEC.md", sets: []string{"spec_file=" + outside}},
+		{name: "a goal given as text replaces prompt_file", ws: "prompt_file=GOAL.md\n", link: "GOAL.md", sets: []string{"prompt=typed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorkspace(t, map[string]string{"docs/goal.md": "goal", "GOAL.md": "goal"})
+			if tt.link != "" {
+				os.Remove(w.path(tt.link))
+				if err := os.Symlink(outside, w.path(tt.link)); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Remove(w.path("GOAL.md")); err == nil {
+				if err := os.Symlink("docs/goal.md", w.path("GOAL.md")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.ws != "" {
+				writeFile(t, w.config(), tt.ws)
+			}
+			if tt.user != "" {
+				writeFile(t, w.userConfig, tt.user)
+			}
+			// The workspace sits next to outside's directory only in
+			// "climbs out": put it there.
+			ws := w.dir
+			if strings.Contains(tt.ws, "../") {
+				ws = filepath.Join(filepath.Dir(filepath.Dir(outside)), "ws")
+				if err := os.Rename(w.dir, ws); err != nil {
+					t.Fatal(err)
+				}
+				w.dir = ws
+			}
+			_, err := Load(LoadOptions{Workspace: ws, Sets: tt.sets})
+			switch want := w.expand(tt.wantErr); {
+			case want == "" && err != nil:
+				t.Errorf("Load: %v", err)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Errorf("Load: %v\nwant an error containing %q", err, want)
+			}
+		})
+	}
+}
+
 // TestLoadGivenWorkspaceConfig: bytes the caller read stand for the
 // workspace config file, which is not read again.
 func TestLoadGivenWorkspaceConfig(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -45,29 +44,6 @@ func (c Config) Notifies(status string) bool {
 // Notifying reports whether any notification channel is configured.
 func (c Config) Notifying() bool {
 	return c.NotifyCommand != "" || c.NotifyWebhook != "" || c.NotifyDesktop
-}
-
-// boolKey is true or false (also 1/0, t/f, yes/no, on/off).
-func boolKey(name string, field func(*Config) *bool) key {
-	return key{
-		name: name,
-		set: func(c *Config, v, _ string) string {
-			switch strings.ToLower(v) {
-			case "yes", "on":
-				*field(c) = true
-				return ""
-			case "no", "off":
-				*field(c) = false
-				return ""
-			}
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Sprintf("must be true or false, got %q", v)
-			}
-			*field(c) = b
-			return ""
-		},
-	}
 }
 
 func setNotifyWebhook(c *Config, v, _ string) string {

@@ -86,10 +86,13 @@ var keyDocs = map[string]keyDoc{
 	"model":  {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},
 	"prompt": {meaning: "The goal, as text. `loopctl start \"text\"` sets it. Only one of `prompt` and `prompt_file` may be set."},
 	"prompt_file": {def: "`PROMPT.md` if present", meaning: "A file holding the goal, re-read at every iteration (edit it to steer the loop). " +
-		"Relative to the workspace. The default `PROMPT.md` must not be a symlink leading out of the workspace (docs/security.md)."},
-	"spec_file": {meaning: "A specification file named in the prompt. Must exist when set."},
+		"Relative to the workspace. When the workspace chooses the file (the default `PROMPT.md`, its `.loop/config`, or a " +
+		"relative path in your own config), it must be a regular file inside the workspace: a symlink may not lead out of it " +
+		"(docs/security.md). A file you name with `--prompt-file` or `--set` may be anywhere."},
+	"spec_file": {meaning: "A specification file named in the prompt. Must exist when set; inside the workspace when the " +
+		"workspace chooses it, as for `prompt_file`."},
 	"plan_file": {meaning: "A plan file named in the prompt. The `plan` completion gate and stuck-task detection read its " +
-		"`- [ ]` / `- [x]` items."},
+		"`- [ ]` / `- [x]` items. Inside the workspace when the workspace chooses it, as for `prompt_file`."},
 	"review_command": {meaning: "Enables the review phase: a shell command that approves when it exits 0 and its output " +
 		"matches `review_approve_pattern`. A failed review sends the loop back to implementation."},
 	"review_approve_pattern": {meaning: "A Go regular expression matched against the review output. An empty pattern " +

@@ -113,8 +113,8 @@ func collect(root string) (*pageData, error) {
 		d.Keys = append(d.Keys, k)
 	}
 	for _, t := range stop.Reference() {
-		if t.Example == nil {
-			return nil, fmt.Errorf("stop condition %s has no example: add it to typeDocs in internal/stop/reference.go", t.Type)
+		if t.Summary == "" || t.Example == nil {
+			return nil, fmt.Errorf("stop condition %s has no summary or example: add them to its descriptor in internal/stop/conditions.go", t.Type)
 		}
 		raw, err := t.Example.MarshalJSON()
 		if err != nil {

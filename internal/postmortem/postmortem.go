@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // File names inside runs/<id>/.
@@ -206,7 +207,10 @@ func writeFile(path string, b []byte) error {
 	return nil
 }
 
-// Markdown renders the human report.
+// Markdown renders the human report. It is read on terminals (cat,
+// loopctl postmortem) and holds what a repository wrote (the goal, test
+// names, the verification's output): control characters are quoted, so
+// that they are shown, never obeyed.
 func Markdown(s Summary) string {
 	var b bytes.Buffer
 	title := s.RunID
@@ -265,7 +269,7 @@ func Markdown(s Summary) string {
 		}
 		b.WriteString("\n")
 	}
-	return b.String()
+	return termtext.QuoteLines(b.String())
 }
 
 func quote(s string) string {

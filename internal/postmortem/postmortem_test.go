@@ -2,6 +2,7 @@ package postmortem
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/loopd/loopd/internal/api"
@@ -59,5 +60,24 @@ func TestTimeline(t *testing.T) {
 				t.Errorf("gap %q, want %q", gap, tc.wantGap)
 			}
 		})
+	}
+}
+
+// The report is read on terminals: what a repository wrote into the goal,
+// a test name or the verification's output is quoted, line breaks stay.
+func TestMarkdownQuotesControlCharacters(t *testing.T) {
+	md := Markdown(Summary{RunID: "r1", Goal: "fix it\x1b]0;pwned\x07\nsecond line \u202eesrever",
+		Status: api.RunFailed, Reason: "max_iterations:1", Description: "Reached 1 iteration",
+		LastFailure: &Failure{Seq: 2, Phase: api.PhaseVerification, Iteration: 1, Error: "tests failed",
+			FailedTests: []string{"test_x[\x1b[2K\r]"}, OutputTail: "FAILED\r\x1b[2Kok\n"}})
+	for _, r := range md {
+		if r == 0x1b || r == '\r' || r == '\a' || r == '\u202e' {
+			t.Fatalf("Markdown holds %U:\n%s", r, md)
+		}
+	}
+	for _, want := range []string{"> fix it\\x1b]0;pwned\\a\n> second line \\u202eesrever", `test_x[\x1b[2K\r]`, `FAILED\r\x1b[2Kok`} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
 	}
 }

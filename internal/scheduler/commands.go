@@ -133,6 +133,11 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	// The goal is stored, shown and sent to the model: a secret pasted
+	// into it, or read from a file that holds one, is redacted like the
+	// steps' output. (The frozen config holds a goal given as text too.)
+	secrets := secretsOf(cfg)
+	goal, cfg.Prompt = secrets.String(goal), secrets.String(cfg.Prompt)
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return storage.Run{}, nil, fmt.Errorf("encode config: %w", err)

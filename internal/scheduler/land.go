@@ -39,6 +39,7 @@ func (lv LandVerification) Judge(exitCode int, logPath string, started time.Time
 	}
 	if lv.r != nil {
 		lv.r.readTests(st)
+		lv.r.redactStep(st) // why is shown and logged: no secret in a test name
 	}
 	if st.Status == api.StepSucceeded {
 		return true, ""
@@ -59,7 +60,8 @@ func (s *Scheduler) LandVerification(ctx context.Context, run storage.Run, dir s
 	if err != nil {
 		return LandVerification{}, err
 	}
-	r := &runner{s: s, id: run.ID, run: run, cfg: cfg, log: s.opts.Logger.Named("land").With(zap.String("run", run.ID))}
+	r := &runner{s: s, id: run.ID, run: run, cfg: cfg, log: s.opts.Logger.Named("land").With(zap.String("run", run.ID)),
+		secrets: secretsOf(cfg)}
 	if r.envTrust, err = s.store.RunEnvTrust(ctx, run.ID); err != nil {
 		return LandVerification{}, err
 	}

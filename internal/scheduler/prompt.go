@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"regexp"
 	"strings"
 
 	"go.uber.org/zap"
@@ -14,15 +13,13 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 const (
 	feedbackTail  = 4 << 10 // bytes of a failed step's output fed into the next prompt
 	feedbackNames = 20      // failing test names listed in the feedback
 )
-
-// ansi matches terminal escape sequences; they are noise in a prompt.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07`)
 
 // MaxPromptFileBytes bounds a prompt file, like the API's request limit
 // bounds a goal given as text: a prompt is copied into every step's
@@ -56,7 +53,9 @@ func (r *runner) goal() string {
 	if r.cfg.Prompt == "" && r.cfg.PromptFile != "" {
 		text, err := readPromptFile(r.cfg.PromptFile)
 		if err == nil && text != "" {
-			return text
+			// Redacted as at creation: the prompt is stored too, and the
+			// file may have changed since.
+			return r.secrets.String(text)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.log.Warn("prompt file unusable; using the goal frozen at creation", zap.Error(err))
@@ -138,7 +137,7 @@ func feedbackOutput(st *storage.Step) string {
 	if st.Phase == api.PhaseReview && st.FinalMessage != "" {
 		return tailString(st.FinalMessage, feedbackTail)
 	}
-	out := ansi.ReplaceAllString(tail(st.LogPath, feedbackTail), "")
+	out := termtext.StripString(tail(st.LogPath, feedbackTail)) // escape sequences are noise in a prompt
 	if i := strings.IndexByte(out, '\n'); len(out) >= feedbackTail-1 && i >= 0 && i < 512 {
 		out = out[i+1:]
 	}

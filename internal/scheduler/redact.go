@@ -33,11 +33,23 @@ func (r *runner) useSecrets(envFile []string) {
 }
 
 // redactStep removes secret values from what is stored of a finished
-// step and shown again: its error and the agent's final message. The
-// step's log is the agent's own output and stays as it was written.
+// step and shown again: its error, the agent's final message and the
+// names of its tests (pytest builds ids from parameters: test_login[<the
+// key>]; they reach the next prompt, the dashboard and the postmortem).
+// The step's log is the command's own output and stays as it was written.
 func (r *runner) redactStep(st *storage.Step) {
 	st.Error = r.secrets.String(st.Error)
 	st.FinalMessage = r.secrets.String(st.FinalMessage)
+	st.TestsFailedNames = redactAll(r.secrets, st.TestsFailedNames)
+	st.TestsPassedNames = redactAll(r.secrets, st.TestsPassedNames)
+}
+
+// redactAll redacts every string of names, in place, and returns it.
+func redactAll(secrets *redact.Redactor, names []string) []string {
+	for i, n := range names {
+		names[i] = secrets.String(n)
+	}
+	return names
 }
 
 // redactResults returns results with secret values removed from their

@@ -276,8 +276,6 @@ func (r *runner) load() error {
 		Clock:  stop.ClockFunc(r.s.opts.Now),
 		Logger: r.s.opts.Logger.Named("stop"),
 		Prices: r.prices,
-		Debug:  r.s.opts.DebugConditions,
-		Redact: func(s string) string { return r.secrets.String(s) },
 	})
 	// Seed the evaluator's "previous progress" from the last persisted
 	// evaluation so a restart does not re-announce unchanged progress.
@@ -676,6 +674,7 @@ func (r *runner) settle(st *storage.Step, typ events.Type, next *planned, env []
 		stepID = st.ID
 	}
 	ev := r.eval.Evaluate(context.Background(), r.context(stepID))
+	logEvaluation(r.s.opts.Logger.Named("stop"), r.s.opts.DebugConditions, ev, r.secrets.String)
 	d := r.decide(ev, st)
 	if d != nil {
 		next = nil

@@ -30,7 +30,7 @@ type Context struct {
 	FailedTests []string
 	// TestFailureStreak counts consecutive verification steps with failing tests.
 	TestFailureStreak int
-	// IterationsSinceProgress counts iterations without progress (SPEC section 5).
+	// IterationsSinceProgress counts iterations without progress (docs/stop-conditions.md, no_progress).
 	IterationsSinceProgress int
 	// UserSignal is set by `loopctl signal RUN`.
 	UserSignal bool

@@ -1,6 +1,7 @@
-// Package stop decides when a run stops and why: the stop condition types of SPEC
-// section 5, their JSON form (.loop/stop.json), validation, the pricing table, and the
-// Evaluator the scheduler calls after every step.
+// Package stop decides when a run stops and why: the stop condition types (the user
+// reference is docs/stop-conditions.md), their JSON form (.loop/stop.json),
+// validation, the pricing table, and the Evaluator the scheduler calls after every
+// step.
 //
 // The package is pure: it never touches the database, and it reads time only through
 // the Clock it is given. The scheduler derives a Context from persisted steps and asks
@@ -11,11 +12,41 @@
 // # Conditions
 //
 // Each condition type is a small struct implementing the sealed Condition interface
-// (MaxIterations{Count: 5}, All{Conditions: …}, …), decoded through a table of field
-// specs. Small structs rather than one tagged struct: each type carries exactly its
-// fields, a type switch over them is checked by the compiler, and the zero values of
-// unrelated fields cannot leak into JSON. The "not" condition is the struct Negation,
-// because Not is the builder (And, Or, Not, with the seed's flattening).
+// (MaxIterations{Count: 5}, All{Conditions: …}, …). Small structs rather than one
+// tagged struct: each type carries exactly its fields, a type switch over them is
+// checked by the compiler, and the zero values of unrelated fields cannot leak into
+// JSON. The "not" condition is the struct Negation, because Not is the builder (And,
+// Or, Not, with the seed's flattening).
+//
+// Each type is described once, by its descriptor (a kind[T] in conditions.go): its
+// JSON fields, priority, description, reason, validation, evaluation and reference
+// documentation. Encoding, decoding, Set.Validate, the Evaluator, Types and Reference
+// (and so the generated docs/stop-conditions.md) all read the descriptors; the
+// methods through which a type implements Condition are generated from them
+// (kinds_gen.go, by go generate). The files say what each part is: conditions.go the
+// types, kind.go the descriptor machinery, measure.go what one condition finds in a
+// run's Context (pure, per condition), evaluator.go the Evaluator that runs a Set over
+// a run (order, parallelism, timeouts, cache, progress, history), json.go decoding,
+// set.go sets and validation.
+//
+// # Adding a condition type
+//
+// Three places, and a generator:
+//
+//  1. conditions.go: the Type constant, the struct, and its descriptor — fields,
+//     priority, describe, reason (nil for "condition:<type>"), validate, measure,
+//     slow (for a leaf that reads the workspace or runs a process), prepare (if it
+//     needs compiling), and the reference summary and example. Declaration order is
+//     the order of Types and of the reference.
+//  2. measure.go: its measure function, named in the descriptor.
+//  3. go generate ./internal/stop, which writes its Condition methods and adds it to
+//     the list of descriptors; then go run ./internal/docgen/gendocs regenerates
+//     docs/stop-conditions.md from the summary and example.
+//
+// Tests that walk Types (the JSON and reference tests) then ask for a canonical-form
+// case and an everyType entry for it; the golden encoding test needs -update once.
+// A new field shape (other than int, int64, float, bool, string, strings, duration,
+// condition, conditions) needs a fieldKind in kind.go and its case in the decoder.
 //
 // JSON is the seed's tagged form, {"type":"max_iterations","count":5}. Decoding is
 // strict (unknown types and fields, duplicates and wrong JSON types are errors with the
@@ -42,7 +73,7 @@
 // no_progress_iterations (no_progress) add failure conditions. Set.Merge puts them and
 // .loop/stop.json into one Set for one Evaluator.
 //
-// Verdict.Reason is the machine reason of SPEC section 4 (Condition.Reason):
+// Verdict.Reason is the machine reason of docs/reference.md (Condition.Reason):
 // max_iterations:<n>, max_duration:<FormatDuration>, max_tokens:<n>,
 // max_input_tokens:<n>, max_output_tokens:<n>, max_cost:<usd, 2 decimals>,
 // max_consecutive_failures:<phase>:<limit>, stuck_task:<n>, no_progress:<iterations>,
@@ -72,6 +103,9 @@
 // See Evaluator for the order, parallelism, timeouts and the cache, which never reuses a
 // result for a different Context.Step. Each Evaluation lists the conditions whose
 // progress changed (the caller emits CONDITION_PROGRESSED), the last 100 are kept
-// (History, for `loopctl status --debug`), and each is logged at debug level (info with
-// Options.Debug) with the run, step, iteration, duration and every condition's result.
+// (History, for `loopctl status --debug`). Logging an evaluation is the caller's: it
+// holds the run's secrets, which a custom_script's output may print. The Evaluator
+// logs only a warning per timed-out condition (Options.Logger).
 package stop
+
+//go:generate go run ./genkinds

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -20,8 +20,8 @@ import (
 type Options struct {
 	// Clock is read for Evaluation.At, timings and cache ages. Default: SystemClock.
 	Clock Clock
-	// Logger receives a debug entry per evaluation and a warning per timed-out
-	// condition. Default: no logging.
+	// Logger receives a warning per timed-out condition. Default: no logging. The
+	// evaluation itself is the caller's to log (it has the run's secrets to redact).
 	Logger *zap.Logger
 	// Prices prices max_cost conditions that name a model. Default: DefaultPrices().
 	Prices Prices
@@ -33,16 +33,9 @@ type Options struct {
 	// CacheTTL is how long a slow leaf's result may be reused for the same run and
 	// step. Default: 1s; negative disables the cache.
 	CacheTTL time.Duration
-	// Debug logs every evaluation at info level instead of debug level, for tracing one
-	// run without turning the whole daemon to debug.
-	Debug bool
 	// Sequential evaluates every condition one after the other in priority order
 	// instead of running slow ones in parallel. Results are the same either way.
 	Sequential bool
-	// Redact, when set, rewrites the text of results (reason, error) that
-	// goes to the log: a custom_script's output may print a secret.
-	// Results themselves are not changed.
-	Redact func(string) string
 }
 
 // Evaluator evaluates one run's Set after every step. Its methods are safe for
@@ -64,12 +57,10 @@ type Options struct {
 type Evaluator struct {
 	clock       Clock
 	log         *zap.Logger
-	redact      func(string) string // Options.Redact, for the log; nil: none
 	prices      Prices
 	maxParallel int
 	timeout     time.Duration
 	ttl         time.Duration
-	debug       bool
 	sequential  bool
 	stopOnFirst bool
 
@@ -111,6 +102,50 @@ type cacheSlot struct {
 	out       outcome
 }
 
+// node is a condition prepared for evaluation: regexes compiled, prices looked up, and
+// every slow leaf (file_created, file_contains, custom_script) given a cache slot.
+type node struct {
+	cond     Condition
+	kind     descriptor // nil for a missing condition
+	slow     bool
+	slot     int // cache slot of a slow leaf, -1 for every other node
+	children []*node
+	re       *regexp.Regexp
+	reErr    string
+	price    Price // max_cost with a model: that model's price
+	priceOK  bool
+}
+
+func (e *Evaluator) compile(c Condition) *node {
+	n := &node{cond: c, slot: -1}
+	if c == nil {
+		return n
+	}
+	n.kind, n.slow = c.kind(), isSlow(c)
+	if n.kind.slowLeaf() {
+		n.slot = e.slots
+		e.slots++
+	}
+	n.kind.prepareNode(c, n, e.prices)
+	for _, child := range n.kind.children(c, "") {
+		n.children = append(n.children, e.compile(child))
+	}
+	return n
+}
+
+// eval evaluates one node: a slow leaf through the cache. It never blocks beyond ctx:
+// slow leaves watch it.
+func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
+	if n.kind == nil {
+		return failed("missing condition")
+	}
+	p := probe{ctx: ctx, run: c, n: n, e: e}
+	if n.slot >= 0 {
+		return e.leaf(ctx, c, n, func() outcome { return n.kind.measureNode(p) })
+	}
+	return n.kind.measureNode(p)
+}
+
 // NewEvaluator prepares set for evaluation. It does not validate set (Set.Validate
 // does, at run creation): a condition that cannot be evaluated reports Err and is not
 // met.
@@ -122,9 +157,7 @@ func NewEvaluator(set Set, opts Options) *Evaluator {
 		maxParallel: opts.MaxParallel,
 		timeout:     opts.ConditionTimeout,
 		ttl:         opts.CacheTTL,
-		debug:       opts.Debug,
 		sequential:  opts.Sequential,
-		redact:      opts.Redact,
 		stopOnFirst: set.StopOnFirst,
 		progress:    make(map[entryKey]float64),
 	}
@@ -252,7 +285,7 @@ type Verdict struct {
 	// Class decides the run's status: ClassLimit → ABORTED, ClassSuccess →
 	// COMPLETED, ClassFailure → FAILED.
 	Class Class `json:"class"`
-	// Reason is the machine reason of SPEC section 4, e.g. "max_iterations:7".
+	// Reason is the machine reason of docs/reference.md, e.g. "max_iterations:7".
 	Reason string `json:"reason"`
 	// Description is the condition's human description, e.g. "after 7 iterations".
 	Description string `json:"description"`
@@ -310,7 +343,6 @@ func (e *Evaluator) Evaluate(ctx context.Context, c Context) Evaluation {
 	}
 	ev.Duration = e.clock.Now().Sub(start)
 	ev.Progressed = e.record(ev)
-	e.logEvaluation(ev)
 	return ev
 }
 
@@ -529,77 +561,4 @@ func (e *Evaluator) Restore(prev []Result) {
 		}
 		e.progress[entryKey{r.Class, r.Index}] = *r.Progress
 	}
-}
-
-func (e *Evaluator) logEvaluation(ev Evaluation) {
-	level := zap.DebugLevel
-	if e.debug {
-		level = zap.InfoLevel
-	}
-	ce := e.log.Check(level, "stop conditions evaluated")
-	if ce == nil {
-		return
-	}
-	fields := []zap.Field{
-		zap.String("run", ev.RunID),
-		zap.Int64("step", ev.Step),
-		zap.Int("iteration", ev.Iteration),
-		zap.Duration("duration", ev.Duration),
-		zap.Array("conditions", resultsLog(e.redacted(ev.Results))),
-	}
-	if ev.Stop != nil {
-		fields = append(fields, zap.String("stop", ev.Stop.Reason), zap.String("class", string(ev.Stop.Class)))
-	}
-	ce.Write(fields...)
-}
-
-// redacted returns results with Options.Redact applied to their text,
-// for the log.
-func (e *Evaluator) redacted(results []Result) []Result {
-	if e.redact == nil {
-		return results
-	}
-	out := slices.Clone(results)
-	for i := range out {
-		out[i].Reason, out[i].Err = e.redact(out[i].Reason), e.redact(out[i].Err)
-	}
-	return out
-}
-
-type resultsLog []Result
-
-func (rs resultsLog) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, r := range rs {
-		if err := enc.AppendObject(resultLog(r)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type resultLog Result
-
-func (r resultLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("type", string(typeOf(r.Condition)))
-	enc.AddString("class", string(r.Class))
-	enc.AddInt("index", r.Index)
-	enc.AddBool("met", r.Met)
-	if r.Progress != nil {
-		enc.AddFloat64("progress", *r.Progress)
-	}
-	enc.AddString("reason", r.Reason)
-	enc.AddDuration("duration", r.Duration)
-	if r.Cached {
-		enc.AddBool("cached", true)
-	}
-	if r.TimedOut {
-		enc.AddBool("timed_out", true)
-	}
-	if r.Unmeasurable {
-		enc.AddBool("unmeasurable", true)
-	}
-	if r.Err != "" {
-		enc.AddString("error", r.Err)
-	}
-	return nil
 }

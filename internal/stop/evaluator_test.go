@@ -10,10 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 // Seed 000, testing requirement 7 (priorities); the evaluation order is tested by
@@ -443,11 +439,11 @@ func TestHistoryKeepsTheLast100Evaluations(t *testing.T) {
 }
 
 // Seed 001, testing requirement 7: every state change is reported — progress changes
-// (for CONDITION_PROGRESSED), the verdict, and the debug log of every evaluation.
+// (for CONDITION_PROGRESSED) and the verdict. The debug log of every evaluation is the
+// scheduler's (TestEvaluationLogReportsEveryEvaluation in internal/scheduler).
 func TestEvaluationReportsEveryStateChange(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
 	clock := newFakeClock()
-	e := NewEvaluator(Set{Conditions: []Condition{MaxIterations{Count: 2}}}, Options{Clock: clock, Logger: zap.New(core)})
+	e := NewEvaluator(Set{Conditions: []Condition{MaxIterations{Count: 2}}}, Options{Clock: clock})
 
 	ev := e.Evaluate(t.Context(), Context{RunID: "r", Step: 10, Iteration: 1})
 	if ev.Stop != nil || len(ev.Progressed) != 1 || ev.Progressed[0].Current != 0.5 {
@@ -465,35 +461,6 @@ func TestEvaluationReportsEveryStateChange(t *testing.T) {
 	if len(ev.Progressed) != 1 || *ev.Progressed[0].Previous != 0.5 || ev.Progressed[0].Current != 1 {
 		t.Errorf("progressed %+v", ev.Progressed)
 	}
-
-	entries := logs.FilterMessage("stop conditions evaluated").All()
-	if len(entries) != 2 {
-		t.Fatalf("%d evaluation log entries, want 2", len(entries))
-	}
-	last := entries[1]
-	fields := last.ContextMap()
-	if last.Level != zapcore.DebugLevel || fields["run"] != "r" || fields["step"] != int64(11) || fields["iteration"] != int64(2) || fields["stop"] != "max_iterations:2" {
-		t.Errorf("log entry %v %v", last.Level, fields)
-	}
-	conds, _ := fields["conditions"].([]any)
-	if len(conds) != 1 || conds[0].(map[string]any)["met"] != true {
-		t.Errorf("per-condition log fields %v", fields["conditions"])
-	}
-
-	t.Run("Debug logs at info level", func(t *testing.T) {
-		core, logs := observer.New(zapcore.InfoLevel)
-		e := NewEvaluator(Set{Conditions: []Condition{Never{}}}, Options{Logger: zap.New(core), Debug: true})
-		e.Evaluate(t.Context(), Context{RunID: "r"})
-		if logs.Len() != 1 {
-			t.Errorf("%d entries", logs.Len())
-		}
-		core, logs = observer.New(zapcore.InfoLevel)
-		e = NewEvaluator(Set{Conditions: []Condition{Never{}}}, Options{Logger: zap.New(core)})
-		e.Evaluate(t.Context(), Context{RunID: "r"})
-		if logs.Len() != 0 {
-			t.Errorf("logged at info without Debug: %d entries", logs.Len())
-		}
-	})
 }
 
 func TestCanceledEvaluationIsNotATimeout(t *testing.T) {

@@ -9,172 +9,15 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/loopd/loopd/internal/editdist"
 )
 
-// Encoding: every condition encodes as {"type":…} followed by its fields in the seed's
-// order. The canonical form writes every field except the optional on_error.pattern and
-// max_cost.model, which are left out when empty; lists are [] rather than null; durations
-// are FormatDuration strings. encode(decode(encode(c))) == encode(c) for every condition.
-
-func (c MaxIterations) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type `json:"type"`
-		Count int  `json:"count"`
-	}{c.Type(), c.Count})
-}
-
-func (c MaxDuration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type     Type   `json:"type"`
-		Duration string `json:"duration"`
-	}{c.Type(), FormatDuration(c.Duration)})
-}
-
-func (c TestFailureStreak) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type `json:"type"`
-		Count int  `json:"count"`
-	}{c.Type(), c.Count})
-}
-
-func (c AllTestsPass) MarshalJSON() ([]byte, error) { return marshalBare(c.Type()) }
-
-func (c SpecificTestsPass) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type     `json:"type"`
-		Tests []string `json:"tests"`
-	}{c.Type(), nonNil(c.Tests)})
-}
-
-func (c NoProgress) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type       Type `json:"type"`
-		Iterations int  `json:"iterations"`
-	}{c.Type(), c.Iterations})
-}
-
-func (c FileCreated) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type Type   `json:"type"`
-		Path string `json:"path"`
-	}{c.Type(), c.Path})
-}
-
-func (c FileContains) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type    Type   `json:"type"`
-		Path    string `json:"path"`
-		Content string `json:"content"`
-	}{c.Type(), c.Path, c.Content})
-}
-
-func (c OutputPattern) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type    Type   `json:"type"`
-		Pattern string `json:"pattern"`
-		IsRegex bool   `json:"is_regex"`
-	}{c.Type(), c.Pattern, c.IsRegex})
-}
-
-func (c OnError) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type    Type   `json:"type"`
-		Pattern string `json:"pattern,omitempty"`
-	}{c.Type(), c.Pattern})
-}
-
-func (c CustomScript) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type   Type     `json:"type"`
-		Script string   `json:"script"`
-		Args   []string `json:"args"`
-	}{c.Type(), c.Script, nonNil(c.Args)})
-}
-
-func (c UserSignal) MarshalJSON() ([]byte, error) { return marshalBare(c.Type()) }
-
-func (c All) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type       Type        `json:"type"`
-		Conditions []Condition `json:"conditions"`
-	}{c.Type(), nonNil(c.Conditions)})
-}
-
-func (c Any) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type       Type        `json:"type"`
-		Conditions []Condition `json:"conditions"`
-	}{c.Type(), nonNil(c.Conditions)})
-}
-
-func (c Negation) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type      Type      `json:"type"`
-		Condition Condition `json:"condition"`
-	}{c.Type(), c.Condition})
-}
-
-func (c Never) MarshalJSON() ([]byte, error) { return marshalBare(c.Type()) }
-
-func (c MaxTokens) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type  `json:"type"`
-		Count int64 `json:"count"`
-	}{c.Type(), c.Count})
-}
-
-func (c MaxInputTokens) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type  `json:"type"`
-		Count int64 `json:"count"`
-	}{c.Type(), c.Count})
-}
-
-func (c MaxOutputTokens) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type  `json:"type"`
-		Count int64 `json:"count"`
-	}{c.Type(), c.Count})
-}
-
-func (c MaxCost) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type    Type    `json:"type"`
-		Dollars float64 `json:"dollars"`
-		Model   string  `json:"model,omitempty"`
-	}{c.Type(), c.Dollars, c.Model})
-}
-
-func (c MaxConsecutiveFailures) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type   `json:"type"`
-		Phase string `json:"phase"`
-		Limit int    `json:"limit"`
-	}{c.Type(), c.Phase, c.Limit})
-}
-
-func (c StuckTask) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Type  Type `json:"type"`
-		Count int  `json:"count"`
-	}{c.Type(), c.Count})
-}
-
-func marshalBare(t Type) ([]byte, error) {
-	return json.Marshal(struct {
-		Type Type `json:"type"`
-	}{t})
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
+// Encoding: every condition encodes as {"type":…} followed by its fields in the order
+// of its descriptor (kind.marshal). The canonical form writes every field except the
+// optional on_error.pattern and max_cost.model, which are left out when empty; lists
+// are [] rather than null; durations are FormatDuration strings.
+// encode(decode(encode(c))) == encode(c) for every condition.
 
 // MarshalJSON encodes s in the canonical form of .loop/stop.json: all four keys, lists
 // as [] when empty.
@@ -359,103 +202,6 @@ func (d *decoder) conditions(raw json.RawMessage, path string, depth int) []Cond
 	return cs
 }
 
-// fieldKind is the JSON shape of a condition field.
-type fieldKind int
-
-const (
-	kindInt fieldKind = iota
-	kindInt64
-	kindFloat
-	kindBool
-	kindString
-	kindStrings
-	kindDuration
-	kindCondition
-	kindConditions
-)
-
-type fieldSpec struct {
-	name     string
-	kind     fieldKind
-	optional bool // may be absent or null
-}
-
-type typeSpec struct {
-	fields []fieldSpec
-	build  func(v fieldValues) Condition
-}
-
-// fieldValues holds the decoded fields of one condition; absent fields read as zero.
-type fieldValues map[string]any
-
-func get[T any](v fieldValues, name string) T {
-	x, _ := v[name].(T)
-	return x
-}
-
-var typeSpecs = map[Type]typeSpec{
-	TypeMaxIterations: {[]fieldSpec{{"count", kindInt, false}}, func(v fieldValues) Condition {
-		return MaxIterations{Count: get[int](v, "count")}
-	}},
-	TypeMaxDuration: {[]fieldSpec{{"duration", kindDuration, false}}, func(v fieldValues) Condition {
-		return MaxDuration{Duration: get[time.Duration](v, "duration")}
-	}},
-	TypeTestFailureStreak: {[]fieldSpec{{"count", kindInt, false}}, func(v fieldValues) Condition {
-		return TestFailureStreak{Count: get[int](v, "count")}
-	}},
-	TypeAllTestsPass: {nil, func(fieldValues) Condition { return AllTestsPass{} }},
-	TypeSpecificTestsPass: {[]fieldSpec{{"tests", kindStrings, false}}, func(v fieldValues) Condition {
-		return SpecificTestsPass{Tests: get[[]string](v, "tests")}
-	}},
-	TypeNoProgress: {[]fieldSpec{{"iterations", kindInt, false}}, func(v fieldValues) Condition {
-		return NoProgress{Iterations: get[int](v, "iterations")}
-	}},
-	TypeFileCreated: {[]fieldSpec{{"path", kindString, false}}, func(v fieldValues) Condition {
-		return FileCreated{Path: get[string](v, "path")}
-	}},
-	TypeFileContains: {[]fieldSpec{{"path", kindString, false}, {"content", kindString, false}}, func(v fieldValues) Condition {
-		return FileContains{Path: get[string](v, "path"), Content: get[string](v, "content")}
-	}},
-	TypeOutputPattern: {[]fieldSpec{{"pattern", kindString, false}, {"is_regex", kindBool, true}}, func(v fieldValues) Condition {
-		return OutputPattern{Pattern: get[string](v, "pattern"), IsRegex: get[bool](v, "is_regex")}
-	}},
-	TypeOnError: {[]fieldSpec{{"pattern", kindString, true}}, func(v fieldValues) Condition {
-		return OnError{Pattern: get[string](v, "pattern")}
-	}},
-	TypeCustomScript: {[]fieldSpec{{"script", kindString, false}, {"args", kindStrings, true}}, func(v fieldValues) Condition {
-		return CustomScript{Script: get[string](v, "script"), Args: get[[]string](v, "args")}
-	}},
-	TypeUserSignal: {nil, func(fieldValues) Condition { return UserSignal{} }},
-	TypeAll: {[]fieldSpec{{"conditions", kindConditions, false}}, func(v fieldValues) Condition {
-		return All{Conditions: get[[]Condition](v, "conditions")}
-	}},
-	TypeAny: {[]fieldSpec{{"conditions", kindConditions, false}}, func(v fieldValues) Condition {
-		return Any{Conditions: get[[]Condition](v, "conditions")}
-	}},
-	TypeNot: {[]fieldSpec{{"condition", kindCondition, false}}, func(v fieldValues) Condition {
-		return Negation{Condition: get[Condition](v, "condition")}
-	}},
-	TypeNever: {nil, func(fieldValues) Condition { return Never{} }},
-	TypeMaxTokens: {[]fieldSpec{{"count", kindInt64, false}}, func(v fieldValues) Condition {
-		return MaxTokens{Count: get[int64](v, "count")}
-	}},
-	TypeMaxInputTokens: {[]fieldSpec{{"count", kindInt64, false}}, func(v fieldValues) Condition {
-		return MaxInputTokens{Count: get[int64](v, "count")}
-	}},
-	TypeMaxOutputTokens: {[]fieldSpec{{"count", kindInt64, false}}, func(v fieldValues) Condition {
-		return MaxOutputTokens{Count: get[int64](v, "count")}
-	}},
-	TypeMaxCost: {[]fieldSpec{{"dollars", kindFloat, false}, {"model", kindString, true}}, func(v fieldValues) Condition {
-		return MaxCost{Dollars: get[float64](v, "dollars"), Model: get[string](v, "model")}
-	}},
-	TypeMaxConsecutiveFailures: {[]fieldSpec{{"phase", kindString, false}, {"limit", kindInt, false}}, func(v fieldValues) Condition {
-		return MaxConsecutiveFailures{Phase: get[string](v, "phase"), Limit: get[int](v, "limit")}
-	}},
-	TypeStuckTask: {[]fieldSpec{{"count", kindInt, false}}, func(v fieldValues) Condition {
-		return StuckTask{Count: get[int](v, "count")}
-	}},
-}
-
 // condition decodes one condition object; it returns nil after recording its problems.
 func (d *decoder) condition(raw json.RawMessage, path string, depth int) Condition {
 	if depth >= maxDepth {
@@ -485,10 +231,10 @@ func (d *decoder) condition(raw json.RawMessage, path string, depth int) Conditi
 	if len(d.errs) > before {
 		return nil
 	}
-	spec, ok := typeSpecs[typ]
+	k, ok := kindByType[typ]
 	if !ok {
-		names := make([]string, len(allTypes))
-		for i, t := range allTypes {
+		names := make([]string, len(kinds))
+		for i, t := range Types() {
 			names[i] = string(t)
 		}
 		if s, ok := closest(string(typ), names); ok {
@@ -498,47 +244,7 @@ func (d *decoder) condition(raw json.RawMessage, path string, depth int) Conditi
 		}
 		return nil
 	}
-	values := make(fieldValues, len(spec.fields))
-	names := make([]string, len(spec.fields))
-	for i, f := range spec.fields {
-		names[i] = f.name
-	}
-	for _, m := range members {
-		if m.key == "type" {
-			continue
-		}
-		i := indexOfField(spec.fields, m.key)
-		if i < 0 {
-			d.unknownField(m.key, path, string(typ), names)
-			continue
-		}
-		f := spec.fields[i]
-		fpath := join(path, f.name)
-		if f.optional && kindOf(m.value) == "null" {
-			continue
-		}
-		if v, ok := d.field(f.kind, m.value, fpath, depth); ok {
-			values[f.name] = v
-		}
-	}
-	for _, f := range spec.fields {
-		if _, ok := values[f.name]; !ok && !f.optional && !hasMember(members, f.name) {
-			d.fail(path, "missing field %q for %s", f.name, typ)
-		}
-	}
-	if len(d.errs) > before {
-		return nil
-	}
-	return spec.build(values)
-}
-
-func indexOfField(fs []fieldSpec, name string) int {
-	for i, f := range fs {
-		if f.name == name {
-			return i
-		}
-	}
-	return -1
+	return k.decode(d, members, path, depth)
 }
 
 func hasMember(ms []member, key string) bool {

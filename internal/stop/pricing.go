@@ -231,24 +231,8 @@ func (p Prices) models() []string { return slices.Sorted(maps.Keys(p)) }
 // names no model of its own: its cost is priced with the model the steps report, else
 // the run's configured model.
 func (s Set) CostLimitWithoutModel() bool {
-	var found func(c Condition) bool
-	found = func(c Condition) bool {
-		switch c := c.(type) {
-		case MaxCost:
-			return c.Model == ""
-		case All:
-			return slices.ContainsFunc(c.Conditions, found)
-		case Any:
-			return slices.ContainsFunc(c.Conditions, found)
-		case Negation:
-			return found(c.Condition)
-		}
-		return false
-	}
-	for _, l := range s.lists() {
-		if slices.ContainsFunc(l.conds, found) {
-			return true
-		}
-	}
-	return false
+	return s.anyCondition(func(c Condition) bool {
+		mc, ok := c.(MaxCost)
+		return ok && mc.Model == ""
+	})
 }

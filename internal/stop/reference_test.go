@@ -16,7 +16,7 @@ func TestReferenceIsComplete(t *testing.T) {
 	for _, d := range docs {
 		t.Run(string(d.Type), func(t *testing.T) {
 			if d.Summary == "" || d.Example == nil {
-				t.Fatalf("type %s has no summary or example in typeDocs", d.Type)
+				t.Fatalf("type %s has no summary or example in its descriptor", d.Type)
 			}
 			if d.Example.Type() != d.Type {
 				t.Fatalf("example is a %s", d.Example.Type())

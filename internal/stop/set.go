@@ -4,12 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
-	"path"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
 )
@@ -55,27 +51,16 @@ func (s Set) Len() int {
 
 // Uses reports whether any condition of s, at any depth, has type t.
 func (s Set) Uses(t Type) bool {
-	var has func(c Condition) bool
-	has = func(c Condition) bool {
-		if c == nil {
-			return false
-		}
-		if c.Type() == t {
-			return true
-		}
-		switch c := c.(type) {
-		case All:
-			return slices.ContainsFunc(c.Conditions, has)
-		case Any:
-			return slices.ContainsFunc(c.Conditions, has)
-		case Negation:
-			return has(c.Condition)
-		}
-		return false
-	}
+	return s.anyCondition(func(c Condition) bool { return c.Type() == t })
+}
+
+// anyCondition reports whether pred holds for a condition of s at any depth.
+func (s Set) anyCondition(pred func(Condition) bool) bool {
 	for _, l := range s.lists() {
-		if slices.ContainsFunc(l.conds, has) {
-			return true
+		for _, c := range l.conds {
+			if anyBelow(c, pred) {
+				return true
+			}
 		}
 	}
 	return false
@@ -96,7 +81,7 @@ type classList struct {
 	conds []Condition
 }
 
-// Shorthands are the config keys that add conditions (SPEC section 7). Zero disables a
+// Shorthands are the config keys that add conditions (docs/configuration.md). Zero disables a
 // key. Set turns them into conditions in the class each belongs to.
 type Shorthands struct {
 	MaxIterations   int           // max_iterations → limit
@@ -179,33 +164,18 @@ func (s Set) Validate(workspace string) error {
 // ValidateModels reports max_cost conditions whose model is not in prices.
 func (s Set) ValidateModels(prices Prices) error {
 	var errs []error
-	var walk func(c Condition, p string)
-	walk = func(c Condition, p string) {
-		switch c := c.(type) {
-		case MaxCost:
-			if c.Model == "" {
-				return
-			}
-			if _, ok := prices.Lookup(c.Model); !ok {
-				errs = append(errs, &ValidationError{Path: join(p, "model"), Msg: fmt.Sprintf(
-					"model %q is not in the pricing table (known: %s; add it with price.%s=input,output,cache_read,cache_write)",
-					c.Model, strings.Join(prices.models(), ", "), c.Model)})
-			}
-		case All:
-			for i, cc := range c.Conditions {
-				walk(cc, index(join(p, "conditions"), i))
-			}
-		case Any:
-			for i, cc := range c.Conditions {
-				walk(cc, index(join(p, "conditions"), i))
-			}
-		case Negation:
-			walk(c.Condition, join(p, "condition"))
-		}
-	}
 	for _, l := range s.lists() {
 		for i, c := range l.conds {
-			walk(c, index(l.name, i))
+			walk(c, index(l.name, i), func(c Condition, p string) bool {
+				if c, ok := c.(MaxCost); ok && c.Model != "" {
+					if _, ok := prices.Lookup(c.Model); !ok {
+						errs = append(errs, &ValidationError{Path: join(p, "model"), Msg: fmt.Sprintf(
+							"model %q is not in the pricing table (known: %s; add it with price.%s=input,output,cache_read,cache_write)",
+							c.Model, strings.Join(prices.models(), ", "), c.Model)})
+					}
+				}
+				return true
+			})
 		}
 	}
 	return errors.Join(errs...)
@@ -226,97 +196,13 @@ func (v *validator) atLeastOne(path, field string, n int64) {
 	}
 }
 
+// check validates c at JSON path p: its descriptor checks its values and children.
 func (v *validator) check(c Condition, p string) {
-	switch c := c.(type) {
-	case nil:
+	if c == nil {
 		v.fail(p, "missing condition")
-	case MaxIterations:
-		v.atLeastOne(p, "count", int64(c.Count))
-	case MaxDuration:
-		if c.Duration <= 0 {
-			v.fail(join(p, "duration"), "must be positive (got %s)", FormatDuration(c.Duration))
-		}
-	case TestFailureStreak:
-		v.atLeastOne(p, "count", int64(c.Count))
-	case AllTestsPass, UserSignal, Never:
-	case SpecificTestsPass:
-		if len(c.Tests) == 0 {
-			v.fail(join(p, "tests"), "needs at least one test name")
-		}
-		for i, t := range c.Tests {
-			switch {
-			case strings.TrimSpace(t) == "":
-				v.fail(index(join(p, "tests"), i), "empty test name")
-			case isGlob(t):
-				if _, err := path.Match(t, ""); err != nil {
-					v.fail(index(join(p, "tests"), i), "bad glob pattern %q", t)
-				}
-			}
-		}
-	case NoProgress:
-		v.atLeastOne(p, "iterations", int64(c.Iterations))
-	case FileCreated:
-		v.path(join(p, "path"), c.Path)
-	case FileContains:
-		v.path(join(p, "path"), c.Path)
-		if c.Content == "" {
-			v.fail(join(p, "content"), "must not be empty (use file_created to wait for the file)")
-		}
-	case OutputPattern:
-		switch {
-		case c.Pattern == "":
-			v.fail(join(p, "pattern"), "must not be empty")
-		case c.IsRegex:
-			if _, err := regexp.Compile(c.Pattern); err != nil {
-				v.fail(join(p, "pattern"), "invalid regex: %v", err)
-			}
-		}
-	case OnError:
-	case CustomScript:
-		v.script(join(p, "script"), c.Script)
-	case All:
-		v.composite(p, "all", c.Conditions)
-	case Any:
-		v.composite(p, "any", c.Conditions)
-	case Negation:
-		if c.Condition == nil {
-			v.fail(p, "not needs a condition")
-			return
-		}
-		v.check(c.Condition, join(p, "condition"))
-	case MaxTokens:
-		v.atLeastOne(p, "count", c.Count)
-	case MaxInputTokens:
-		v.atLeastOne(p, "count", c.Count)
-	case MaxOutputTokens:
-		v.atLeastOne(p, "count", c.Count)
-	case MaxCost:
-		if !(c.Dollars > 0) || math.IsInf(c.Dollars, 0) {
-			v.fail(join(p, "dollars"), "must be greater than 0 (got %v)", c.Dollars)
-		}
-	case MaxConsecutiveFailures:
-		if !slices.Contains(phases, c.Phase) {
-			msg := fmt.Sprintf("unknown phase %q (want implementation, review or verification)", c.Phase)
-			if s, ok := closest(c.Phase, phases); ok {
-				msg = fmt.Sprintf("unknown phase %q (did you mean %s?)", c.Phase, s)
-			}
-			v.fail(join(p, "phase"), "%s", msg)
-		}
-		v.atLeastOne(p, "limit", int64(c.Limit))
-	case StuckTask:
-		v.atLeastOne(p, "count", int64(c.Count))
-	default:
-		v.fail(p, "unsupported condition %T", c)
+		return
 	}
-}
-
-func (v *validator) composite(p, name string, cs []Condition) {
-	if len(cs) == 0 {
-		v.fail(p, "%s needs at least one condition", name)
-	}
-	for i, c := range cs {
-		v.check(c, index(join(p, "conditions"), i))
-	}
+	c.kind().check(c, v, p)
 }
 
 // path checks a workspace-relative path: it must stay inside the workspace.

@@ -66,6 +66,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // Format names the runner whose output was recognised.
@@ -289,65 +291,7 @@ func cleanLine(b []byte) string {
 	if i := bytes.LastIndexByte(b, '\r'); i >= 0 {
 		b = b[i+1:]
 	}
-	return string(stripANSI(b))
-}
-
-// stripANSI removes escape sequences (CSI such as colours, OSC such as hyperlinks, and two-byte escapes)
-// in place and returns the shortened slice.
-func stripANSI(b []byte) []byte {
-	if bytes.IndexByte(b, 0x1b) < 0 {
-		return b
-	}
-	out := b[:0]
-	for i := 0; i < len(b); {
-		c := b[i]
-		if c != 0x1b {
-			out = append(out, c)
-			i++
-			continue
-		}
-		if i+1 >= len(b) {
-			break
-		}
-		switch b[i+1] {
-		case '[': // CSI: parameter bytes, intermediate bytes, one final byte.
-			j := i + 2
-			for j < len(b) && b[j] >= 0x30 && b[j] <= 0x3f {
-				j++
-			}
-			for j < len(b) && b[j] >= 0x20 && b[j] <= 0x2f {
-				j++
-			}
-			if j < len(b) && b[j] >= 0x40 && b[j] <= 0x7e {
-				j++
-			}
-			i = j
-		case ']': // OSC: up to BEL or ESC \.
-			j := i + 2
-			for j < len(b) {
-				if b[j] == 0x07 {
-					j++
-					break
-				}
-				if b[j] == 0x1b && j+1 < len(b) && b[j+1] == '\\' {
-					j += 2
-					break
-				}
-				j++
-			}
-			i = j
-		default: // nF escapes such as "ESC ( B" (select charset): intermediates, then one final byte.
-			j := i + 1
-			for j < len(b) && b[j] >= 0x20 && b[j] <= 0x2f {
-				j++
-			}
-			if j < len(b) && b[j] >= 0x30 && b[j] <= 0x7e {
-				j++ // never a byte of a multi-byte character: those are left intact
-			}
-			i = j
-		}
-	}
-	return out
+	return string(termtext.Strip(b))
 }
 
 // count is one number a section may or may not show.

@@ -443,27 +443,6 @@ func TestSummary(t *testing.T) {
 	}
 }
 
-func TestStripANSI(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-	}{
-		{"plain", "ok  \tpkg", "ok  \tpkg"},
-		{"sgr colours", "\x1b[1m\x1b[31mFAILED\x1b[0m tests/a.py::b", "FAILED tests/a.py::b"},
-		{"charset designation (tput sgr0)", "test a ... \x1b[32mok\x1b(B\x1b[m", "test a ... ok"},
-		{"osc hyperlink", "\x1b]8;;file:///x\x07x.go\x1b]8;;\x1b\\:3", "x.go:3"},
-		{"cursor movement", "\x1b[2K\x1b[1Gdone", "done"},
-		{"truncated escape at end", "abc\x1b[3", "abc"},
-		{"lone escape", "abc\x1b", "abc"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := string(stripANSI([]byte(tt.in))); got != tt.want {
-				t.Errorf("stripANSI(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestCleanLine(t *testing.T) {
 	tests := []struct {
 		name, in, want string

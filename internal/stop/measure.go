@@ -12,59 +12,28 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 )
 
-// node is a condition prepared for evaluation: regexes compiled, prices looked up, and
-// every slow leaf (file_created, file_contains, custom_script) given a cache slot.
-type node struct {
-	cond     Condition
-	slow     bool
-	slot     int // cache slot of a slow leaf, -1 for every other node
-	children []*node
-	re       *regexp.Regexp
-	reErr    string
-	price    Price // max_cost with a model: that model's price
-	priceOK  bool
+// Measuring: what one condition finds in a run's Context — met or not, its progress
+// toward being met and a human detail. Each condition type's measure function is named
+// in its descriptor (conditions.go). The functions are pure but for the slow leaves
+// (file_created, file_contains read the workspace; custom_script, in script.go, runs a
+// process); the Evaluator decides when they run, under what timeout, and caches them.
+
+// probe is what a measure function is given: the run's Context, the condition's
+// prepared node, and the way to evaluate the node's children (all, any, not).
+type probe struct {
+	ctx context.Context
+	run *Context
+	n   *node
+	e   *Evaluator
 }
 
-func (e *Evaluator) compile(c Condition) *node {
-	n := &node{cond: c, slot: -1}
-	if c != nil {
-		n.slow = isSlow(c)
-	}
-	switch c := c.(type) {
-	case FileCreated, FileContains, CustomScript:
-		n.slot = e.slots
-		e.slots++
-	case OutputPattern:
-		if c.IsRegex {
-			re, err := regexp.Compile(c.Pattern)
-			if err != nil {
-				n.reErr = "invalid regex: " + err.Error()
-			}
-			n.re = re
-		}
-	case MaxCost:
-		if c.Model != "" {
-			n.price, n.priceOK = e.prices.Lookup(c.Model)
-		}
-	case All:
-		for _, cc := range c.Conditions {
-			n.children = append(n.children, e.compile(cc))
-		}
-	case Any:
-		for _, cc := range c.Conditions {
-			n.children = append(n.children, e.compile(cc))
-		}
-	case Negation:
-		n.children = append(n.children, e.compile(c.Condition))
-	}
-	return n
-}
+// child evaluates the node's i-th child.
+func (p probe) child(i int) outcome { return p.e.eval(p.ctx, p.run, p.n.children[i]) }
 
 // outcome is what evaluating one node found.
 type outcome struct {
@@ -125,125 +94,131 @@ func ratio(prefix string, n, limit int64, suffix string) string {
 	return string(b)
 }
 
-// eval evaluates one node. It never blocks beyond ctx: slow leaves watch it.
-func (e *Evaluator) eval(ctx context.Context, c *Context, n *node) outcome {
-	switch cond := n.cond.(type) {
-	case nil:
-		return failed("missing condition")
-	case MaxIterations:
-		it, limit := int64(c.Iteration), int64(cond.Count)
-		return counter(it, limit,
-			func() string { return "Reached " + plural(limit, "iteration") },
-			func() string { return ratio("", it, limit, " done") })
-	case MaxDuration:
-		if cond.Duration <= 0 {
-			return failed("duration must be positive (got %s)", FormatDuration(cond.Duration))
-		}
-		if c.Elapsed >= cond.Duration {
-			return metOutcome("Reached duration limit of " + FormatDuration(cond.Duration))
-		}
-		return outcome{
-			progress:    fraction(float64(c.Elapsed), float64(cond.Duration)),
-			hasProgress: true,
-			detail:      FormatDuration(c.Elapsed.Truncate(1e9)) + " / " + FormatDuration(cond.Duration) + " elapsed",
-		}
-	case TestFailureStreak:
-		streak, limit := int64(c.TestFailureStreak), int64(cond.Count)
-		return counter(streak, limit,
-			func() string { return plural(limit, "consecutive test failure") },
-			func() string { return ratio("", streak, limit, " failures") })
-	case AllTestsPass:
-		return allTestsPass(c)
-	case SpecificTestsPass:
-		return specificTestsPass(c, cond.Tests)
-	case NoProgress:
-		since, limit := int64(c.IterationsSinceProgress), int64(cond.Iterations)
-		return counter(since, limit,
-			func() string { return "No progress for " + plural(limit, "iteration") },
-			func() string { return ratio("", since, limit, " iterations without progress") })
-	case FileCreated:
-		return e.leaf(ctx, c, n, func() outcome { return fileCreated(ctx, c.Workspace, cond.Path) })
-	case FileContains:
-		return e.leaf(ctx, c, n, func() outcome { return fileContains(ctx, c.Workspace, cond.Path, cond.Content) })
-	case OutputPattern:
-		return outputPattern(c, cond, n)
-	case OnError:
-		if !c.HasError || (cond.Pattern != "" && !strings.Contains(c.LastError, cond.Pattern)) {
-			return outcome{detail: "no matching error"}
-		}
-		msg := c.LastError
-		if msg == "" {
-			msg = "unknown"
-		}
-		return metOutcome("Error occurred: " + truncate(msg, maxDetail))
-	case CustomScript:
-		return e.leaf(ctx, c, n, func() outcome { return runScript(ctx, c, cond) })
-	case UserSignal:
-		if c.UserSignal {
-			return metOutcome("User signal received")
-		}
-		return outcome{detail: "no user signal"}
-	case All:
-		return e.all(ctx, c, n)
-	case Any:
-		return e.any(ctx, c, n)
-	case Negation:
-		inner := e.eval(ctx, c, n.children[0])
-		switch {
-		case inner.met:
-			return outcome{detail: "Negated condition met", cached: inner.cached}
-		case inner.unknown():
-			inner.met, inner.hasProgress, inner.progress = false, false, 0
-			inner.detail = "Negated condition unknown: " + inner.detail
-			return inner
-		}
-		o := metOutcome("Negated condition not met")
-		o.cached = inner.cached
-		return o
-	case Never:
-		return outcome{detail: "never met"}
-	case MaxTokens:
-		used, limit := c.Usage.Total(), cond.Count
-		return counter(used, limit,
-			func() string { return "Reached " + itoa(limit) + " tokens (used " + itoa(used) + ")" },
-			func() string { return ratio("", used, limit, " tokens") })
-	case MaxInputTokens:
-		used, limit := c.Usage.InputTotal(), cond.Count
-		return counter(used, limit,
-			func() string { return "Reached " + itoa(limit) + " input tokens (used " + itoa(used) + ")" },
-			func() string { return ratio("", used, limit, " input tokens") })
-	case MaxOutputTokens:
-		used, limit := c.Usage.OutputTokens, cond.Count
-		return counter(used, limit,
-			func() string { return "Reached " + itoa(limit) + " output tokens (used " + itoa(used) + ")" },
-			func() string { return ratio("", used, limit, " output tokens") })
-	case MaxCost:
-		return maxCost(c, cond, n)
-	case MaxConsecutiveFailures:
-		if !slices.Contains(phases, cond.Phase) {
-			return failed("unknown phase %q", cond.Phase)
-		}
-		streak, limit := int64(c.ConsecutiveFailures[cond.Phase]), int64(cond.Limit)
-		return counter(streak, limit,
-			func() string { return plural(limit, "consecutive "+cond.Phase+" failure") },
-			func() string { return ratio("", streak, limit, " consecutive "+cond.Phase+" failures") })
-	case StuckTask:
-		streak, limit := int64(c.StuckTaskFailures), int64(cond.Count)
-		return counter(streak, limit,
-			func() string { return "The same plan task failed verification " + itoa(limit) + " times in a row" },
-			func() string { return ratio("", streak, limit, " failures on the same task") })
-	}
-	return failed("unsupported condition %T", n.cond)
+func measureMaxIterations(cond MaxIterations, p probe) outcome {
+	it, limit := int64(p.run.Iteration), int64(cond.Count)
+	return counter(it, limit,
+		func() string { return "Reached " + plural(limit, "iteration") },
+		func() string { return ratio("", it, limit, " done") })
 }
 
-func (e *Evaluator) all(ctx context.Context, c *Context, n *node) outcome {
-	if len(n.children) == 0 {
+func measureMaxDuration(cond MaxDuration, p probe) outcome {
+	if cond.Duration <= 0 {
+		return failed("duration must be positive (got %s)", FormatDuration(cond.Duration))
+	}
+	if p.run.Elapsed >= cond.Duration {
+		return metOutcome("Reached duration limit of " + FormatDuration(cond.Duration))
+	}
+	return outcome{
+		progress:    fraction(float64(p.run.Elapsed), float64(cond.Duration)),
+		hasProgress: true,
+		detail:      FormatDuration(p.run.Elapsed.Truncate(1e9)) + " / " + FormatDuration(cond.Duration) + " elapsed",
+	}
+}
+
+func measureTestFailureStreak(cond TestFailureStreak, p probe) outcome {
+	streak, limit := int64(p.run.TestFailureStreak), int64(cond.Count)
+	return counter(streak, limit,
+		func() string { return plural(limit, "consecutive test failure") },
+		func() string { return ratio("", streak, limit, " failures") })
+}
+
+func measureNoProgress(cond NoProgress, p probe) outcome {
+	since, limit := int64(p.run.IterationsSinceProgress), int64(cond.Iterations)
+	return counter(since, limit,
+		func() string { return "No progress for " + plural(limit, "iteration") },
+		func() string { return ratio("", since, limit, " iterations without progress") })
+}
+
+func measureFileCreated(cond FileCreated, p probe) outcome {
+	return fileCreated(p.ctx, p.run.Workspace, cond.Path)
+}
+
+func measureFileContains(cond FileContains, p probe) outcome {
+	return fileContains(p.ctx, p.run.Workspace, cond.Path, cond.Content)
+}
+
+func measureOnError(cond OnError, p probe) outcome {
+	c := p.run
+	if !c.HasError || (cond.Pattern != "" && !strings.Contains(c.LastError, cond.Pattern)) {
+		return outcome{detail: "no matching error"}
+	}
+	msg := c.LastError
+	if msg == "" {
+		msg = "unknown"
+	}
+	return metOutcome("Error occurred: " + truncate(msg, maxDetail))
+}
+
+func measureCustomScript(cond CustomScript, p probe) outcome { return runScript(p.ctx, p.run, cond) }
+
+func measureUserSignal(_ UserSignal, p probe) outcome {
+	if p.run.UserSignal {
+		return metOutcome("User signal received")
+	}
+	return outcome{detail: "no user signal"}
+}
+
+func measureNot(_ Negation, p probe) outcome {
+	inner := p.child(0)
+	switch {
+	case inner.met:
+		return outcome{detail: "Negated condition met", cached: inner.cached}
+	case inner.unknown():
+		inner.met, inner.hasProgress, inner.progress = false, false, 0
+		inner.detail = "Negated condition unknown: " + inner.detail
+		return inner
+	}
+	o := metOutcome("Negated condition not met")
+	o.cached = inner.cached
+	return o
+}
+
+func measureMaxTokens(cond MaxTokens, p probe) outcome {
+	used, limit := p.run.Usage.Total(), cond.Count
+	return counter(used, limit,
+		func() string { return "Reached " + itoa(limit) + " tokens (used " + itoa(used) + ")" },
+		func() string { return ratio("", used, limit, " tokens") })
+}
+
+func measureMaxInputTokens(cond MaxInputTokens, p probe) outcome {
+	used, limit := p.run.Usage.InputTotal(), cond.Count
+	return counter(used, limit,
+		func() string { return "Reached " + itoa(limit) + " input tokens (used " + itoa(used) + ")" },
+		func() string { return ratio("", used, limit, " input tokens") })
+}
+
+func measureMaxOutputTokens(cond MaxOutputTokens, p probe) outcome {
+	used, limit := p.run.Usage.OutputTokens, cond.Count
+	return counter(used, limit,
+		func() string { return "Reached " + itoa(limit) + " output tokens (used " + itoa(used) + ")" },
+		func() string { return ratio("", used, limit, " output tokens") })
+}
+
+func measureMaxConsecutiveFailures(cond MaxConsecutiveFailures, p probe) outcome {
+	if !slices.Contains(phases, cond.Phase) {
+		return failed("unknown phase %q", cond.Phase)
+	}
+	streak, limit := int64(p.run.ConsecutiveFailures[cond.Phase]), int64(cond.Limit)
+	return counter(streak, limit,
+		func() string { return plural(limit, "consecutive "+cond.Phase+" failure") },
+		func() string { return ratio("", streak, limit, " consecutive "+cond.Phase+" failures") })
+}
+
+func measureStuckTask(cond StuckTask, p probe) outcome {
+	streak, limit := int64(p.run.StuckTaskFailures), int64(cond.Count)
+	return counter(streak, limit,
+		func() string { return "The same plan task failed verification " + itoa(limit) + " times in a row" },
+		func() string { return ratio("", streak, limit, " failures on the same task") })
+}
+
+func measureAll(_ All, p probe) outcome {
+	if len(p.n.children) == 0 {
 		return failed("all needs at least one condition")
 	}
 	var o outcome
 	metCount, sum, measured := 0, 0.0, false
-	for i, child := range n.children {
-		r := e.eval(ctx, c, child)
+	for i := range p.n.children {
+		r := p.child(i)
 		o.cached = o.cached || r.cached
 		if r.met {
 			metCount++
@@ -259,29 +234,29 @@ func (e *Evaluator) all(ctx context.Context, c *Context, n *node) outcome {
 			measured = true
 		}
 	}
-	if metCount == len(n.children) {
+	if metCount == len(p.n.children) {
 		m := metOutcome("All conditions met")
 		m.cached = o.cached
 		return m
 	}
-	o.detail = ratio("", int64(metCount), int64(len(n.children)), " conditions met")
+	o.detail = ratio("", int64(metCount), int64(len(p.n.children)), " conditions met")
 	if o.err != "" {
 		o.detail += "; " + o.err
 	}
 	if measured {
-		o.progress, o.hasProgress = fraction(sum, float64(len(n.children))), true
+		o.progress, o.hasProgress = fraction(sum, float64(len(p.n.children))), true
 	}
 	return o
 }
 
-func (e *Evaluator) any(ctx context.Context, c *Context, n *node) outcome {
-	if len(n.children) == 0 {
+func measureAny(_ Any, p probe) outcome {
+	if len(p.n.children) == 0 {
 		return failed("any needs at least one condition")
 	}
 	var o outcome
 	best, measured := 0.0, false
-	for i, child := range n.children {
-		r := e.eval(ctx, c, child)
+	for i := range p.n.children {
+		r := p.child(i)
 		o.cached = o.cached || r.cached
 		if r.met {
 			m := metOutcome(r.detail)
@@ -310,7 +285,8 @@ func (e *Evaluator) any(ctx context.Context, c *Context, n *node) outcome {
 	return o
 }
 
-func allTestsPass(c *Context) outcome {
+func measureAllTestsPass(_ AllTestsPass, pr probe) outcome {
+	c := pr.run
 	if !c.TestsKnown {
 		return outcome{detail: "test results unknown"}
 	}
@@ -325,7 +301,8 @@ func allTestsPass(c *Context) outcome {
 	return outcome{progress: p, hasProgress: true, detail: ratio("", int64(passed), int64(total), " tests passing")}
 }
 
-func specificTestsPass(c *Context, tests []string) outcome {
+func measureSpecificTestsPass(cond SpecificTestsPass, p probe) outcome {
+	c, tests := p.run, cond.Tests
 	if len(tests) == 0 {
 		return failed("tests needs at least one test name")
 	}
@@ -382,7 +359,8 @@ func suffixMatch(name, want string) bool {
 	return strings.IndexByte(`/.:\ #>`, name[len(name)-len(want)-1]) >= 0
 }
 
-func outputPattern(c *Context, cond OutputPattern, n *node) outcome {
+func measureOutputPattern(cond OutputPattern, p probe) outcome {
+	c, n := p.run, p.n
 	var matched bool
 	switch {
 	case cond.Pattern == "":
@@ -400,7 +378,8 @@ func outputPattern(c *Context, cond OutputPattern, n *node) outcome {
 	return outcome{detail: "output does not match"}
 }
 
-func maxCost(c *Context, cond MaxCost, n *node) outcome {
+func measureMaxCost(cond MaxCost, p probe) outcome {
+	c, n := p.run, p.n
 	if !(cond.Dollars > 0) || math.IsInf(cond.Dollars, 0) {
 		return failed("dollars must be greater than 0 (got %v)", cond.Dollars)
 	}
