@@ -198,7 +198,7 @@ func TestDashboardLogin(t *testing.T) {
 		t.Fatalf("/ without a session shows %q", got)
 	}
 	for _, p := range []string{"/", "/assets/app.js", "/assets/app.css", "/runs/x", "/live/runs?after=0", "/v1/runs", "/metrics"} {
-		resp, err := http.Get(base + p)
+		resp, err := localhostClient.Get(base + p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,16 +250,17 @@ func TestDashboardLogin(t *testing.T) {
 		t.Fatalf("/ after an expired link shows %q", got)
 	}
 
-	// --open hands the link to $BROWSER.
+	// --open hands $BROWSER a page that opens the link (never the link
+	// itself: see TestSecurityDashboardOpenKeepsTheCodeOutOfArgv).
 	opened := filepath.Join(t.TempDir(), "opened")
-	e.writeFile("browser.sh", "#!/bin/sh\nprintf '%s' \"$1\" > "+opened+"\n", 0o755)
-	r := e.loopctlEnv([]string{"BROWSER=" + filepath.Join(e.ws, "browser.sh")}, "dashboard", "--open")
+	e.writeFile("browser.sh", "#!/bin/sh\ncat \"$1\" > "+opened+"\n", 0o755)
+	r := e.loopctlEnv([]string{"BROWSER=" + filepath.Join(e.ws, "browser.sh"), "TMPDIR=" + t.TempDir()}, "dashboard", "--open")
 	if r.code != 0 {
 		t.Fatalf("dashboard --open: exit %d %s", r.code, r.stderr)
 	}
 	eventually(t, "the browser script to get the link", 10*time.Second, func() bool {
 		b, _ := os.ReadFile(opened)
-		return string(b) == strings.TrimSpace(r.stdout)
+		return strings.Contains(string(b), `content="0;url=`+strings.TrimSpace(r.stdout)+`"`)
 	})
 
 	// A run that does not exist is refused by loopctl with the same words

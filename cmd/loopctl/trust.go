@@ -24,9 +24,12 @@ func newTrustCmd(g *globalOptions) *cobra.Command {
 		Use:   "trust [-C DIR] [--revoke]",
 		Short: "Review and trust the commands and environment a workspace's files set",
 		Long: `A workspace's .loop/config, its stop file's custom_script conditions and
-its env file (.env) name commands and environment that loopd would run. loopd
-runs them only once you have trusted their exact content, like direnv allow:
-loopctl start refuses a workspace whose files are new or changed since.
+its env file (.env) name commands and environment that loopd would run; the
+agents' own project files (.claude/settings.json, .mcp.json,
+.gemini/settings.json, .codex/config.toml…) name hooks and MCP servers the
+agent CLI runs by itself. loopd runs them only once you have trusted their
+exact content, like direnv allow: loopctl start refuses a workspace whose
+files are new or changed since.
 
 trust prints every command, every other setting of .loop/config with its
 value, and every environment variable name these files set (never an env
@@ -104,6 +107,11 @@ func printTrust(w io.Writer, rep api.TrustReport) {
 		for _, ch := range f.Changes {
 			fmt.Fprintf(w, "  changed: %s\n", termtext.Quote(ch))
 		}
+		if f.Agent != "" {
+			// Not loopd's: the agent CLI obeys it on its own (hooks at
+			// startup, MCP servers), before the model says a word.
+			fmt.Fprintf(w, "  read by the %s agent CLI, which runs what it names\n", termtext.Quote(f.Agent))
+		}
 		for _, c := range f.Commands {
 			fmt.Fprintf(w, "  command  %s: %s\n", termtext.Quote(c.Key), termtext.Quote(c.Command))
 		}
@@ -117,6 +125,9 @@ func printTrust(w io.Writer, rep api.TrustReport) {
 		}
 		if len(f.Settings) > 0 {
 			fmt.Fprintf(w, "  settings: %s\n", termtext.Quote(strings.Join(f.Settings, " ")))
+		}
+		if len(f.Files) > 0 {
+			fmt.Fprintf(w, "  files: %s\n", termtext.Quote(strings.Join(f.Files, " ")))
 		}
 		// Each setting's value: where the prompt comes from and where
 		// notifications go are as much the file's doing as its commands.

@@ -26,7 +26,7 @@ type TrustCommand struct {
 // TrustFile is one workspace file that needs trust and what it sets.
 type TrustFile struct {
 	Path   string `json:"path"`
-	Kind   string `json:"kind"` // config, stop, env
+	Kind   string `json:"kind"` // config, stop, env, agent
 	SHA256 string `json:"sha256"`
 	// Status is the file's state before this trust: "new", "changed" or
 	// "trusted" (unchanged).
@@ -44,6 +44,12 @@ type TrustFile struct {
 	// or where it connects (PATH, LD_PRELOAD, *_BASE_URL…), with their
 	// values; other env values are never shown.
 	EnvShown []TrustSetting `json:"env_shown"`
+	// Agent is the agent CLI that reads an agent file (claude, gemini,
+	// codex) and runs what it names; empty for loopd's own files.
+	Agent string `json:"agent,omitempty"`
+	// Files are an agent directory's files (.claude/skills…), relative to
+	// it: its hash covers them all.
+	Files []string `json:"files,omitempty"`
 }
 
 // TrustSetting is one config entry that is not a command, with its value.

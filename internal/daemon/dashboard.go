@@ -145,28 +145,64 @@ func (d *Daemon) handleDashboardLogin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.DashboardLogin{URL: u, ExpiresAt: api.Time{Time: expires}, RunID: runID})
 }
 
-// dashboardHost is the host:port a login URL names: the listener's own
-// address, with a wildcard address (--http-allow-remote on 0.0.0.0)
-// replaced by loopback, since the cookie belongs to the host the browser
-// visits.
+// dashboardHost is the host:port a login URL names. On loopback (or a
+// wildcard address, which includes it) that is a fresh, unguessable
+// <random>.localhost name, so the session cookie, which browsers send to
+// every port of its host, reaches no other user's server on 127.0.0.1;
+// listenLoopback holds the port on both loopback addresses, since a browser
+// tries ::1 first for a .localhost name. On a network address
+// (--http-allow-remote) it is that address: a browser elsewhere cannot
+// resolve a .localhost name to this machine, and that address's cookies
+// go to its every port.
 func dashboardHost(l net.Listener) string {
 	host, port, err := net.SplitHostPort(l.Addr().String())
 	if err != nil {
 		return l.Addr().String()
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
+	// Only where listenLoopback holds both addresses a .localhost name
+	// resolves to; 127.0.0.2 is loopback too, but not what that name means.
+	if ip := net.ParseIP(host); ip != nil && (ip.IsUnspecified() || ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback)) {
+		return dashboard.NewLoopbackHost(port)
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// sessionResumeKeys are the settings a dashboard session may change when
+// it resumes a run: limits and timeouts. Any other key can run a command
+// (agent_command, verify_command, stop_file's scripts, the agent preset)
+// or read a file (prompt_file, env_file), which only the owner's own
+// loopctl (or the bearer token) may ask for.
+var sessionResumeKeys = map[string]bool{
+	"max_iterations": true, "max_duration": true, "max_tokens": true, "max_input_tokens": true,
+	"max_output_tokens": true, "max_cost": true, "max_consecutive_implementation_failures": true,
+	"max_consecutive_review_failures": true, "max_consecutive_verification_failures": true,
+	"max_task_failures": true, "no_progress_iterations": true, "step_timeout": true, "idle_timeout": true,
+	"max_api_wait": true,
+}
+
+// sessionResumeRefusal is the error for a dashboard session's resume that
+// sets a key beyond sessionResumeKeys, nil when every key is allowed.
+func sessionResumeRefusal(sets []string) error {
+	for _, s := range sets {
+		key, _, _ := strings.Cut(s, "=")
+		key = strings.TrimSpace(key)
+		if !sessionResumeKeys[key] {
+			return api.Errorf(api.CodeForbidden, "refused: the dashboard may change only limits and timeouts on resume (max_iterations, max_cost, step_timeout…); "+
+				"set %q with `loopctl resume --set`", key)
+		}
+	}
+	return nil
 }
 
 // refuseTCP answers a refused TCP request: the JSON API with its error
 // body, a page or asset with a page saying how to log in.
 func (d *Daemon) refuseTCP(w http.ResponseWriter, r *http.Request, err error) {
 	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/metrics" {
-		// Like the token's refusal, it says nothing about the daemon.
+		// Like the token's refusal, it says nothing about the daemon; a
+		// request naming another host (ErrHost) gets it too: what it
+		// lacks is the token.
 		msg := "forbidden: a valid bearer token is required"
-		if errors.Is(err, dashboard.ErrCSRF) {
+		if errors.Is(err, dashboard.ErrCSRF) || errors.Is(err, dashboard.ErrScope) {
 			msg = "forbidden: " + err.Error()
 		}
 		d.fail(w, r, api.Errorf(api.CodeForbidden, "%s", msg))

@@ -48,6 +48,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
+	d.dash.Auth().SetHost(d.httpAddr)
+	loginRefused := newRefusals()
+	d.dash.LogRefusalsWith(func(msg string, fields ...zap.Field) { loginRefused.note(d.log, msg, fields...) })
 	d.dash.Register(mux) // the web dashboard: /, /runs/{id}, /login, /live/…, /assets/…
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -57,8 +60,9 @@ func (d *Daemon) routes() http.Handler {
 
 // owner admits only the daemon's owner: on the Unix socket a peer with
 // the daemon's own uid (SO_PEERCRED, whatever the socket file's mode
-// says), on the optional TCP listener a request with the bearer token or
-// a dashboard session cookie.
+// says), on the optional TCP listener a request with the bearer token or,
+// within its scope, a dashboard session cookie. A handler tells the two
+// apart with sessionOnly.
 //
 // Refusals are logged at most once per refusalLogEvery (with a count of
 // the others), and the TCP refusal says nothing about the daemon (not
@@ -73,7 +77,8 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 			// The bearer token, or a dashboard session (and its CSRF token
 			// for a state change): authorizeTCP is the one check.
 			if err := d.authorizeTCP(r); err != nil {
-				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr))
+				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr),
+					zap.String("why", err.Error()))
 				d.refuseTCP(w, r, err)
 				return
 			}
@@ -87,6 +92,14 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sessionOnly reports whether r, admitted by owner, came with a dashboard
+// session rather than the bearer token or on the owner's socket. It is
+// asked again by the few handlers that care, rather than recorded on every
+// request: that would cost each request a copy.
+func (d *Daemon) sessionOnly(r *http.Request) bool {
+	return peerFrom(r.Context()).tcp && !tokenOK(r, d.token)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -313,6 +326,11 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
+		if d.sessionOnly(r) {
+			if err := sessionResumeRefusal(req.Set); err != nil {
+				return err
+			}
+		}
 		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
 			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
 		}

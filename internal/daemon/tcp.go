@@ -32,7 +32,7 @@ func listenTCP(addr string, allowRemote bool) (net.Listener, error) {
 				"so binding it elsewhere needs --http-allow-remote", addr)
 		}
 	}
-	l, err := net.Listen("tcp", addr)
+	l, err := listenLoopback(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}

@@ -42,7 +42,8 @@ func (d *Daemon) handleRevoke(w http.ResponseWriter, r *http.Request) {
 
 func trustFileJSON(v trust.Verdict) api.TrustFile {
 	f := api.TrustFile{Path: v.File.Path, Kind: string(v.File.Kind), SHA256: v.File.SHA256, Status: string(v.Status),
-		Changes: v.Changes, Commands: []api.TrustCommand{}, Env: v.File.Env, Settings: v.File.Settings}
+		Changes: v.Changes, Commands: []api.TrustCommand{}, Env: v.File.Env, Settings: v.File.Settings,
+		Agent: v.File.Agent, Files: v.File.Files}
 	if !v.TrustedAt.IsZero() {
 		f.PreviouslyTrustedAt = &api.Time{Time: v.TrustedAt}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +42,83 @@ const LoginPath = "/login"
 var (
 	ErrNoSession = errors.New("not logged in: run `loopctl dashboard` for a login link, or send the bearer token")
 	ErrCSRF      = errors.New("refused: a state change from the dashboard needs the page's CSRF token and a same-origin Origin header; reload the page")
+	// ErrHost refuses a request that names another host than the
+	// dashboard's own. It never says which host that is: the name is what
+	// keeps the session cookie from every other server on the machine.
+	ErrHost = errors.New("refused: this is not the dashboard's address; open the link `loopctl dashboard` prints, or send the bearer token")
+	// ErrScope refuses what a dashboard session may not do.
+	ErrScope = errors.New("refused: a dashboard session can view runs and stop, pause, resume, signal or land them; " +
+		"starting runs, trust and stopping the daemon need loopctl (or the bearer token)")
 )
+
+// Grant says what admitted a request.
+type Grant int
+
+// The grants of Check.
+const (
+	GrantNone    Grant = iota // refused
+	GrantToken                // the bearer token: the whole API
+	GrantSession              // a dashboard session: its pages, streams, diffs and run actions
+	GrantLogin                // the login page, which admits only a valid login code
+)
+
+// LocalhostSuffix ends the name of a dashboard served on loopback: browsers
+// resolve every name under localhost to loopback themselves, without DNS.
+const LocalhostSuffix = ".localhost"
+
+// NewLoopbackHost returns a fresh, unguessable host name for a dashboard
+// served on loopback port port: "loopd-<128 random bits>.localhost:PORT".
+//
+// Browsers key cookies by host name and ignore the port, so a session
+// cookie of 127.0.0.1 reaches every server any user runs on 127.0.0.1. A
+// host-only cookie of a name only the owner was told is sent to no other
+// server: another user would have to make the owner's browser visit that
+// very name on their port, and cannot learn it.
+func NewLoopbackHost(port string) string {
+	return net.JoinHostPort("loopd-"+randomHex(16)+LocalhostSuffix, port)
+}
+
+// inSessionScope reports whether a dashboard session may make request r:
+// the pages, assets and live streams Register serves, /metrics, a run's
+// diff and the run page's buttons. Everything else of the API (starting
+// runs with their commands, trust, stopping the daemon, cleaning
+// worktrees, the raw JSON of runs, logs and events) needs the bearer
+// token. It is written out rather than matched with a ServeMux: it is on
+// every request's path, and allocates nothing.
+func inSessionScope(r *http.Request) bool {
+	p := r.URL.Path
+	if path.Clean(p) != p {
+		return false // the mux redirects it; the redirected request is checked
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if p == "/" || p == "/metrics" || p == "/live/runs" || strings.HasPrefix(p, "/assets/") {
+			return true
+		}
+		if id, ok := strings.CutPrefix(p, "/runs/"); ok {
+			return segment(id)
+		}
+		if id, ok := strings.CutPrefix(p, "/live/runs/"); ok {
+			return segment(strings.TrimSuffix(id, "/log"))
+		}
+		if rest, ok := strings.CutPrefix(p, "/v1/runs/"); ok {
+			ref, ok := strings.CutSuffix(rest, "/diff")
+			return ok && segment(ref)
+		}
+	case http.MethodPost:
+		if rest, ok := strings.CutPrefix(p, "/v1/runs/"); ok {
+			ref, action, _ := strings.Cut(rest, "/")
+			switch action {
+			case "stop", "pause", "resume", "signal", "land":
+				return segment(ref)
+			}
+		}
+	}
+	return false
+}
+
+// segment reports whether s is one path segment, as a {wildcard} matches.
+func segment(s string) bool { return s != "" && !strings.Contains(s, "/") }
 
 // Auth holds the dashboard's one-time login codes and its sessions, in
 // memory: a daemon restart logs every browser out, and `loopctl dashboard`
@@ -49,6 +126,9 @@ var (
 type Auth struct {
 	now     func() time.Time
 	codeTTL time.Duration
+	// host is the dashboard's own Host (name:port), set once before
+	// serving; "" refuses every request without the bearer token.
+	host string
 
 	mu       sync.Mutex
 	codes    map[string]loginCode
@@ -76,6 +156,14 @@ func NewAuth(now func() time.Time, codeTTL time.Duration) *Auth {
 	}
 	return &Auth{now: now, codeTTL: codeTTL, codes: map[string]loginCode{}, sessions: map[string]session{}}
 }
+
+// SetHost sets the dashboard's own host (name:port, as a login URL names
+// it). Only requests naming it are served without the bearer token. Call
+// it before serving.
+func (a *Auth) SetHost(host string) { a.host = host }
+
+// Host is the dashboard's own host:port, "" before SetHost.
+func (a *Auth) Host() string { return a.host }
 
 // NewCode mints a single-use login code that opens next (a path such as
 // "/" or "/runs/<id>") and expires after the code TTL.
@@ -168,43 +256,68 @@ func (a *Auth) CSRFToken(r *http.Request) string {
 	return s.csrf
 }
 
-// Authorize is the one place the TCP listener decides who is served; the
-// JSON API, /metrics and every dashboard page and asset pass through it.
-// bearer says the request carried the daemon's bearer token. Without it
-// the request needs a live session cookie, and a state change (any method
-// but GET and HEAD) also needs the session's CSRF token in the
-// X-CSRF-Token header and an Origin header naming this very host: the
-// cookie is sent by the browser whatever page asks, the token and the
-// origin only by our own pages. The login page itself is let through: it
-// admits only a valid login code.
+// Authorize is Check without the grant.
 func (a *Auth) Authorize(r *http.Request, bearer bool) error {
+	_, err := a.Check(r, bearer)
+	return err
+}
+
+// Check is the one place the TCP listener decides who is served and how
+// far; the JSON API, /metrics and every dashboard page and asset pass
+// through it. bearer says the request carried the daemon's bearer token,
+// which opens the whole API whatever host it names.
+//
+// Without it, the request must name the dashboard's own host (a page of
+// another site that a DNS rebinding points at loopback names its own), and
+// then needs a live session cookie for a request in the session's scope
+// (inSessionScope). A state change (any method but GET and HEAD) also
+// needs the session's CSRF token in the X-CSRF-Token header and an Origin
+// header naming this very host: the cookie is sent by the browser whatever
+// page asks, the token and the origin only by our own pages. The login
+// page itself is let through: it admits only a valid login code.
+func (a *Auth) Check(r *http.Request, bearer bool) (Grant, error) {
 	if bearer {
-		return nil
+		return GrantToken, nil
+	}
+	if a.host == "" || !strings.EqualFold(r.Host, a.host) {
+		return GrantNone, ErrHost
 	}
 	if r.URL.Path == LoginPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		return nil
+		return GrantLogin, nil
 	}
 	s, ok := a.session(r)
 	if !ok {
-		return ErrNoSession
+		return GrantNone, ErrNoSession
+	}
+	if !inSessionScope(r) {
+		return GrantNone, ErrScope
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return nil
+		return GrantSession, nil
 	}
 	got := r.Header.Get(CSRFHeader)
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) != 1 {
-		return ErrCSRF
+		return GrantNone, ErrCSRF
 	}
-	if origin := r.Header.Get("Origin"); origin != "http://"+r.Host && origin != "https://"+r.Host {
-		return ErrCSRF
+	// Origin must be http(s)://<this host>; compared without building that
+	// string, which would cost every state change an allocation.
+	origin := r.Header.Get("Origin")
+	host, ok := strings.CutPrefix(origin, "http://")
+	if !ok {
+		host, ok = strings.CutPrefix(origin, "https://")
 	}
-	return nil
+	if !ok || host != r.Host {
+		return GrantNone, ErrCSRF
+	}
+	return GrantSession, nil
 }
 
 // CookieName is the session cookie's name for a dashboard served at host
-// (host:port). Browsers send a cookie of 127.0.0.1 to every port of it, so
-// the port is part of the name: a session for one daemon is never offered
-// to another daemon on the same machine.
+// (host:port). The cookie is host-only (no Domain): it is sent only to the
+// dashboard's own, unguessable host name (NewLoopbackHost). The port in the
+// name keeps two daemons' sessions apart when one is reached by an address
+// (--http-allow-remote on a network address), whose cookies browsers send
+// to every port.
 func CookieName(host string) string {
 	_, port, err := net.SplitHostPort(host)
 	if err != nil || port == "" {
@@ -218,11 +331,21 @@ func CookieName(host string) string {
 // rather than a redirect: a SameSite=Strict cookie set during a redirect
 // chain that began outside the site (a link clicked in a chat or a mail)
 // would not be sent on the redirected request.
+//
+// A HEAD never redeems: link previews and pre-fetchers probe with it, and
+// must not use up the code the user is about to open.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		setSecurityHeaders(w)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	sid, next, err := s.auth.redeem(r.URL.Query().Get("code"))
 	if err != nil {
-		s.log.Info("dashboard login refused", zap.String("remote", r.RemoteAddr), zap.String("why", err.Error()))
+		// Anyone on the machine can knock here: the log is rate-limited.
+		s.logRefusal("refused dashboard login", zap.String("remote", r.RemoteAddr), zap.String("why", err.Error()))
 		s.refusePage(w, http.StatusForbidden, err)
 		return
 	}

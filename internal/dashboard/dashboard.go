@@ -94,6 +94,8 @@ type Server struct {
 	now     func() time.Time
 	tmpl    *template.Template
 	assets  http.Handler
+	// logRefusal logs a refused login (LogRefusalsWith).
+	logRefusal func(msg string, fields ...zap.Field)
 }
 
 // New builds a Server.
@@ -111,8 +113,15 @@ func New(opts Options) *Server {
 	s := &Server{src: opts.Source, auth: opts.Auth, log: opts.Logger, closing: opts.Closing, now: opts.Now,
 		assets: http.StripPrefix("/assets/", http.FileServerFS(sub))}
 	s.tmpl = template.Must(template.New("").Funcs(s.funcs()).ParseFS(templateFS, "templates/*.html"))
+	s.logRefusal = func(msg string, fields ...zap.Field) { s.log.Debug(msg, fields...) }
 	return s
 }
+
+// LogRefusalsWith makes f log each refused login, in place of a debug
+// line: the daemon passes its rate-limited refusal log, since anyone on
+// the machine can knock on /login as fast as they like. Call it before
+// serving.
+func (s *Server) LogRefusalsWith(f func(msg string, fields ...zap.Field)) { s.logRefusal = f }
 
 // Auth is the server's login codes and sessions.
 func (s *Server) Auth() *Auth { return s.auth }

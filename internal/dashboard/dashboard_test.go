@@ -18,6 +18,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+
 	"github.com/loopd/loopd/internal/api"
 )
 
@@ -169,6 +171,7 @@ func testServer(t *testing.T, src Source) (*httptest.Server, *Server, *clock) {
 		}
 		mux.ServeHTTP(w, r)
 	}))
+	s.Auth().SetHost(strings.TrimPrefix(srv.URL, "http://"))
 	t.Cleanup(func() { close(closing); srv.Close() })
 	return srv, s, clk
 }
@@ -387,6 +390,7 @@ func TestStateChangesNeedTheCSRFTokenAndOrigin(t *testing.T) {
 
 func TestAuthorizeErrors(t *testing.T) {
 	a := NewAuth(nil, 0)
+	a.SetHost("127.0.0.1:7777")
 	r := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:7777/", nil)
 	if err := a.Authorize(r, false); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("no cookie: %v", err)
@@ -398,6 +402,140 @@ func TestAuthorizeErrors(t *testing.T) {
 	r = httptest.NewRequest(http.MethodPost, "http://127.0.0.1:7777/login?code=x", nil)
 	if err := a.Authorize(r, false); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("POST /login: %v", err)
+	}
+}
+
+func TestRequestsNamingAnotherHostAreRefused(t *testing.T) {
+	src := newFakeSource()
+	src.commit(api.Run{ID: "r1", Status: api.RunRunning})
+	srv, s, _ := testServer(t, src)
+	c := login(t, srv, s, "/")
+	code, _ := s.Auth().NewCode("/")
+	for _, host := range []string{"evil.example:" + strings.Split(srv.URL, ":")[2], "localhost", "127.0.0.1:1"} {
+		for _, p := range []string{"/", "/runs/r1", LoginPath + "?code=" + code} {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+p, nil)
+			req.Host = host
+			req.AddCookie(c)
+			resp, err := (&http.Client{CheckRedirect: noRedirect}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "not the dashboard&#39;s address") {
+				t.Errorf("GET %s with Host %q: %d %s", p, host, resp.StatusCode, b)
+			}
+			if strings.Contains(string(b), s.Auth().Host()) {
+				t.Errorf("the refusal names the dashboard's host: %s", b)
+			}
+		}
+	}
+	// The code survived the refused attempts.
+	if resp, body := get(t, srv.URL+LoginPath+"?code="+code, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the code after refused attempts: %d %s", resp.StatusCode, body)
+	}
+	// The bearer token opens the API whatever the host.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+	req.Host = "127.0.0.1:1"
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("bearer token with another Host: %d", resp.StatusCode)
+	}
+	// Without SetHost nothing but the token is served.
+	a := NewAuth(nil, 0)
+	if err := a.Authorize(httptest.NewRequest(http.MethodGet, "http://127.0.0.1:7777/login?code=x", nil), false); !errors.Is(err, ErrHost) {
+		t.Fatalf("no host set: %v", err)
+	}
+}
+
+func TestSessionScope(t *testing.T) {
+	a := NewAuth(nil, 0)
+	a.SetHost("loopd-x.localhost:7777")
+	code, _ := a.NewCode("/")
+	sid, _, err := a.redeem(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrf := a.sessions[sid].csrf
+	tests := []struct {
+		method, path string
+		ok           bool
+	}{
+		{"GET", "/", true}, {"GET", "/runs/abc", true}, {"HEAD", "/runs/abc", true}, {"GET", "/assets/app.js", true},
+		{"GET", "/live/runs?after=0", true}, {"GET", "/live/runs/abc", true}, {"GET", "/live/runs/abc/log", true},
+		{"GET", "/metrics", true}, {"GET", "/v1/runs/abc/diff?iteration=2", true},
+		{"POST", "/v1/runs/abc/stop", true}, {"POST", "/v1/runs/abc/pause", true}, {"POST", "/v1/runs/abc/resume", true},
+		{"POST", "/v1/runs/abc/signal", true}, {"POST", "/v1/runs/abc/land", true},
+
+		{"POST", "/v1/runs", false}, {"POST", "/v1/trust", false}, {"DELETE", "/v1/trust", false},
+		{"POST", "/v1/daemon/stop", false}, {"POST", "/v1/worktrees/clean", false}, {"POST", "/v1/dashboard/login", false},
+		{"GET", "/v1/runs", false}, {"GET", "/v1/daemon", false}, {"GET", "/v1/runs/abc", false},
+		{"GET", "/v1/runs/abc/logs", false}, {"GET", "/v1/runs/abc/events", false},
+		{"GET", "/v1/runs/abc/stop", false}, {"POST", "/runs/abc", false}, {"PUT", "/v1/runs/abc/stop", false},
+		{"POST", "/v1/runs/abc/../../runs", false}, {"GET", "/v1/runs/abc/diff/../../../daemon", false},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(tt.method, "http://loopd-x.localhost:7777"+tt.path, nil)
+		r.AddCookie(&http.Cookie{Name: CookieName(a.Host()), Value: sid})
+		r.Header.Set(CSRFHeader, csrf)
+		r.Header.Set("Origin", "http://loopd-x.localhost:7777")
+		g, err := a.Check(r, false)
+		if tt.ok != (err == nil) {
+			t.Errorf("%s %s with a session: %v, want allowed=%v", tt.method, tt.path, err, tt.ok)
+		}
+		if err == nil && g != GrantSession {
+			t.Errorf("%s %s: grant %v, want a session's", tt.method, tt.path, g)
+		}
+		if !tt.ok && err != nil && !errors.Is(err, ErrScope) {
+			t.Errorf("%s %s: %v, want ErrScope", tt.method, tt.path, err)
+		}
+		// The bearer token opens all of it.
+		if g, err := a.Check(r, true); err != nil || g != GrantToken {
+			t.Errorf("%s %s with the token: %v %v", tt.method, tt.path, g, err)
+		}
+	}
+}
+
+func TestHeadDoesNotUseUpALoginCode(t *testing.T) {
+	srv, s, _ := testServer(t, newFakeSource())
+	code, _ := s.Auth().NewCode("/")
+	for range 3 {
+		resp, err := http.Head(srv.URL + LoginPath + "?code=" + code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(resp.Cookies()) != 0 || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("HEAD /login: %d, cookies %v, headers %v", resp.StatusCode, resp.Cookies(), resp.Header)
+		}
+	}
+	if resp, body := get(t, srv.URL+LoginPath+"?code="+code, nil); resp.StatusCode != http.StatusOK || len(resp.Cookies()) != 1 {
+		t.Fatalf("GET after HEADs: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestLoopbackHostIsFreshAndUnderLocalhost(t *testing.T) {
+	re := regexp.MustCompile(`^loopd-[0-9a-f]{32}\.localhost:7777$`)
+	a, b := NewLoopbackHost("7777"), NewLoopbackHost("7777")
+	if !re.MatchString(a) || a == b {
+		t.Fatalf("hosts %q, %q: want two different loopd-<128 bits>.localhost:7777", a, b)
+	}
+}
+
+func TestLoginRefusalsGoToTheRefusalLog(t *testing.T) {
+	srv, s, _ := testServer(t, newFakeSource())
+	var n int
+	s.LogRefusalsWith(func(string, ...zap.Field) { n++ })
+	for range 5 {
+		get(t, srv.URL+LoginPath+"?code=bad", nil)
+	}
+	if n != 5 {
+		t.Fatalf("%d refusals reached the refusal log, want 5", n)
 	}
 }
 

@@ -128,11 +128,6 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
-	envTrust, err := s.checkTrust(ctx, trust.Inputs{Workspace: ws, Config: cfg, Sets: sets,
-		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData})
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
 	// The goal is stored, shown and sent to the model: a secret pasted
 	// into it, or read from a file that holds one, is redacted like the
 	// steps' output. (The frozen config holds a goal given as text too.)
@@ -149,6 +144,18 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
 		Conditions: string(condJSON), Status: api.RunPending}
 	commonDir, warnings, err := s.isolate(ctx, &run, cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	// After isolate: a worktree run's agent reads the agents' own files
+	// (.claude/settings.json…) as committed in its base commit, so those
+	// are the ones checked.
+	in := trust.Inputs{Workspace: ws, Config: cfg, Sets: sets, Context: ctx,
+		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData}
+	if run.Isolation == string(config.IsolationWorktree) {
+		in.AgentCommit = run.BaseCommit
+	}
+	envTrust, err := s.checkTrust(ctx, in)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}

@@ -462,6 +462,13 @@ func (r *runner) following() (*planned, []string, *decision, error) {
 			return nil, nil, d, nil
 		}
 	}
+	if next.Phase == api.PhaseImplementation || next.Phase == api.PhaseReview {
+		// The agent (or a reviewer that is one) reads its own project
+		// files at every start.
+		if d := r.checkAgentFiles(); d != nil {
+			return nil, nil, d, nil
+		}
+	}
 	env, err := r.envWithFile()
 	if err != nil {
 		return nil, nil, r.envFileDecision(err), nil

@@ -233,3 +233,36 @@ func (r *runner) envFileDecision(err error) *decision {
 	return &decision{status: api.RunAborted, reason: "fatal:env_file", event: events.RunAborted,
 		description: err.Error() + "; fix the file, then `loopctl resume` the run"}
 }
+
+// checkAgentFiles is checked before every agent step: the agents' own
+// project files (.claude/settings.json, .mcp.json, .gemini/…) in the
+// step's directory must still be the trusted ones. The CLI reads them
+// afresh at every start, so what was checked when the run was created is
+// not enough: a resumed run after a `git pull`, or files the agent wrote
+// in an earlier step, would otherwise run hooks nobody trusted. Read
+// from the step's directory (a worktree run's own), named and compared as
+// the workspace's.
+func (r *runner) checkAgentFiles() *decision {
+	files, err := trust.InspectAgentsIn(r.run.Workspace, r.workdir, r.cfg.EnvFile)
+	if err == nil && len(files) > 0 {
+		var recs map[string]trust.Record
+		if recs, err = r.s.records(bg(), r.run.Workspace); err == nil {
+			bad := trust.Untrusted(trust.Check(files, recs))
+			if len(bad) == 0 {
+				return nil
+			}
+			probs := make([]string, len(bad))
+			for i, v := range bad {
+				probs[i] = v.Problem()
+			}
+			return &decision{status: api.RunAborted, reason: "fatal:untrusted_agent_files", event: events.RunAborted,
+				description: "the agent's own project files are not trusted (" + strings.Join(probs, "; ") +
+					"); the agent was not started; review them, run `loopctl trust -C " + r.run.Workspace + "`, then `loopctl resume " + r.id + "`"}
+		}
+	}
+	if err != nil {
+		return &decision{status: api.RunAborted, reason: "fatal:untrusted_agent_files", event: events.RunAborted,
+			description: "cannot read the agent's own project files: " + err.Error() + "; the agent was not started"}
+	}
+	return nil
+}

@@ -62,3 +62,41 @@ func BenchmarkInspectAndCheck(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAgentFilesNone is what the agents' own files add to run
+// creation and to every agent step in a workspace that has none: a stat
+// of each path they could be at.
+func BenchmarkAgentFilesNone(b *testing.B) {
+	ws, _ := benchWorkspace(b)
+	for b.Loop() {
+		if files, err := InspectAgentsIn(ws, ws, filepath.Join(ws, ".env")); err != nil || len(files) != 0 {
+			b.Fatalf("%v %v", files, err)
+		}
+	}
+}
+
+// BenchmarkAgentFilesSome: a workspace with Claude Code settings, an
+// .mcp.json and a skills directory of five files, all read, described
+// and hashed.
+func BenchmarkAgentFilesSome(b *testing.B) {
+	ws, _ := benchWorkspace(b)
+	files := map[string]string{
+		".claude/settings.json": `{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "./setup.sh"}]}]}, "permissions": {"allow": ["Bash"]}}`,
+		".mcp.json":             `{"mcpServers": {"db": {"command": "npx", "args": ["-y", "db-mcp"]}}}`,
+	}
+	for i := range 5 {
+		files[filepath.Join(".claude/skills", "s"+string(rune('a'+i)), "SKILL.md")] = "---\nname: s\n---\nDo the thing.\n"
+	}
+	for name, content := range files {
+		p := filepath.Join(ws, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if files, err := InspectAgentsIn(ws, ws, filepath.Join(ws, ".env")); err != nil || len(files) != 3 {
+			b.Fatalf("%v %v", files, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package trust
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,10 +34,19 @@ type Inputs struct {
 	ConfigGiven bool
 	ConfigData  []byte
 	StopData    []byte
+	// AgentCommit, when set, is the commit a worktree run starts from: the
+	// agents' own files are read as committed there, which is what the
+	// agent finds in the new worktree, not from the checkout.
+	AgentCommit string
+	// Context bounds the git commands that read AgentCommit.
+	Context context.Context
 }
 
 // Inspect reads the workspace's files that need trust and describes them,
-// in a fixed order: .loop/config, the stop file, the env file. A file
+// in a fixed order: .loop/config, the stop file, the env file, then the
+// agents' own project files (AgentPaths), whichever agent runs: a custom
+// agent_command may run any of the CLIs, and a run can be resumed with
+// another agent. A file
 // that sets nothing (a config of comments, a stop file without
 // custom_script, an empty env file) needs no trust and is left out.
 func Inspect(in Inputs) ([]File, error) {
@@ -109,7 +119,23 @@ func InspectRun(in Inputs) ([]File, string, error) {
 			files = append(files, f)
 		}
 	}
-	return files, env, nil
+	var src agentSource = dirSource(in.Workspace)
+	envFile := in.Config.EnvFile
+	if in.AgentCommit != "" {
+		// The worktree's committed .env is what Gemini CLI would read
+		// there; the run's env file is the checkout's.
+		envFile = ""
+		ctx := in.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		src = gitSource{ctx: ctx, dir: in.Workspace, commit: in.AgentCommit}
+	}
+	agents, err := inspectAgents(in.Workspace, src, in.AgentCommit, envFile)
+	if err != nil {
+		return nil, "", err
+	}
+	return append(files, agents...), env, nil
 }
 
 // needsTrust decides for a file of origin o at path: the workspace's
@@ -168,4 +194,14 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFileBytes)
 	}
 	return data, nil
+}
+
+// InspectAgentsIn describes the agents' own project files found in dir,
+// named as the workspace ws's (dir is ws, or the matching directory of a
+// run's worktree); envFile, the run's env file, is left out.
+func InspectAgentsIn(ws, dir, envFile string) ([]File, error) {
+	if dir != ws {
+		envFile = "" // the worktree's .env is not the run's env file
+	}
+	return inspectAgents(ws, dirSource(dir), "", envFile)
 }

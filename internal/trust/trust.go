@@ -46,6 +46,7 @@ const (
 	// sets at least one variable: PATH, LD_PRELOAD, BASH_ENV… of every
 	// step.
 	KindEnv Kind = "env"
+	// KindAgent: see agents.go.
 )
 
 // Command is one command a file names.
@@ -81,6 +82,14 @@ type File struct {
 	// danger is in the value, which is not a secret. Other values are
 	// never shown (they may be secrets).
 	EnvShown []Setting `json:"env_shown,omitempty"`
+	// Agent is the CLI that reads an agent file (claude, gemini, codex).
+	Agent string `json:"agent,omitempty"`
+	// Files are the files of an agent directory (.claude/skills…),
+	// relative to it, sorted: the hash covers each one's name and bytes.
+	Files []string `json:"files,omitempty"`
+	// Commit, when set, says the file was read as committed there (what a
+	// worktree run's new worktree gets), not from the checkout.
+	Commit string `json:"commit,omitempty"`
 }
 
 // Setting is one config entry that is not a command, with its value.
@@ -90,7 +99,9 @@ type Setting struct {
 }
 
 // Empty reports whether f sets nothing, so it needs no trust.
-func (f File) Empty() bool { return len(f.Commands) == 0 && len(f.Env) == 0 && len(f.Settings) == 0 }
+func (f File) Empty() bool {
+	return len(f.Commands) == 0 && len(f.Env) == 0 && len(f.Settings) == 0 && len(f.Files) == 0 && len(f.Values) == 0
+}
 
 // Sum is the hex SHA-256 of data, the content hash trust records.
 func Sum(data []byte) string {
@@ -300,11 +311,17 @@ func Untrusted(vs []Verdict) []Verdict {
 // Problem words an untrusted verdict for a refusal: the file and what
 // changed.
 func (v Verdict) Problem() string {
+	name := v.File.Path
+	if v.File.Commit != "" {
+		// loopctl trust reads the checkout: the committed file must be
+		// the same bytes (commit it, or check it out) to be trusted.
+		name += " as committed in " + short12(v.File.Commit) + " (the run's worktree gets this one)"
+	}
 	switch v.Status {
 	case StatusNew:
-		return fmt.Sprintf("%s: not trusted (%s)", v.File.Path, v.File.Summary())
+		return fmt.Sprintf("%s: not trusted (%s)", name, v.File.Summary())
 	case StatusChanged:
-		msg := fmt.Sprintf("%s: changed since trusted at %s", v.File.Path, v.TrustedAt.UTC().Format(time.RFC3339))
+		msg := fmt.Sprintf("%s: changed since trusted at %s", name, v.TrustedAt.UTC().Format(time.RFC3339))
 		if len(v.Changes) > 0 {
 			msg += " (" + strings.Join(v.Changes, "; ") + ")"
 		}
@@ -330,6 +347,9 @@ func (f File) Summary() string {
 	}
 	if n := len(f.Settings); n > 0 {
 		parts = append(parts, plural(n, "setting"))
+	}
+	if n := len(f.Files); n > 0 {
+		parts = append(parts, plural(n, "file"))
 	}
 	if len(parts) == 0 {
 		return "sets nothing"
@@ -369,6 +389,7 @@ func Changes(was, now File) []string {
 	}
 	out = append(out, setDiff("environment variable", was.Env, now.Env)...)
 	out = append(out, setDiff("setting", was.Settings, now.Settings)...)
+	out = append(out, setDiff("file", was.Files, now.Files)...)
 	if len(was.Values) > 0 { // records from before values were kept have none
 		vals := func(f File) map[string]string {
 			m := map[string]string{}

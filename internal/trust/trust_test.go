@@ -221,7 +221,8 @@ func TestInspect(t *testing.T) {
 	}
 	write(".env.other", "X=1\n")
 	write(".loop/config", "env_file=.env.other\n")
-	if got := paths(inspect()); !slices.Equal(got, []string{".loop/config", ".loop/stop.json", ".env.other"}) {
+	// .env is not the run's env file now, but Gemini CLI loads it itself.
+	if got := paths(inspect()); !slices.Equal(got, []string{".loop/config", ".loop/stop.json", ".env.other", ".env"}) {
 		t.Errorf("env_file picked by the workspace config: %v", got)
 	}
 
@@ -234,8 +235,8 @@ func TestInspect(t *testing.T) {
 		user string
 		want []string
 	}{
-		{"env_file=.env.other\n", []string{".loop/stop.json", ".env.other"}},
-		{"env_file=" + outside + "\n", []string{".loop/stop.json"}},
+		{"env_file=.env.other\n", []string{".loop/stop.json", ".env.other", ".env"}},
+		{"env_file=" + outside + "\n", []string{".loop/stop.json", ".env"}},
 	} {
 		user := filepath.Join(t.TempDir(), "config")
 		os.WriteFile(user, []byte(tt.user), 0o600)
