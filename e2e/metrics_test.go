@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loopd/loopd/internal/api"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -114,6 +116,45 @@ func TestMetrics(t *testing.T) {
 	}
 	if f := fams["loopd_step_duration_seconds"]; f == nil || f.GetType() != dto.MetricType_HISTOGRAM || len(f.GetMetric()[0].GetHistogram().GetBucket()) == 0 {
 		t.Errorf("loopd_step_duration_seconds is not a histogram with buckets: %v", f)
+	}
+	// Sub-second buckets: the fake agent's steps take milliseconds, and
+	// every one of them is counted below 1 s, in buckets from 10 ms.
+	if f := fams["loopd_step_duration_seconds"]; f != nil {
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			var below []float64
+			var underOne uint64
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() < 1 {
+					below = append(below, b.GetUpperBound())
+				}
+				if b.GetUpperBound() == 1 {
+					underOne = b.GetCumulativeCount()
+				}
+			}
+			if len(below) == 0 || below[0] > 0.01 {
+				t.Errorf("loopd_step_duration_seconds%v has no sub-second buckets from 10 ms: %v", m.GetLabel(), below)
+			}
+			if underOne > h.GetSampleCount() {
+				t.Errorf("loopd_step_duration_seconds%v: %d under 1 s of %d", m.GetLabel(), underOne, h.GetSampleCount())
+			}
+		}
+	}
+	// Which loopd this is: its version, commit and Go version, always 1.
+	if f := fams["loopd_build_info"]; f == nil || len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge().GetValue() != 1 {
+		t.Errorf("loopd_build_info = %v, want one series of value 1", f)
+	} else {
+		labels := map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		var d api.DaemonInfo
+		if err := json.Unmarshal([]byte(e.must("daemon", "status", "--json")), &d); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := labels["commit"]; !ok || labels["version"] != d.Version || !strings.HasPrefix(labels["goversion"], "go1.") {
+			t.Errorf("loopd_build_info labels %v, want version %q, a commit label and goversion", labels, d.Version)
+		}
 	}
 	if cost, ok := value("loopd_cost_usd_total", map[string]string{"phase": "implementation"}); !ok || cost <= 0 {
 		t.Errorf("loopd_cost_usd_total = %v", cost)

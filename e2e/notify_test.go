@@ -282,3 +282,42 @@ func TestNotifyDesktop(t *testing.T) {
 		t.Errorf("NOTIFICATION_FAILED %v", p)
 	}
 }
+
+// A run that fails notifies with the command to read what happened and,
+// when the daemon serves the dashboard, the command that opens the run's
+// page there.
+func TestNotifyFailedGivesTheNextCommandAndTheDashboard(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP")
+	}
+	addr := l.Addr().String()
+	l.Close()
+	e := newEnv(t)
+	e.startDaemon("--http", addr)
+	rcv := newReceiver(t)
+	e.config("agent=command", e.fakeAgent(), "verify_command=exit 1", "notify_webhook="+rcv.srv.URL+"/hook")
+	id := e.start("goal", "--name", "stuck")
+	if code := e.wait(id); code != 1 {
+		t.Fatalf("wait exit %d, want 1 (FAILED)", code)
+	}
+	eventually(t, "the notification", 20*time.Second, func() bool { return rcv.count() == 1 })
+	text, _ := rcv.messages(t)[0]["text"].(string)
+	want := "\nNext: loopctl postmortem " + id[:8] + "\nDashboard: loopctl dashboard " + id[:8]
+	if !strings.Contains(text, "stuck FAILED") || !strings.HasSuffix(text, want) {
+		t.Errorf("notification text %q, want it to end with %q", text, want)
+	}
+	// The dashboard's random host name is told only to its user, never
+	// to a webhook.
+	if strings.Contains(text, ".localhost") || strings.Contains(text, "http://") {
+		t.Errorf("the notification names the dashboard's address: %q", text)
+	}
+	// The commands it names work: the postmortem, and a login link that
+	// leads to the run's page.
+	if r := e.loopctl("postmortem", id[:8]); r.code != 0 || !strings.Contains(r.stdout, "FAILED") {
+		t.Errorf("loopctl postmortem %s: exit %d %s", id[:8], r.code, r.stderr)
+	}
+	if r := e.loopctl("dashboard", id[:8]); r.code != 0 || !strings.Contains(r.stdout, "/login?code=") {
+		t.Errorf("loopctl dashboard %s: exit %d %q %s", id[:8], r.code, r.stdout, r.stderr)
+	}
+}

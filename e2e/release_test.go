@@ -6,8 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // scripts/release builds static binaries that carry their version, with
@@ -21,6 +23,15 @@ func TestReleaseScript(t *testing.T) {
 		t.Skip("release binaries are for linux")
 	}
 	repo := repoRoot()
+	gitOut := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	commit := gitOut("rev-parse", "HEAD")[:12]
+	date := gitOut("log", "-1", "--format=%ct")
 	dist := t.TempDir()
 	cmd := exec.Command(filepath.Join(repo, "scripts", "release"), "v1.2.3-test")
 	cmd.Env = append(os.Environ(), "DIST="+dist, "ARCHS="+runtime.GOARCH)
@@ -43,9 +54,12 @@ func TestReleaseScript(t *testing.T) {
 			t.Errorf("%s is for %v", name, f.Machine)
 		}
 		f.Close()
+		// The version, the commit and the commit's date.
 		out, err := exec.Command(bin, "--version").CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != name+" v1.2.3-test" {
-			t.Errorf("%s --version = %q, %v", name, out, err)
+		when, _ := strconv.ParseInt(date, 10, 64)
+		want := name + " v1.2.3-test (commit " + commit
+		if err != nil || !strings.HasPrefix(string(out), want) || !strings.HasSuffix(strings.TrimSpace(string(out)), ", "+time.Unix(when, 0).UTC().Format(time.RFC3339)+")") {
+			t.Errorf("%s --version = %q, %v; want %s…, %s)", name, out, err, want, time.Unix(when, 0).UTC().Format(time.RFC3339))
 		}
 	}
 	check := exec.Command("sha256sum", "-c", "SHA256SUMS")

@@ -501,9 +501,16 @@ func TestDaemonKilledBetweenStepEndAndLedgerRecord(t *testing.T) {
 			e.startDaemon()
 			id := e.start("crash", "--set", "isolation="+isolation, "--set", "agent=command",
 				"--set", "agent_command=sh "+workAgent(t), "--set", "max_iterations=1")
-			eventually(t, "the ledger commit", 30*time.Second, func() bool { _, err := os.Stat(held); return err == nil })
-			b, _ := os.ReadFile(held)
-			commit := strings.Fields(string(b))[1]
+			// Wait for the hook file's content, not only the file: a
+			// reader must never trust a file to be whole once it exists.
+			var commit string
+			eventually(t, "the ledger commit", 30*time.Second, func() bool {
+				b, _ := os.ReadFile(held)
+				if f := strings.Fields(string(b)); len(f) == 2 {
+					commit = f[1]
+				}
+				return commit != ""
+			})
 			// The daemon holds the runner after the commit, before the
 			// step's end is recorded: killed now, the database still has
 			// the step RUNNING.

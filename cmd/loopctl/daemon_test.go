@@ -85,7 +85,7 @@ func TestDaemonStopCmdErrors(t *testing.T) {
 
 func TestVersionCmdWithDaemon(t *testing.T) {
 	f := newFakeAPI(t)
-	loopctl(t, f, "version").expect(t, exitOK, lines("loopctl "+api.BuildVersion()+"\nloopd   v9.9.9-test (running)\n"))
+	loopctl(t, f, "version").expect(t, exitOK, lines("loopctl "+api.VersionLine()+"\nloopd   v9.9.9-test (running)\n"))
 	loopctl(t, f, "version", "--json").expect(t, exitOK, lines(`"loopd": "v9.9.9-test"`))
 	loopctl(t, f, "version", "extra").expect(t, exitUsage, nil, `unknown command "extra"`)
 }

@@ -57,13 +57,15 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 		}
 	}
 	res, refusal, err := c.Land(ctx, ref, api.LandRequest{Squash: o.Squash, Message: o.Message, NoVerify: o.NoVerify}, progress)
-	if errors.Is(err, api.ErrUnavailable) {
-		// The daemon went away mid-land (kill -9, a crash): a bare
+	if errors.Is(err, api.ErrUnavailable) || api.IsCode(err, api.CodeShutdown) {
+		// The daemon went away mid-land (kill -9, a crash, a shutdown): a bare
 		// "connection lost" leaves the user guessing whether the checkout
 		// moved. The checkout moves only in the last instant; say how to
 		// tell, and what to do.
-		return fmt.Errorf("%w\n  the land did not finish: a verification under way was stopped and nothing landed, "+
-			"unless `loopctl status %s` shows its base branch moved (landed)\n  run `loopctl land %s` again", err, arg, arg)
+		// An exitError: an *api.Error (shutting_down) would otherwise be
+		// printed alone, without what it means for the land.
+		return &exitError{code: exitUnavailable, msg: fmt.Sprintf("%v\n  the land did not finish: a verification under way was stopped and nothing landed, "+
+			"unless `loopctl status %s` shows its base branch moved (landed)\n  run `loopctl land %s` again", err, arg, arg)}
 	}
 	if err != nil {
 		return err

@@ -65,6 +65,11 @@ func (o *listOptions) run(cmd *cobra.Command, _ []string) error {
 		if o.All {
 			where = "any workspace"
 		}
+		if st != "" {
+			// "no runs" would deny the runs the filter left out.
+			fmt.Fprintf(o.Err, "no runs with status %s in %s\n", st, where)
+			return nil
+		}
 		fmt.Fprintf(o.Err, "no runs in %s\n", where)
 		return nil
 	}

@@ -58,7 +58,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 70 internal error; 124 wait --timeout elapsed; 130 interrupted.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Version:       api.BuildVersion(),
+		Version:       api.VersionLine(),
 	}
 	root.SetVersionTemplate("loopctl {{.Version}}\n")
 	root.SetOut(out)

@@ -17,8 +17,9 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 		Short: "Print loopctl's version (and the running daemon's)",
 		Long: `Print loopctl's version, and the running daemon's when one answers (this
 command never starts a daemon). The version is set when the binaries are built
-(scripts/release); a build from a checkout says "dev". --json adds the commit
-the binary was built from, when the build recorded it.`,
+(scripts/release); a build from a checkout says "dev". The commit the binary
+was built from and that commit's date follow, when the build recorded them
+(--json: commit, date).`,
 		Args: cobra.NoArgs,
 		RunE: o.run,
 	}
@@ -29,6 +30,9 @@ func (o *versionOptions) run(cmd *cobra.Command, _ []string) error {
 	if c := api.BuildCommit(); c != "" {
 		out["commit"] = c
 	}
+	if d := api.BuildDate(); d != "" {
+		out["date"] = d
+	}
 	if sock, err := o.socketPath(); err == nil {
 		if info, err := o.newClient(sock).Ping(cmd.Context()); err == nil {
 			out["loopd"] = info.Version
@@ -37,7 +41,7 @@ func (o *versionOptions) run(cmd *cobra.Command, _ []string) error {
 	if o.JSON {
 		return printJSON(o.Out, out)
 	}
-	fmt.Fprintf(o.Out, "loopctl %s\n", api.BuildVersion())
+	fmt.Fprintf(o.Out, "loopctl %s\n", api.VersionLine())
 	if v, ok := out["loopd"]; ok {
 		fmt.Fprintf(o.Out, "loopd   %s (running)\n", v)
 	}

@@ -21,7 +21,7 @@ func TestVersion(t *testing.T) {
 		if err := root.Execute(); err != nil {
 			t.Fatalf("loopctl %v: %v (stderr %q)", args, err, errOut.String())
 		}
-		if want := "loopctl " + api.BuildVersion() + "\n"; out.String() != want {
+		if want := "loopctl " + api.VersionLine() + "\n"; out.String() != want {
 			t.Fatalf("loopctl %v printed %q, want %q", args, out.String(), want)
 		}
 	}

@@ -63,7 +63,7 @@ func run(args []string) int {
 	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
 	apiBackoff := fs.Duration("api-backoff", envDuration("LOOPD_API_BACKOFF", time.Minute), "first wait of a run whose model API is unavailable; doubles per attempt up to 30 times this (env LOOPD_API_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
-	version := fs.Bool("version", false, "print the version and exit")
+	version := fs.Bool("version", false, "print the version, the commit it was built from and its date, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -75,7 +75,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if *version {
-		fmt.Println("loopd", api.BuildVersion())
+		fmt.Println("loopd", api.VersionLine())
 		return exitOK
 	}
 	if *maxRuns < 1 {
@@ -138,13 +138,21 @@ func run(args []string) int {
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff, DashboardCodeTTL: *codeTTL,
 	})
-	var locked *daemon.LockedError
+	var (
+		locked *daemon.LockedError
+		unsafe *daemon.HomeOwnerError
+	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &locked):
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitLocked
+	case errors.As(err, &unsafe):
+		// A home another user could change is the user's to fix: like a
+		// bad flag, retrying (a service's restart) cannot help.
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		return exitUsage
 	default:
 		log.Error("loopd failed", zap.Error(err))
 		fmt.Fprintln(os.Stderr, "loopd:", err)

@@ -106,17 +106,28 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	// A home another user could change is refused before anything is
+	// written to it: its owner could swap http.token or the database.
+	if err := checkHome(opts.Home, opts.Socket); err != nil {
+		return err
+	}
 	// Only create the home before taking the lock: a second daemon that
 	// is refused must change nothing, not even the home's modes.
 	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
 		return fmt.Errorf("create LOOPD_HOME %s: %w", opts.Home, err)
 	}
-	lockFile, err := lock(opts.Home)
+	lockFile, err := lock(opts.Home, opts.Logger.Named("daemon"))
 	if err != nil {
 		return err
 	}
 	defer lockFile.Close()
 	if err := prepareHome(opts.Home); err != nil {
+		return err
+	}
+	// Again now that the home is owner-only: while it was open to others
+	// (before prepareHome tightened it), another user could have added a
+	// file after the first check.
+	if err := checkHome(opts.Home, opts.Socket); err != nil {
 		return err
 	}
 	if opts.LogFile != "" && opts.LogCore != nil {
@@ -162,7 +173,9 @@ func Run(ctx context.Context, opts Options) error {
 	d.notify = notify.New(notify.Options{Store: d.store, Bus: d.bus, Logger: opts.Logger, Backoff: opts.NotifyBackoff,
 		Describe: func(ctx context.Context, run storage.Run) (api.Run, error) {
 			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
-		}})
+		},
+		// d.httpAddr is set below, before the notifier runs.
+		Dashboard: func() bool { return d.httpAddr != "" }})
 	d.store.SetEventHook(d.notify.Hook)
 
 	ln, err := listenUnix(opts.Socket)
@@ -200,11 +213,20 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 
+	routes := d.routes()
 	srv := &http.Server{
-		Handler:           d.routes(),
+		Handler:           routes,
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
+	}
+	// The TCP listener has a server of its own, with timeouts and a cap on
+	// its connections: nothing done to the TCP port can use up the
+	// descriptors the Unix socket needs.
+	var tcpSrv *http.Server
+	if tcp != nil {
+		tcpSrv = newTCPServer(routes, d.log)
+		tcp = newCapListener(tcp, tcpConnCap(), d.log.Named("http"))
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	defer stopSched()
@@ -220,12 +242,15 @@ func Run(ctx context.Context, opts Options) error {
 	// Notifications are delivered beside the runs, never in their way; the
 	// ones in flight at shutdown stay due for the next daemon.
 	g.Go(func() error { return d.notify.Run(schedCtx) })
-	for _, l := range []net.Listener{ln, tcp} {
-		if l == nil {
+	for _, s := range []struct {
+		srv *http.Server
+		l   net.Listener
+	}{{srv, ln}, {tcpSrv, tcp}} {
+		if s.l == nil {
 			continue
 		}
 		g.Go(func() error {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			if err := s.srv.Serve(s.l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 				return fmt.Errorf("serve: %w", err)
 			}
 			return nil
@@ -254,7 +279,13 @@ func Run(ctx context.Context, opts Options) error {
 	stopSched()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	var shut sync.WaitGroup
+	for _, s := range []*http.Server{srv, tcpSrv} {
+		if s != nil {
+			shut.Go(func() { _ = s.Shutdown(shutdownCtx) })
+		}
+	}
+	shut.Wait()
 	err = g.Wait()
 	d.log.Info("loopd stopped")
 	return err

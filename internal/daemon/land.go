@@ -100,7 +100,7 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		send(api.LandMessage{Refusal: refusalJSON(run, err, ref)})
 	default:
 		d.log.Error("land failed", zap.String("run_id", run.ID), zap.Error(err))
-		send(api.LandMessage{Error: api.Errorf(api.CodeInternal, "land %s: %v", run.ID, err)})
+		send(api.LandMessage{Error: d.failure(fmt.Errorf("land %s: %w", run.ID, err))})
 	}
 }
 
@@ -275,11 +275,19 @@ func (d *Daemon) land(ctx context.Context, run storage.Run, req api.LandRequest,
 // branchMissing completes the refusal of a run whose branch was deleted:
 // its ledger commits stay in the repository until git collects them, and
 // "nothing to land" would send away a user whose work is one command from
-// being back.
+// being back. A run that ended before its worktree was made never had a
+// branch: "no longer exists" would send the user looking for who deleted it.
 func (d *Daemon) branchMissing(ctx context.Context, run storage.Run, ref *git.Refusal) error {
 	steps, err := d.store.StepsLight(ctx, run.ID)
 	if err != nil {
 		return err
+	}
+	if run.WorktreeState == "" && len(steps) == 0 {
+		// The run ended before it started (stopped while PENDING): its
+		// worktree and branch were named, never made.
+		ref.Message = fmt.Sprintf("run %s ended %s before its first step: loopd never made its branch %s, so there is nothing to land",
+			run.ID, run.Status, run.Branch)
+		return ref
 	}
 	last := ""
 	for _, st := range steps {

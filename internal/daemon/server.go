@@ -134,6 +134,9 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = api.Errorf(api.CodeNotFound, "%v", err)
 	case errors.Is(err, storage.ErrConflict):
 		ae = api.Errorf(api.CodeConflict, "%v", err)
+	case d.shuttingDown():
+		d.log.Info("request cut by the shutdown", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		ae = d.failure(err)
 	case storage.Transient(err):
 		d.log.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 		ae = &api.Error{Status: http.StatusInsufficientStorage, Code: api.CodeUnavailable, Message: storage.Explain(err)}

@@ -11,6 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // TokenFile is the name, inside LOOPD_HOME, of the bearer token that the
@@ -91,4 +97,150 @@ func tokenOK(r *http.Request, token string) bool {
 // change). A nil error admits the request.
 func (d *Daemon) authorizeTCP(r *http.Request) error {
 	return d.dash.Auth().Authorize(r, tokenOK(r, d.token))
+}
+
+// Limits of the TCP listener. Anyone on the machine can connect to it, so
+// nothing a connection does before it is authorized may hold a file
+// descriptor for long: with the descriptor limit at 512, 600 refused
+// keep-alive connections that were never closed left the daemon unable to
+// accept on its Unix socket (accept4: too many open files), and loopctl
+// could no longer reach its own daemon.
+const (
+	// tcpReadHeaderTimeout bounds how long a connection may take to send
+	// a request's headers (a connection that sends nothing included).
+	tcpReadHeaderTimeout = 5 * time.Second
+	// tcpIdleTimeout closes a keep-alive connection that waits this long
+	// for its next request. It never cuts a request being answered: a
+	// follow stream (SSE, log follow) is one long request.
+	tcpIdleTimeout = 30 * time.Second
+	// maxTCPConns is the most TCP connections open at once; more are
+	// closed as soon as they are accepted. A browser opens at most six
+	// per host, so this is room for many tabs and scripts.
+	maxTCPConns = 128
+	// fdShareTCP: under a low descriptor limit the cap is at most
+	// 1/fdShareTCP of it, so the rest of the daemon (the Unix socket's
+	// connections, the database, steps' pipes and logs) always keeps
+	// three quarters.
+	fdShareTCP = 4
+)
+
+// tcpConnCap is the cap on open TCP connections under the process's
+// descriptor limit: maxTCPConns, or a quarter of the limit when that is
+// less (at least 4).
+func tcpConnCap() int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY {
+		return maxTCPConns
+	}
+	return max(4, min(maxTCPConns, int(lim.Cur/fdShareTCP)))
+}
+
+// newTCPServer is the HTTP server of the TCP listener: unlike the Unix
+// socket's (its own uid only), it bounds how long a connection may stay
+// open without a request, and closes a connection after every error
+// answer, refusals included, so a knock without a token never keeps a
+// descriptor.
+//
+// There is deliberately no ReadTimeout or WriteTimeout: net/http would
+// apply them to a whole request, and a follow stream is one request that
+// lasts as long as its run.
+func newTCPServer(h http.Handler, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Handler:           closeOnError(h),
+		ConnContext:       connContext,
+		ReadHeaderTimeout: tcpReadHeaderTimeout,
+		IdleTimeout:       tcpIdleTimeout,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
+}
+
+// closeOnError answers every error status (4xx, 5xx: a refused token, a
+// wrong Host, a login code over its limit) with Connection: close, which
+// makes net/http close the connection after the answer instead of keeping
+// it for another request.
+func closeOnError(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&errorCloser{ResponseWriter: w}, r)
+	})
+}
+
+// errorCloser sets Connection: close when the status is an error. It
+// passes Flush on (streams) and unwraps for http.ResponseController
+// (their write deadlines).
+type errorCloser struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (c *errorCloser) WriteHeader(code int) {
+	if !c.wrote && code >= 400 {
+		c.Header().Set("Connection", "close")
+	}
+	if code >= 200 {
+		c.wrote = true
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *errorCloser) Write(b []byte) (int, error) {
+	c.wrote = true
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *errorCloser) Flush() {
+	c.wrote = true
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *errorCloser) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// capListener caps the open connections of a listener: a connection
+// accepted beyond the cap is closed at once (its descriptor is back before
+// the next accept), so whatever is done to the TCP port, it holds at most
+// cap descriptors and the Unix socket keeps the rest.
+type capListener struct {
+	net.Listener
+	cap     int
+	open    atomic.Int64
+	log     *zap.Logger
+	refused *refusals
+}
+
+func newCapListener(l net.Listener, cap int, log *zap.Logger) *capListener {
+	return &capListener{Listener: l, cap: cap, log: log, refused: newRefusals()}
+}
+
+// Accept returns the next connection within the cap. Errors (EMFILE
+// included) are returned as they are: http.Server backs off and retries.
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if n := l.open.Add(1); n > int64(l.cap) {
+			l.open.Add(-1)
+			c.Close()
+			l.refused.note(l.log, "closed a TCP connection: too many open", zap.Int("max_tcp_connections", l.cap),
+				zap.String("remote", c.RemoteAddr().String()))
+			continue
+		}
+		return &cappedConn{Conn: c, l: l}, nil
+	}
+}
+
+// cappedConn gives its slot back when closed (once, however often it is
+// closed).
+type cappedConn struct {
+	net.Conn
+	l    *capListener
+	once sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
 }

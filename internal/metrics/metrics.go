@@ -14,6 +14,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -27,8 +28,11 @@ import (
 )
 
 // DurationBuckets are the upper bounds, in seconds, of the step duration
-// histogram: agent steps take minutes, verification seconds to minutes.
-var DurationBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}
+// histogram: agent steps take minutes, verification seconds to minutes,
+// and a command agent, a quick check or a step that fails at once
+// (a missing binary, a refused config) well under a second — the buckets
+// below 1 s tell those apart.
+var DurationBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200}
 
 // StepGapBuckets are the upper bounds, in seconds, of the step gap
 // histogram: the daemon's own work between two steps takes milliseconds.
@@ -46,11 +50,25 @@ func NewStepGap() prometheus.Histogram {
 	})
 }
 
+// NewBuildInfo returns loopd_build_info, always 1, whose labels say which
+// loopd is scraped: version, commit ("" when the build did not record
+// it) and the Go version it was built with. Joined on the instance, it
+// tells which release a change in the other metrics came with.
+func NewBuildInfo(version, commit string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "loopd_build_info",
+		Help:        "Always 1; the labels name the running loopd's version, commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
+}
+
 // Handler returns the /metrics handler for store, with Go runtime and
 // process metrics and the given in-memory ones beside loopd's own.
 func Handler(store *storage.Store, log *zap.Logger, own ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(store, log), collectors.NewGoCollector(),
+	reg.MustRegister(NewCollector(store, log), NewBuildInfo(api.BuildVersion(), api.BuildCommit()), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(own...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(log), ErrorHandling: promhttp.ContinueOnError})

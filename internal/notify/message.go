@@ -61,8 +61,9 @@ const maxText = 1900
 
 // newMessage builds the message for ev about run. The reason and
 // description come from the event, not the run, which may have moved on
-// (resumed) since.
-func newMessage(ev api.Event, run api.Run) Message {
+// (resumed) since. dashboard tells whether the daemon serves the
+// dashboard.
+func newMessage(ev api.Event, run api.Run, dashboard bool) Message {
 	status, _ := statusOf(events.Type(ev.Type))
 	var p struct {
 		Reason      string   `json:"reason"`
@@ -101,7 +102,20 @@ func newMessage(ev api.Event, run api.Run) Message {
 	if g := firstLine(run.Goal); g != "" {
 		fmt.Fprintf(&b, "\nGoal: %s", g)
 	}
-	text := clip(b.String(), maxText)
+	// A run that got stuck or hit a limit wants a look: say how. These
+	// lines survive the clip (a long description is cut instead). The
+	// dashboard's address is not written: its random host name is told
+	// only to the user (the session cookie's defence against other local
+	// users), and a webhook's text goes to a third party; `loopctl
+	// dashboard RUN` prints a login link that opens the run's page.
+	var next string
+	if status == api.RunFailed || status == api.RunAborted {
+		next = fmt.Sprintf("\nNext: loopctl postmortem %s", shortID(run.ID))
+		if dashboard {
+			next += fmt.Sprintf("\nDashboard: loopctl dashboard %s", shortID(run.ID))
+		}
+	}
+	text := clip(b.String(), maxText-len(next)) + next
 	run.Config, run.Evaluations = nil, nil
 	return Message{Text: text, Content: text, Title: title, Status: status, Event: ev, Run: run}
 }

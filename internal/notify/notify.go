@@ -46,7 +46,10 @@ type Options struct {
 	Bus *events.Bus
 	// Describe builds the wire view of a run for the message.
 	Describe func(ctx context.Context, run storage.Run) (api.Run, error)
-	Logger   *zap.Logger
+	// Dashboard reports whether the daemon serves the dashboard: FAILED
+	// and ABORTED messages then say how to open the run's page. Nil: no.
+	Dashboard func() bool
+	Logger    *zap.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Backoff is the delay before a webhook's second attempt, doubled for
@@ -371,5 +374,6 @@ func (n *Notifier) message(ctx context.Context, row storage.Notification) (Messa
 	}
 	wire := api.Event{Seq: ev.Seq, RunID: ev.RunID, StepID: ev.StepID, Type: string(ev.Type), TS: api.Millis(ev.TS),
 		Payload: json.RawMessage(ev.Payload)}
-	return newMessage(wire, view), cfg, nil
+	dashboard := n.opts.Dashboard != nil && n.opts.Dashboard()
+	return newMessage(wire, view, dashboard), cfg, nil
 }

@@ -17,21 +17,30 @@ func TestMessage(t *testing.T) {
 	run := api.Run{ID: "0123456789abcdef", Name: "parser", Workspace: "/src/p", Goal: "make the parser\nhandle quotes",
 		Iteration: 4, Usage: api.Usage{CostUSD: 1.5}, Config: json.RawMessage(`{"notify_webhook":"https://secret"}`)}
 	tests := []struct {
-		name  string
-		ev    api.Event
-		title string
-		text  []string
+		name      string
+		ev        api.Event
+		dashboard bool
+		title     string
+		text      []string
+		not       []string
 	}{
-		{"failed", api.Event{Type: "RUN_FAILED", Payload: json.RawMessage(`{"reason":"max_consecutive_failures:verification:3","description":"after 3 consecutive verification failures"}`)},
-			"loopd: parser FAILED", []string{"loopd run parser FAILED: max_consecutive_failures:verification:3\nafter 3 consecutive verification failures\n/src/p · 4 iteration(s) · $1.50\nGoal: make the parser"}},
-		{"waiting", api.Event{Type: "RUN_WAITING", Payload: json.RawMessage(`{"until":"2026-11-24T20:00:00.000Z","reason":"usage limit reached"}`)},
-			"loopd: parser WAITING", []string{"loopd run parser is WAITING until ", ": usage limit reached\nIt resumes by itself."}},
-		{"paused", api.Event{Type: "RUN_PAUSED", Payload: json.RawMessage(`{"run_id":"0123456789abcdef"}`)},
-			"loopd: parser PAUSED", []string{"loopd run parser is PAUSED (loopctl resume 01234567)"}},
+		{"failed", api.Event{Type: "RUN_FAILED", Payload: json.RawMessage(`{"reason":"max_consecutive_failures:verification:3","description":"after 3 consecutive verification failures"}`)}, false,
+			"loopd: parser FAILED", []string{"loopd run parser FAILED: max_consecutive_failures:verification:3\nafter 3 consecutive verification failures\n/src/p · 4 iteration(s) · $1.50\nGoal: make the parser\nNext: loopctl postmortem 01234567"},
+			[]string{"Dashboard"}},
+		{"failed, with a dashboard", api.Event{Type: "RUN_FAILED", Payload: json.RawMessage(`{"reason":"no_progress:3"}`)}, true,
+			"loopd: parser FAILED", []string{"\nNext: loopctl postmortem 01234567\nDashboard: loopctl dashboard 01234567"}, []string{"http"}},
+		{"aborted", api.Event{Type: "RUN_ABORTED", Payload: json.RawMessage(`{"reason":"max_cost:5.00"}`)}, true,
+			"loopd: parser ABORTED", []string{"\nNext: loopctl postmortem 01234567\nDashboard: loopctl dashboard 01234567"}, nil},
+		{"completed", api.Event{Type: "RUN_COMPLETED", Payload: json.RawMessage(`{"reason":"completed:promise+verify"}`)}, true,
+			"loopd: parser COMPLETED", []string{"loopd run parser COMPLETED: completed:promise+verify"}, []string{"Next:", "Dashboard"}},
+		{"waiting", api.Event{Type: "RUN_WAITING", Payload: json.RawMessage(`{"until":"2026-11-24T20:00:00.000Z","reason":"usage limit reached"}`)}, true,
+			"loopd: parser WAITING", []string{"loopd run parser is WAITING until ", ": usage limit reached\nIt resumes by itself."}, []string{"Next:"}},
+		{"paused", api.Event{Type: "RUN_PAUSED", Payload: json.RawMessage(`{"run_id":"0123456789abcdef"}`)}, false,
+			"loopd: parser PAUSED", []string{"loopd run parser is PAUSED (loopctl resume 01234567)"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMessage(tt.ev, run)
+			m := newMessage(tt.ev, run, tt.dashboard)
 			if m.Title != tt.title || m.Content != m.Text {
 				t.Errorf("title %q, content %q", m.Title, m.Content)
 			}
@@ -40,14 +49,20 @@ func TestMessage(t *testing.T) {
 					t.Errorf("text %q lacks %q", m.Text, want)
 				}
 			}
+			for _, not := range tt.not {
+				if strings.Contains(m.Text, not) {
+					t.Errorf("text %q has %q", m.Text, not)
+				}
+			}
 			if m.Run.Config != nil {
 				t.Error("the message carries the run's config")
 			}
 		})
 	}
-	long := newMessage(api.Event{Type: "RUN_ABORTED", Payload: json.RawMessage(`{"description":"` + strings.Repeat("é", 3000) + `"}`)}, run)
-	if len(long.Text) > maxText || !strings.HasSuffix(long.Text, "…") {
-		t.Errorf("a long text is %d bytes, want ≤ %d and marked cut", len(long.Text), maxText)
+	long := newMessage(api.Event{Type: "RUN_ABORTED", Payload: json.RawMessage(`{"description":"` + strings.Repeat("é", 3000) + `"}`)}, run, true)
+	if len(long.Text) > maxText || !strings.Contains(long.Text, "…\n") ||
+		!strings.HasSuffix(long.Text, "\nNext: loopctl postmortem 01234567\nDashboard: loopctl dashboard 01234567") {
+		t.Errorf("a long text is %d bytes, want ≤ %d, marked cut, and still ending with the next steps:\n%s", len(long.Text), maxText, long.Text[len(long.Text)-200:])
 	}
 }
 

@@ -78,7 +78,13 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	// Resolved as loopctl resolves it (a client that sent a subdirectory
 	// gets the same workspace as one that resolved it first).
-	if ws, err = resolveWorkspace(workspace.Resolve(ctx, ws)); err != nil {
+	// A .loop that is not the user's is refused here, not passed over
+	// silently: it would make another user's directory the workspace.
+	resolved, err := workspace.ResolveChecked(ctx, ws)
+	if err != nil {
+		return storage.Run{}, nil, &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
+	}
+	if ws, err = resolveWorkspace(resolved); err != nil {
 		return storage.Run{}, nil, err
 	}
 	if err := s.refuseRunWorktree(ctx, ws); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/trust"
+	loopdir "github.com/loopd/loopd/internal/workspace"
 )
 
 // UntrustedError refuses a new run whose workspace files name commands or
@@ -100,6 +101,11 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 	ws, err := resolveWorkspace(workspace)
 	if err != nil {
 		return TrustResult{}, err
+	}
+	// Another user's .loop in the workspace is never read, so never
+	// trusted either.
+	if _, err := loopdir.LoopDir(ws); err != nil {
+		return TrustResult{}, &InputError{Msg: "refusing the workspace; nothing was trusted", Problems: []string{err.Error()}}
 	}
 	cfg, err := loadForTrust(ws)
 	if err != nil {

@@ -179,7 +179,7 @@ func (r *runner) recordChanges(st *storage.Step) {
 	st.Fingerprint = "ledger:" + point
 	r.log.Debug("ledger recorded", zap.Int("seq", st.Seq), zap.String("commit", ch.Commit), zap.Int("files", ch.FilesChanged))
 	if hold := os.Getenv(holdAfterLedgerEnv); hold != "" {
-		_ = os.WriteFile(hold, []byte(fmt.Sprintf("%d %s\n", st.Seq, ch.Commit)), 0o600)
+		_ = writeHookFile(hold, fmt.Appendf(nil, "%d %s\n", st.Seq, ch.Commit))
 		<-r.s.detach
 	}
 }

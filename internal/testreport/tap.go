@@ -15,8 +15,9 @@ const maxTAPDepth = 32
 // parent and counts only if it failed while none of them did; TODO points and `ok … # SKIP` count as
 // skipped (a TODO failure is not a failure, per TAP), `not ok … # SKIP` as failed, as TAP::Parser counts
 // it; planned points that never appeared count as failed. A
-// trailer of `# pass N` / `# fail N` comments (node, tape) is the authority when present; node's (with
-// `# cancelled` or `# duration_ms`) makes the stream FormatNodeTest. Names join subtest names with " > ".
+// trailer of `# pass N` / `# fail N` comments (node, tape, mocha) is the authority when present, for
+// skips too if it has a `# skip`/`# skipped`/`# todo` line (mocha's has none: its skips are counted from
+// the points); node's (with `# cancelled` or `# duration_ms`) makes the stream FormatNodeTest. Names join subtest names with " > ".
 type tapParser struct {
 	c *collector
 
@@ -40,6 +41,10 @@ type tapLevel struct {
 type tapTrailer struct {
 	seen, node              bool
 	passed, failed, skipped int
+	// skipSeen: the trailer has a skip or todo line. Mocha's TAP reporter
+	// (and tape's) has none, though it marks its skipped tests
+	// `ok 4 … # SKIP -`: their skips are then counted from the points.
+	skipSeen bool
 }
 
 func newTAPParser(c *collector) *tapParser { return &tapParser{c: c, plan: -1} }
@@ -129,6 +134,7 @@ func (p *tapParser) comment(depth int, t string) {
 		p.trailer.node = true
 	case "skipped", "skip", "todo":
 		p.trailer.skipped += n
+		p.trailer.skipSeen = true
 	case "tests", "suites":
 		return
 	default:
@@ -238,7 +244,11 @@ func (p *tapParser) endStream() {
 	}
 	format := FormatTAP
 	if p.trailer.seen {
-		s = section{passed: known(p.trailer.passed), failed: known(p.trailer.failed), skipped: known(p.trailer.skipped)}
+		skipped := p.trailer.skipped
+		if !p.trailer.skipSeen {
+			skipped = p.skipped
+		}
+		s = section{passed: known(p.trailer.passed), failed: known(p.trailer.failed), skipped: known(skipped)}
 		if p.trailer.node {
 			format = FormatNodeTest
 		}

@@ -9,16 +9,20 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 
 	gitcmd "github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // maxFiles bounds the walk of a non-git workspace.
@@ -139,22 +143,51 @@ func ReadPlan(path string) (Plan, error) {
 }
 
 // Resolve finds the workspace of dir the way git finds a repository: the
-// nearest ancestor of dir (dir included) holding a .loop directory, else
-// the top-level of the git working tree holding dir, else dir itself. So
-// a command run from src/deep/dir of a repository uses the repository's
-// .loop/config. dir must be absolute; the result is cleaned, with
-// symlinks as given.
+// nearest ancestor of dir (dir included) holding a .loop directory of the
+// user's own (LoopDir), else the top-level of the git working tree holding
+// dir, else dir itself. So a command run from src/deep/dir of a repository
+// uses the repository's .loop/config. dir must be absolute; the result is
+// cleaned, with symlinks as given.
 //
-// A .loop directory that belongs to another user is passed over: in a
-// shared directory (/tmp/.loop) it would otherwise turn every run started
-// below it into a run in that directory, with that user's PROMPT.md as
-// its goal.
+// A .loop that is not the user's is passed over: in a shared directory
+// (/tmp/.loop) it would otherwise turn every run started below it into a
+// run in that directory, with that user's PROMPT.md as its goal. Resolve
+// never fails; ResolveChecked also refuses what Resolve passes over
+// silently.
 func Resolve(ctx context.Context, dir string) string {
+	ws, _ := resolve(ctx, dir, false)
+	return ws
+}
+
+// ResolveChecked is Resolve for starting a run or trusting a workspace: it
+// refuses, naming the path and its owners, a .loop whose link and target
+// belong to different users (a link another user made to a directory of
+// the user's, or the user's own link to another user's directory) found on
+// the way up, and a .loop in the workspace itself that is not the user's
+// (it would be read as the workspace's config).
+func ResolveChecked(ctx context.Context, dir string) (string, error) {
+	ws, err := resolve(ctx, dir, true)
+	if err != nil {
+		return "", err
+	}
+	if _, err := LoopDir(ws); err != nil {
+		return "", err
+	}
+	return ws, nil
+}
+
+// resolve walks up from dir; strict refuses a .loop of mixed ownership
+// instead of passing it over.
+func resolve(ctx context.Context, dir string, strict bool) (string, error) {
 	dir = filepath.Clean(dir)
-	uid := os.Getuid()
 	for d := dir; ; {
-		if fi, err := os.Stat(filepath.Join(d, ".loop")); err == nil && fi.IsDir() && ownedBy(fi, uid) {
-			return d
+		ok, err := LoopDir(d)
+		if ok {
+			return d, nil
+		}
+		var fe *ForeignLoopError
+		if errors.As(err, &fe) && fe.Mixed && strict {
+			return "", err
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
@@ -163,14 +196,87 @@ func Resolve(ctx context.Context, dir string) string {
 		d = parent
 	}
 	if top, err := gitcmd.TopLevel(ctx, dir); err == nil && top != "" {
-		return top
+		return top, nil
 	}
-	return dir
+	return dir, nil
 }
 
-// ownedBy reports whether a file belongs to uid (true where the platform
-// does not say).
-func ownedBy(fi fs.FileInfo, uid int) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || int(st.Uid) == uid
+// ForeignLoopError is a .loop that is not the user's: owned by another
+// user, or a symlink whose link or target is.
+type ForeignLoopError struct {
+	Path string // dir/.loop
+	// Mixed: a symlink whose link and target have different owners. Never
+	// innocent when the link is another user's (it points into the user's
+	// files to make them look like the user's own .loop).
+	Mixed  bool
+	Detail string // who owns what
+}
+
+// Error names the paths with their control characters quoted: another
+// user chose them.
+func (e *ForeignLoopError) Error() string {
+	return fmt.Sprintf("%s is not yours: %s; a .loop counts only when it (and, for a symlink, its target) belongs to you (uid %d), "+
+		"so it is not read. Remove it (or ask its owner to), or give your workspace a .loop of its own (mkdir .loop), which is found first",
+		termtext.Quote(e.Path), termtext.Quote(e.Detail), os.Getuid())
+}
+
+// LoopDir reports whether dir/.loop is a .loop of the user's: a directory
+// the user owns, or a symlink the user owns to a directory the user owns.
+// The link is checked with lstat: stat alone follows it, and another user
+// who can write to dir could link .loop to a directory of the user's and
+// have dir (with that user's PROMPT.md and Makefile) taken for the user's
+// workspace. A missing .loop, or one that is not a directory, is (false,
+// nil); one that is not the user's is (false, *ForeignLoopError).
+func LoopDir(dir string) (bool, error) {
+	path := filepath.Join(dir, ".loop")
+	uid := os.Getuid()
+	li, err := os.Lstat(path)
+	if err != nil {
+		return false, nil
+	}
+	if li.Mode()&fs.ModeSymlink == 0 {
+		if !li.IsDir() {
+			return false, nil
+		}
+		if o := owner(li); o != uid {
+			return false, &ForeignLoopError{Path: path, Detail: "it belongs to " + describeUID(o)}
+		}
+		return true, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil || !fi.IsDir() {
+		return false, nil
+	}
+	target, _ := filepath.EvalSymlinks(path)
+	lo, to := owner(li), owner(fi)
+	switch {
+	case lo != uid && to != uid:
+		return false, &ForeignLoopError{Path: path, Mixed: lo != to,
+			Detail: fmt.Sprintf("it is a symlink of %s to %s, which belongs to %s", describeUID(lo), target, describeUID(to))}
+	case lo != uid:
+		return false, &ForeignLoopError{Path: path, Mixed: true,
+			Detail: fmt.Sprintf("it is a symlink of %s to your %s", describeUID(lo), target)}
+	case to != uid:
+		return false, &ForeignLoopError{Path: path, Mixed: true,
+			Detail: fmt.Sprintf("it is your symlink to %s, which belongs to %s", target, describeUID(to))}
+	}
+	return true, nil
+}
+
+// owner is a file's uid (the user's own where the platform does not say).
+func owner(fi fs.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return os.Getuid()
+}
+
+// describeUID names a uid with its user name when there is one: "uid
+// 65534 (nobody)".
+func describeUID(uid int) string {
+	s := "uid " + strconv.Itoa(uid)
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		s += " (" + u.Username + ")"
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -146,6 +147,97 @@ func TestResolveLikeGit(t *testing.T) {
 			}
 			if got := Resolve(ctx, tt.dir); got != tt.want {
 				t.Fatalf("Resolve(%s) = %s, want %s", tt.dir, got, tt.want)
+			}
+		})
+	}
+}
+
+// A symlinked .loop counts only when the link and its target are the
+// user's; ownership is read with lstat, so a link another user made to a
+// directory of the user's is not the user's .loop.
+func TestLoopDirOwnership(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make files owned by another uid (lchown)")
+	}
+	ctx := t.Context()
+	root := t.TempDir()
+	mine := filepath.Join(root, "mine")
+	theirs := filepath.Join(root, "theirs")
+	for _, d := range []string{mine, theirs} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	// parent/.loop is made per case; parent/proj is where the run starts.
+	tests := []struct {
+		name      string
+		make      func(loop string) error
+		counts    bool
+		mixed     bool // refused by ResolveChecked from below
+		wantInErr string
+	}{
+		{name: "own directory", make: func(l string) error { return os.Mkdir(l, 0o755) }, counts: true},
+		{name: "own link to own directory", make: func(l string) error { return os.Symlink(mine, l) }, counts: true},
+		{name: "another user's directory", make: func(l string) error {
+			if err := os.Mkdir(l, 0o755); err != nil {
+				return err
+			}
+			return os.Chown(l, 65534, 65534)
+		}, wantInErr: "it belongs to uid 65534"},
+		{name: "another user's link to own directory", make: func(l string) error {
+			if err := os.Symlink(mine, l); err != nil {
+				return err
+			}
+			return os.Lchown(l, 65534, 65534)
+		}, mixed: true, wantInErr: "symlink of uid 65534"},
+		{name: "own link to another user's directory", make: func(l string) error { return os.Symlink(theirs, l) },
+			mixed: true, wantInErr: "which belongs to uid 65534"},
+		{name: "another user's link to their directory", make: func(l string) error {
+			if err := os.Symlink(theirs, l); err != nil {
+				return err
+			}
+			return os.Lchown(l, 65534, 65534)
+		}, wantInErr: "symlink of uid 65534"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := filepath.Join(root, "p"+string(rune('a'+i)))
+			proj := filepath.Join(parent, "proj")
+			if err := os.MkdirAll(proj, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.make(filepath.Join(parent, ".loop")); err != nil {
+				t.Fatal(err)
+			}
+			ok, err := LoopDir(parent)
+			if ok != tt.counts {
+				t.Errorf("LoopDir = %v, %v; want counts=%v", ok, err, tt.counts)
+			}
+			if tt.wantInErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantInErr)) {
+				t.Errorf("LoopDir error = %v, want one saying %q", err, tt.wantInErr)
+			}
+			want := proj
+			if tt.counts {
+				want = parent
+			}
+			if got := Resolve(ctx, proj); got != want {
+				t.Errorf("Resolve(proj) = %s, want %s", got, want)
+			}
+			ws, err := ResolveChecked(ctx, proj)
+			if tt.mixed {
+				if err == nil || !strings.Contains(err.Error(), tt.wantInErr) {
+					t.Errorf("ResolveChecked(proj) = %s, %v; want refused", ws, err)
+				}
+			} else if err != nil || ws != want {
+				t.Errorf("ResolveChecked(proj) = %s, %v; want %s", ws, err, want)
+			}
+			// Started in the directory itself, a .loop that does not count
+			// is refused: it would be read as the workspace's config.
+			if _, err := ResolveChecked(ctx, parent); (err != nil) == tt.counts {
+				t.Errorf("ResolveChecked(parent) error = %v, want refused: %v", err, !tt.counts)
 			}
 		})
 	}

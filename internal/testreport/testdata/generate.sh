@@ -102,6 +102,8 @@ bin="$js/node_modules/.bin"
 	out mocha/pass.txt nocolor "$bin/mocha" test/strs.test.js
 	out mocha/fail.txt nocolor "$bin/mocha"
 	out mocha/color.txt "$bin/mocha" --color
+	out mocha/tap_pass.txt nocolor "$bin/mocha" --reporter tap test/strs.test.js
+	out mocha/tap_fail.txt nocolor "$bin/mocha" --reporter tap
 	nocolor "$bin/mocha" --reporter xunit --reporter-option output="$here/junit/mocha-xunit.xml" >/dev/null 2>&1
 	echo "junit/mocha-xunit.xml: written"
 	cd "$work/mocha-broken" || exit 1

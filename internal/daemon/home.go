@@ -1,0 +1,200 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/loopd/loopd/internal/termtext"
+)
+
+// HomeOwnerError is a LOOPD_HOME (or a file in it, or a directory above
+// it) that someone other than the daemon's user could change. Whoever can
+// replace http.token, the database or the socket in it controls the
+// daemon: a root daemon on a home that uid 65534 owns would serve, with
+// root's rights, whoever holds the token that user wrote.
+type HomeOwnerError struct {
+	Path   string // what is wrong
+	Reason string // why it is not safe, in words
+	Fix    string // what to do
+}
+
+// Error quotes the path's control characters: while the home was open to
+// others, they chose the names in it.
+func (e *HomeOwnerError) Error() string {
+	return fmt.Sprintf("%s %s; refusing to start (nothing was written). %s", termtext.Quote(e.Path), e.Reason, e.Fix)
+}
+
+// checkHome refuses a home that another user could change under the
+// daemon. It writes nothing, so it runs before the home is created, locked
+// or tightened. It checks:
+//   - every existing directory above the home (and above the socket when
+//     it lives elsewhere): owned by the daemon's user or root, and not
+//     writable by others unless sticky (/tmp): whoever may rename entries
+//     in a parent can swap the home for a directory of their own;
+//   - the home itself: owned by the daemon's user;
+//   - every entry directly in the home (http.token, loopd.db and its
+//     -wal/-shm, loopd.lock, runs/, worktrees/, …): owned by the daemon's
+//     user, and a symlink's target too. Another user could have put them
+//     there while the home was open to others.
+func checkHome(home, socket string) error {
+	uid := os.Geteuid()
+	if err := checkAncestors(home, uid); err != nil {
+		return err
+	}
+	// The home as it really is: given as a symlink, the link's parent was
+	// checked above, and what it leads to must be ours too.
+	real, err := filepath.EvalSymlinks(home)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Created by the daemon, as its user.
+	case err != nil:
+		return fmt.Errorf("LOOPD_HOME %s: %w", home, err)
+	default:
+		label := "LOOPD_HOME " + home
+		if real != home {
+			label += " (" + real + ")"
+		}
+		if err := checkOwned(real, label, uid, home); err != nil {
+			return err
+		}
+		if err := checkEntries(real, uid); err != nil {
+			return err
+		}
+	}
+	if dir := filepath.Dir(socket); socket != "" && !underHome(dir, home) {
+		if err := checkAncestors(filepath.Join(dir, "x"), uid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAncestors checks the existing directories above path, both as
+// given and with symlinks resolved.
+func checkAncestors(path string, uid int) error {
+	seen := map[string]bool{}
+	for _, p := range []string{path, realPrefix(path)} {
+		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+			if !seen[d] {
+				seen[d] = true
+				if fi, err := os.Stat(d); err == nil {
+					if err := checkParent(d, fi, uid, path); err != nil {
+						return err
+					}
+				}
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// realPrefix resolves the symlinks of the longest existing prefix of
+// path and appends the rest as given.
+func realPrefix(path string) string {
+	rest := ""
+	for p := path; ; p = filepath.Dir(p) {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if filepath.Dir(p) == p {
+			return path
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
+}
+
+// checkParent refuses a directory above the home that another user owns
+// or may write to (a sticky directory such as /tmp is fine: others cannot
+// rename what is ours in it). Group write is allowed to the daemon's own
+// group: with user-private groups (Debian's default umask 002) a user's
+// own directories are group-writable.
+func checkParent(dir string, fi fs.FileInfo, uid int, home string) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if int(st.Uid) != uid && st.Uid != 0 {
+		return &HomeOwnerError{Path: dir,
+			Reason: fmt.Sprintf("(above LOOPD_HOME %s) belongs to %s, not to %s that runs loopd or root: its owner can replace the home with a directory of their own", home, describeUID(int(st.Uid)), describeUID(uid)),
+			Fix:    "Use a LOOPD_HOME in a directory of your own (unset LOOPD_HOME for the default)."}
+	}
+	perm := fi.Mode()
+	sticky := perm&fs.ModeSticky != 0
+	switch {
+	case perm&0o002 != 0 && !sticky:
+		return &HomeOwnerError{Path: dir,
+			Reason: fmt.Sprintf("(above LOOPD_HOME %s) is writable by every user (mode %04o, not sticky): anyone can replace the home", home, perm.Perm()),
+			Fix:    fmt.Sprintf("Run `chmod o-w %s` (or `chmod +t` it), or use a LOOPD_HOME elsewhere.", dir)}
+	case perm&0o020 != 0 && !sticky && int(st.Gid) != os.Getegid():
+		return &HomeOwnerError{Path: dir,
+			Reason: fmt.Sprintf("(above LOOPD_HOME %s) is writable by group %d (mode %04o, not sticky): its members can replace the home", home, st.Gid, perm.Perm()),
+			Fix:    fmt.Sprintf("Run `chmod g-w %s`, or use a LOOPD_HOME elsewhere.", dir)}
+	}
+	return nil
+}
+
+// checkOwned refuses a file that the daemon's user does not own; label
+// names it in the message.
+func checkOwned(path, label string, uid int, home string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil // gone since it was listed: nothing of another user's to use
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == uid {
+		return nil
+	}
+	return &HomeOwnerError{Path: label,
+		Reason: fmt.Sprintf("belongs to %s, not to %s that runs loopd: its owner could replace the daemon's token, database or socket",
+			describeUID(int(st.Uid)), describeUID(uid)),
+		Fix: fmt.Sprintf("Use a LOOPD_HOME of your own (unset LOOPD_HOME for the default), or, if %s is yours, take it back: `chown -R %d %s`.", home, uid, home)}
+}
+
+// checkEntries checks the owner of every entry directly in the home and
+// of a symlink's target.
+func checkEntries(home string, uid int) error {
+	entries, err := os.ReadDir(home)
+	if err != nil {
+		return fmt.Errorf("read LOOPD_HOME %s: %w", home, err)
+	}
+	for _, e := range entries {
+		p := filepath.Join(home, e.Name())
+		if err := checkOwned(p, p, uid, home); err != nil {
+			return err
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			if real, err := filepath.EvalSymlinks(p); err == nil {
+				if err := checkOwned(real, p+" (a symlink to "+real+")", uid, home); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// describeUID names a uid with its user name when there is one: "uid
+// 65534 (nobody)".
+func describeUID(uid int) string {
+	s := "uid " + strconv.Itoa(uid)
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		s += " (" + u.Username + ")"
+	}
+	return s
+}
+
+// underHome reports whether dir is home or below it.
+func underHome(dir, home string) bool {
+	rel, err := filepath.Rel(home, dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}

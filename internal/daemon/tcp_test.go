@@ -1,0 +1,209 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Connections beyond the cap are closed as soon as they are accepted, and
+// a closed connection gives its slot back.
+func TestCapListenerClosesBeyondTheCap(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP")
+	}
+	l := newCapListener(inner, 3, zap.NewNop())
+	defer l.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for range 5 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	var held []net.Conn
+	for range 3 {
+		select {
+		case c := <-accepted:
+			held = append(held, c)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the first 3 connections were not accepted")
+		}
+	}
+	// The two beyond the cap see the daemon close them.
+	for i, c := range clients[3:] {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("connection %d beyond the cap: read %v, want it closed", i+4, err)
+		}
+	}
+	select {
+	case c := <-accepted:
+		t.Fatalf("a connection beyond the cap was handed out: %v", c.RemoteAddr())
+	default:
+	}
+	// One closed twice frees one slot, once.
+	held[0].Close()
+	held[0].Close()
+	if n := l.open.Load(); n != 2 {
+		t.Fatalf("open after one close = %d, want 2", n)
+	}
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case got := <-accepted:
+		got.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a connection within the cap again was not accepted")
+	}
+}
+
+// A request refused for its token is answered with Connection: close and
+// the connection is closed; one with the token is kept alive.
+func TestTCPRefusalClosesTheConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP")
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, home := testDaemon(t, Options{HTTPAddr: addr})
+	tok, err := os.ReadFile(home + "/" + TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, auth string
+		status     int
+		closed     bool
+	}{
+		{"no token", "", 403, true},
+		{"token", "Authorization: Bearer " + strings.TrimSpace(string(tok)) + "\r\n", 200, false},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /v1/daemon HTTP/1.1\r\nHost: "+addr+"\r\n"+tc.auth+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || resp.Close != tc.closed {
+			t.Errorf("%s: status %d, Connection: close %v; want %d, %v", tc.name, resp.StatusCode, resp.Close, tc.status, tc.closed)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, err = br.ReadByte()
+		if gotClosed := err == io.EOF; gotClosed != tc.closed {
+			t.Errorf("%s: after the answer, read %v; want closed %v", tc.name, err, tc.closed)
+		}
+	}
+}
+
+// The TCP server's timeouts close a connection that sends no headers and
+// one kept alive without a next request, but never cut a stream that
+// lasts many times longer than either. (Shortened here; the daemon's are
+// 5s and 30s.)
+func TestTCPTimeoutsSpareStreams(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP")
+	}
+	srv := newTCPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/stream" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		// Ten lines 100ms apart: a second, five times the timeouts.
+		for i := range 10 {
+			_, _ = io.WriteString(w, "line "+string(rune('0'+i))+"\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}), zap.NewNop())
+	srv.ReadHeaderTimeout, srv.IdleTimeout = 200*time.Millisecond, 200*time.Millisecond
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	addr := l.Addr().String()
+
+	get := func(c net.Conn, br *bufio.Reader, path string) string {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("GET %s: body cut after %q: %v", path, b, err)
+		}
+		return string(b)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	if got := get(c, br, "/stream"); strings.Count(got, "\n") != 10 {
+		t.Errorf("the stream was cut: %q", got)
+	}
+	// Kept alive: a second request on the same connection is answered...
+	if got := get(c, br, "/"); got != "ok" {
+		t.Errorf("second request: %q", got)
+	}
+	// ...and then the idle connection is closed by the server.
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("idle keep-alive connection: read %v, want EOF", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("idle connection closed after %s, want about 200ms", d)
+	}
+	// A connection that sends nothing is closed too.
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("silent connection: read %v, want it closed", err)
+	}
+}
