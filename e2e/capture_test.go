@@ -77,8 +77,9 @@ func captureScenarios(cli string) []captureScenario {
 // TestRealCLIScenarios runs each real CLI through the scripted scenarios and
 // checks that it behaved as scripted: it used the scripted turns and exited
 // as expected. With LOOPD_CAPTURE=1 it writes each transcript into
-// internal/transcript/testdata as <cli>-<version>-<scenario>.jsonl: that is
-// how the parser fixtures were captured.
+// internal/transcript/testdata as <cli>-<version>-<scenario>.jsonl, and the
+// CLI's session files into internal/agent/testdata/sessions: that is how
+// the parser and session fixtures were captured.
 func TestRealCLIScenarios(t *testing.T) {
 	for _, cli := range []string{"claude", "codex", "gemini"} {
 		t.Run(cli, func(t *testing.T) {
@@ -136,7 +137,7 @@ func TestRealCLIScenarios(t *testing.T) {
 								if err != nil {
 									t.Fatal(err)
 								}
-								dst := filepath.Join(filepath.Dir(dst), "sessions", strings.TrimSuffix(filepath.Base(dst), ".jsonl")+".session"+filepath.Ext(f))
+								dst := filepath.Join(repoRoot(), "internal", "agent", "testdata", "sessions", strings.TrimSuffix(filepath.Base(dst), ".jsonl")+".session"+filepath.Ext(f))
 								if err := os.WriteFile(dst, []byte(scrub(string(b), ws, a.home)), 0o644); err != nil {
 									t.Fatal(err)
 								}

@@ -79,10 +79,10 @@ func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
 		if w.Gone {
 			how = "forgotten (it had been removed by hand)"
 		}
-		fmt.Fprintf(o.Out, "%s  %s %s; branch %s stays\n", shortID(w.RunID), w.Worktree, how, w.Branch)
+		fmt.Fprintf(o.Out, "%s  %s %s; branch %s stays\n", shortID(w.RunID), termtext.Quote(w.Worktree), how, termtext.Quote(w.Branch))
 	}
 	for _, w := range res.Skipped {
-		fmt.Fprintf(o.Out, "%s  %s skipped: %s\n", shortID(w.RunID), w.Worktree, termtext.Quote(w.Reason))
+		fmt.Fprintf(o.Out, "%s  %s skipped: %s\n", shortID(w.RunID), termtext.Quote(w.Worktree), termtext.Quote(w.Reason))
 	}
 	if len(res.Removed)+len(res.Skipped) == 0 {
 		fmt.Fprintln(o.Out, o.nothingCleaned(ctx, c, ref))

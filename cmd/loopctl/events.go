@@ -47,6 +47,7 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 	emit := func(ev api.Event) {
 		if o.JSON {
 			b, _ := json.Marshal(ev)
+			b = termtext.EscapeJSON(b) // as printJSON: DEL, C1 and bidi controls escaped too
 			fmt.Fprintf(o.Out, "%s\n", b)
 			return
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,10 +14,48 @@ import (
 	"github.com/loopd/loopd/internal/termtext"
 )
 
+// printJSON writes v as indented JSON, with the characters a terminal
+// would act on that the encoder leaves raw (DEL, C1 controls, bidi
+// overrides) escaped too: --json output is read on terminals as well as by
+// programs, and decodes to the same values.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(termtext.EscapeJSON(b.Bytes()))
+	return err
+}
+
+// jsonLines writes NDJSON copied from the daemon a whole line at a time,
+// each with termtext.EscapeJSON applied, as printJSON does.
+type jsonLines struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (j *jsonLines) Write(p []byte) (int, error) {
+	j.buf = append(j.buf, p...)
+	if i := bytes.LastIndexByte(j.buf, '\n'); i >= 0 {
+		_, err := j.w.Write(termtext.EscapeJSON(j.buf[:i+1]))
+		j.buf = append(j.buf[:0], j.buf[i+1:]...)
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// Flush writes a last line that has no line feed.
+func (j *jsonLines) Flush() error {
+	if len(j.buf) == 0 {
+		return nil
+	}
+	_, err := j.w.Write(termtext.EscapeJSON(j.buf))
+	j.buf = j.buf[:0]
+	return err
 }
 
 func shortID(id string) string {

@@ -53,7 +53,7 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 	}
 	progress := func(msg string) {
 		if !o.JSON {
-			fmt.Fprintln(o.Err, msg)
+			fmt.Fprintln(o.Err, termtext.Quote(msg)) // names the branches and the checkout: a repository's bytes
 		}
 	}
 	res, refusal, err := c.Land(ctx, ref, api.LandRequest{Squash: o.Squash, Message: o.Message, NoVerify: o.NoVerify}, progress)
@@ -81,10 +81,11 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 	if o.JSON {
 		return printJSON(o.Out, map[string]any{"result": res})
 	}
-	fmt.Fprintf(o.Out, "landed %s into %s (%s): %s is now %s\n", res.Branch, res.BaseBranch, res.Mode, res.BaseBranch, shortCommit(res.Commit))
+	branch, base := termtext.Quote(res.Branch), termtext.Quote(res.BaseBranch) // git allows U+202E and C1 controls in names
+	fmt.Fprintf(o.Out, "landed %s into %s (%s): %s is now %s\n", branch, base, res.Mode, base, shortCommit(res.Commit))
 	switch {
 	case res.Verified && res.BaseMoved:
-		fmt.Fprintf(o.Out, "verified: the merge with the moved %s (%s) passed verify_command\n", res.BaseBranch, shortCommit(res.TestedCommit))
+		fmt.Fprintf(o.Out, "verified: the merge with the moved %s (%s) passed verify_command\n", base, shortCommit(res.TestedCommit))
 	case res.Verified:
 		fmt.Fprintf(o.Out, "verified: the run's last verification of %s stands\n", shortCommit(res.TestedCommit))
 	default:
@@ -96,13 +97,13 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 func printRefusal(o *landOptions, r *api.LandRefusal) {
 	fmt.Fprintf(o.Err, "land refused (%s): %s\n", r.Kind, termtext.QuoteLines(r.Message))
 	if r.OutputTail != "" {
-		fmt.Fprintf(o.Err, "\nlast output of verify_command (all of it: %s):\n", r.LogPath)
+		fmt.Fprintf(o.Err, "\nlast output of verify_command (all of it: %s):\n", termtext.Quote(r.LogPath))
 		for line := range strings.SplitSeq(strings.TrimRight(r.OutputTail, "\n"), "\n") {
 			fmt.Fprintln(o.Err, "  "+termtext.Quote(line))
 		}
 	}
 	if len(r.Hand) > 0 {
-		fmt.Fprintf(o.Err, "\nthe run's branch is %s; to finish by hand:\n", r.Branch)
+		fmt.Fprintf(o.Err, "\nthe run's branch is %s; to finish by hand:\n", termtext.Quote(r.Branch))
 		for _, h := range r.Hand {
 			fmt.Fprintln(o.Err, "  "+termtext.Quote(h))
 		}

@@ -69,6 +69,11 @@ func (o *logsOptions) run(cmd *cobra.Command, args []string) error {
 		defer r.Flush()
 		out = r
 	}
+	if o.JSON {
+		j := &jsonLines{w: o.Out}
+		defer j.Flush()
+		out = j
+	}
 	// A whole run's text stream is resumed after a daemon restart (as
 	// watch rides one out), skipping the bytes already printed.
 	resumable := whole && !o.JSON

@@ -31,7 +31,7 @@ func (o *postmortemOptions) run(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	if o.JSON {
-		_, err := fmt.Fprintf(o.Out, "%s\n", pm.Summary)
+		_, err := fmt.Fprintf(o.Out, "%s\n", termtext.EscapeJSON(pm.Summary)) // as printJSON
 		return err
 	}
 	_, err = fmt.Fprint(o.Out, termtext.QuoteLines(pm.Markdown))

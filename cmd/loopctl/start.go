@@ -90,7 +90,7 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	if run.Isolation == "worktree" {
 		fmt.Fprintf(o.Err, "run %s works in its own worktree %s on branch %s (from %s)\n",
-			shortID(run.ID), run.Worktree, run.Branch, shortID(run.BaseCommit))
+			shortID(run.ID), termtext.Quote(run.Worktree), termtext.Quote(run.Branch), shortID(run.BaseCommit))
 	}
 	if !o.Wait {
 		if o.JSON {
@@ -98,7 +98,7 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		fmt.Fprintf(o.Out, "%s\n", run.ID)
 		fmt.Fprintf(o.Err, "started run %s in %s\n  follow it: loopctl watch %s   ·   loopctl logs %s --follow\n",
-			shortID(run.ID), run.Workspace, shortID(run.ID), shortID(run.ID))
+			shortID(run.ID), termtext.Quote(run.Workspace), shortID(run.ID), shortID(run.ID))
 		return nil
 	}
 	if !o.JSON {

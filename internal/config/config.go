@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/humantime"
-	"github.com/loopd/loopd/internal/shquote"
 )
 
 // Agent names the agent preset that runs the implementation phase.
@@ -45,8 +44,15 @@ const (
 	AgentCommand Agent = "command"
 )
 
-// agents lists the valid agents in the order error messages name them.
-var agents = []Agent{AgentClaude, AgentCodex, AgentGemini, AgentCommand}
+// agents lists the valid agents in the order error messages name them:
+// every preset internal/agent describes.
+var agents = func() []Agent {
+	var out []Agent
+	for _, name := range agent.Names() {
+		out = append(out, Agent(name))
+	}
+	return out
+}()
 
 // Gate names one condition of the completion gate (SPEC section 2). A run
 // completes only when every configured gate holds after the same iteration.
@@ -325,48 +331,25 @@ func (c Config) HasGate(g Gate) bool { return slices.Contains(c.Completion, g) }
 // AgentCommandLine returns the shell command (for sh -c) that runs the
 // implementation phase. The prompt arrives on stdin (and in
 // $LOOP_PROMPT_FILE). agent_command, when set, is returned as it is, whatever
-// the agent; otherwise the preset's command line, with the model shell-quoted:
+// the agent; otherwise the preset's command line, with the model shell-quoted
+// (each preset's line, and why it runs without permission prompts, is in
+// internal/agent: claude.go, codex.go, gemini.go):
 //
 //	claude:  claude -p --output-format stream-json --verbose --include-partial-messages --model <model> --dangerously-skip-permissions
 //	codex:   codex exec --json --model <model> --sandbox workspace-write -
 //	gemini:  gemini -p "" --skip-trust --yolo --output-format stream-json -m <model>
 //
-// --include-partial-messages makes Claude Code print each API response's
-// final usage (message_delta) as it arrives: a step killed before Claude's
-// result line still counts every token it was billed. Gemini CLI reads a
-// non-TTY stdin as the prompt (-p "" adds nothing to it); --skip-trust
-// because a loop cannot answer its trust question (it exits 55 untrusted),
-// --yolo approves its tool calls, -m avoids the extra routing request it
-// makes to pick a model.
-//
 // Security: an autonomous loop cannot answer permission prompts, so the
-// presets run without them. The claude preset passes
-// --dangerously-skip-permissions: Claude Code then edits files, runs any
-// shell command and fetches URLs without asking, with the user's own
-// privileges (Claude Code refuses the flag when run as root). The codex preset
-// runs in Codex's workspace-write sandbox: edits inside the workspace, no
-// network by default, no interactive approval in exec mode (--sandbox
-// workspace-write replaces the deprecated --full-auto). Codex refuses a
-// workspace that is not a git repository. Run loops on code you trust, ideally
-// in a container or VM; set agent_command for a stricter or looser
-// invocation (for example claude's --allowedTools, or codex's
-// --skip-git-repo-check).
-//
-// --verbose is required by Claude Code for stream-json output in print mode.
+// presets run without them. Run loops on code you trust, ideally in a
+// container or VM; set agent_command for a stricter or looser invocation.
 // The result is "" for AgentCommand without agent_command (which Validate
 // rejects).
 func (c Config) AgentCommandLine() string {
 	if c.AgentCommand != "" {
 		return c.AgentCommand
 	}
-	switch c.Agent {
-	case AgentClaude:
-		return "claude -p --output-format stream-json --verbose --include-partial-messages --model " + shquote.Quote(c.Model) +
-			" --dangerously-skip-permissions"
-	case AgentCodex:
-		return "codex exec --json --model " + shquote.Quote(c.Model) + " --sandbox workspace-write -"
-	case AgentGemini:
-		return `gemini -p "" --skip-trust --yolo --output-format stream-json -m ` + shquote.Quote(c.Model)
+	if a, ok := agent.Lookup(string(c.Agent)); ok && a.Command != nil {
+		return a.Command(c.Model)
 	}
 	return ""
 }
@@ -379,9 +362,8 @@ func (c Config) AgentBinary() string {
 	if c.AgentCommand != "" {
 		return ""
 	}
-	switch c.Agent {
-	case AgentClaude, AgentCodex, AgentGemini:
-		return string(c.Agent)
+	if a, ok := agent.Lookup(string(c.Agent)); ok {
+		return a.Binary
 	}
 	return ""
 }
@@ -389,12 +371,9 @@ func (c Config) AgentBinary() string {
 // SkipsPermissions reports whether the agent's command line runs Claude Code
 // with --dangerously-skip-permissions, which Claude Code refuses as root
 // unless IS_SANDBOX=1: the claude preset does, and so does an agent_command
-// that passes the flag itself.
+// that passes the flag itself (see agent.RootRefusalFor).
 func (c Config) SkipsPermissions() bool {
-	if c.AgentCommand == "" {
-		return c.Agent == AgentClaude
-	}
-	return strings.Contains(c.AgentCommand, "--dangerously-skip-permissions")
+	return agent.RootRefusalFor(string(c.Agent), c.AgentCommand) != nil
 }
 
 // clone returns a deep copy of c, so that changing the copy's slices or maps

@@ -126,3 +126,38 @@ func lastStatementLine(data []byte) int {
 	}
 	return 0
 }
+
+// WrittenEnvValues returns the values of the env file at path as they are
+// written in it, "NAME=text", for redaction: a value written with escapes
+// or quotes ("-----BEGIN…\nMHcC…" on one line) is not its parsed value,
+// and output that prints the file (cat .env, a config dump) shows the text.
+// For a quoted value both the text inside the quotes and the quoted text
+// are returned. An unreadable file gives none; only NAME=value lines are
+// read (a value's continuation lines are covered by its parsed value).
+func WrittenEnvValues(path string) []string {
+	if path == "" {
+		return nil
+	}
+	data, err := readFileLimited(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		line = strings.TrimPrefix(line, "export ")
+		name, text, ok := strings.Cut(line, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.HasPrefix(name, "#") {
+			continue
+		}
+		text = strings.TrimSpace(text)
+		out = append(out, name+"="+text)
+		if len(text) >= 2 && (text[0] == '"' || text[0] == '\'') {
+			if end := strings.LastIndexByte(text, text[0]); end > 0 {
+				out = append(out, name+"="+text[1:end])
+			}
+		}
+	}
+	return out
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -128,4 +129,23 @@ func TestLoadEnvFile(t *testing.T) {
 			t.Fatalf("LoadEnvFile error = %v, want %q", err, want)
 		}
 	})
+}
+
+func TestWrittenEnvValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".env")
+	data := "# keys\nexport PRIVATE_KEY=\"-----BEGIN KEY-----\\nMHcCAQEE\\n-----END KEY-----\"\r\nTOKEN='abc def'\nPLAIN=value # note\n\nnot a line\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`PRIVATE_KEY="-----BEGIN KEY-----\nMHcCAQEE\n-----END KEY-----"`, `PRIVATE_KEY=-----BEGIN KEY-----\nMHcCAQEE\n-----END KEY-----`,
+		`TOKEN='abc def'`, `TOKEN=abc def`,
+		`PLAIN=value # note`,
+	}
+	if got := WrittenEnvValues(path); !slices.Equal(got, want) {
+		t.Errorf("WrittenEnvValues = %q\nwant %q", got, want)
+	}
+	if got := WrittenEnvValues(filepath.Join(t.TempDir(), "missing")); got != nil {
+		t.Errorf("a missing file gives %q", got)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // WorkspaceConfig is the path of the workspace config file, relative to the
@@ -222,27 +223,29 @@ func where(e Entry) string {
 // workspace's files, for keys that no layer set (an explicitly empty value
 // counts as set, so "env_file=" turns off loading .env).
 //
-// A default PROMPT.md must stay inside the workspace: it needs no trust,
-// and a repository's PROMPT.md that is a symlink to ~/.ssh/id_rsa would
-// otherwise send that file to the model and store it as the run's goal.
-// (.loop/stop.json and .env are trusted by content, wherever they lead.)
+// A default PROMPT.md must be one of the workspace's own files (see
+// workspaceFileProblem): it needs no trust, and a repository's PROMPT.md
+// that is a symlink to ~/.ssh/id_rsa, to .git/config (a clone's remote URL
+// holds its token) or to .env would otherwise send that file to the model
+// and store it as the run's goal. (.loop/stop.json and .env are trusted
+// by content, wherever they lead.)
 func applyWorkspaceDefaults(c *Config, ws string, p provenance) []error {
 	unset := func(key string) bool { _, set := p.entries[key]; return !set }
-	if c.Prompt == "" && c.PromptFile == "" && unset("prompt_file") {
-		if path := filepath.Join(ws, "PROMPT.md"); isRegularFile(path) {
-			if real, ok := insideWorkspace(ws, path); !ok {
-				return []error{&ConfigError{File: DefaultsFile, Key: "prompt_file", Msg: fmt.Sprintf(
-					"%s leads outside the workspace (to %s); a workspace's own PROMPT.md must be inside it: "+
-						"give the goal yourself (loopctl start \"…\" or --prompt-file)", path, real)}}
-			}
-			c.PromptFile = path
-		}
-	}
 	if path := filepath.Join(ws, ".loop", "stop.json"); unset("stop_file") && isRegularFile(path) {
 		c.StopFile = path
 	}
 	if path := filepath.Join(ws, ".env"); unset("env_file") && isRegularFile(path) {
 		c.EnvFile = path
+	}
+	if c.Prompt == "" && c.PromptFile == "" && unset("prompt_file") {
+		if path := filepath.Join(ws, "PROMPT.md"); isRegularFile(path) {
+			if problem := workspaceFileProblem(ws, path, c.EnvFile); problem != "" {
+				return []error{&ConfigError{File: DefaultsFile, Key: "prompt_file", Msg: problem +
+					"; a workspace's own PROMPT.md must be a file of its own: " +
+					"give the goal yourself (loopctl start \"…\" or --prompt-file)"}}
+			}
+			c.PromptFile = path
+		}
 	}
 	return nil
 }
@@ -284,13 +287,77 @@ func confineWorkspaceFiles(c Config, ws, wsConfig, userConfig string, p provenan
 		if msg, _ := fileProblem(path, mustExist); msg != "" {
 			continue
 		}
-		if real, ok := insideWorkspace(ws, path); !ok {
-			errs = append(errs, &ConfigError{File: e.File, Line: e.Line, Key: k.key, Msg: fmt.Sprintf(
-				"%s leads outside the workspace (to %s); a file the workspace chooses must be a regular file inside it: "+
-					"to use that file, name it yourself (loopctl start %s FILE)", path, real, k.flag)})
+		if problem := workspaceFileProblem(ws, path, c.EnvFile); problem != "" {
+			errs = append(errs, &ConfigError{File: e.File, Line: e.Line, Key: k.key, Msg: problem +
+				"; a file the workspace chooses must be a regular file of its own: " +
+				"to use that file, name it yourself (loopctl start " + k.flag + " FILE)"})
 		}
 	}
 	return errs
+}
+
+// workspaceFileProblem says why the existing file path, chosen by the
+// workspace, must not be read into a run (its goal, its plan), or "" when
+// it may: it leads outside the workspace ws; into the git directory (a
+// clone's .git/config holds its remote's token in the URL); to an env file
+// (.env*, or envFile, the run's env_file) whose secrets would be sent to
+// the model, and redaction matches their values, not the file's text; or
+// it has other hard links, so it may be a file outside under a second
+// name (git cannot make one, but an archive or another tool can).
+func workspaceFileProblem(ws, path, envFile string) string {
+	real, ok := insideWorkspace(ws, path)
+	if !ok {
+		return fmt.Sprintf("%s leads outside the workspace (to %s)", path, real)
+	}
+	if dir := gitDirOf(ws); dir != "" {
+		if rel, err := filepath.Rel(dir, real); err == nil && filepath.IsLocal(rel) {
+			return fmt.Sprintf("%s leads into the git directory (to %s)", path, real)
+		}
+	}
+	root, _ := filepath.EvalSymlinks(ws)
+	rel, _ := filepath.Rel(root, real)
+	for part := range strings.SplitSeq(filepath.ToSlash(rel), "/") {
+		if part == ".git" {
+			return fmt.Sprintf("%s leads into the git directory (to %s)", path, real)
+		}
+	}
+	if envFile != "" {
+		if env, err := filepath.EvalSymlinks(envFile); err == nil && env == real {
+			return fmt.Sprintf("%s is the env file (env_file %s)", path, envFile)
+		}
+	}
+	if strings.HasPrefix(filepath.Base(real), ".env") {
+		return fmt.Sprintf("%s is an env file (%s)", path, real)
+	}
+	if info, err := os.Stat(real); err == nil {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			return fmt.Sprintf("%s has %d hard links: it may be a file outside the workspace under another name", path, st.Nlink)
+		}
+	}
+	return ""
+}
+
+// gitDirOf is the resolved git directory of a linked worktree or a
+// submodule at ws (its .git is a file, "gitdir: DIR"), or "". An ordinary
+// repository's .git directory is found by name.
+func gitDirOf(ws string) string {
+	b, err := os.ReadFile(filepath.Join(ws, ".git"))
+	if err != nil || len(b) > 4<<10 {
+		return ""
+	}
+	dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return ""
+	}
+	dir = strings.TrimSpace(dir)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(ws, dir)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	return real
 }
 
 // insideWorkspace resolves path's symlinks and reports whether it stays

@@ -87,8 +87,9 @@ var keyDocs = map[string]keyDoc{
 	"prompt": {meaning: "The goal, as text. `loopctl start \"text\"` sets it. Only one of `prompt` and `prompt_file` may be set."},
 	"prompt_file": {def: "`PROMPT.md` if present", meaning: "A file holding the goal, re-read at every iteration (edit it to steer the loop). " +
 		"Relative to the workspace. When the workspace chooses the file (the default `PROMPT.md`, its `.loop/config`, or a " +
-		"relative path in your own config), it must be a regular file inside the workspace: a symlink may not lead out of it " +
-		"(docs/security.md). A file you name with `--prompt-file` or `--set` may be anywhere."},
+		"relative path in your own config), it must be a regular file of its own: a symlink may not lead out of it or into " +
+		"its git directory, and it may not be an env file or have other hard links (docs/security.md). A file you name " +
+		"with `--prompt-file` or `--set` may be anywhere; the re-reads of one inside the workspace stay inside it."},
 	"spec_file": {meaning: "A specification file named in the prompt. Must exist when set; inside the workspace when the " +
 		"workspace chooses it, as for `prompt_file`."},
 	"plan_file": {meaning: "A plan file named in the prompt. The `plan` completion gate and stuck-task detection read its " +

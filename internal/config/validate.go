@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/loopd/loopd/internal/agent"
 )
 
 // DefaultsFile is the File of a problem with a value that no file and no
@@ -146,14 +148,15 @@ func validate(c Config, ws string, p provenance) []error {
 	}
 
 	// Rules across keys, each reported on the key to change.
-	if c.Agent == AgentCommand && strings.TrimSpace(c.AgentCommand) == "" {
-		errs = append(errs, p.errorFor("agent", `agent "command" needs agent_command, the shell command to run`, nil))
+	preset, _ := agent.Lookup(string(c.Agent))
+	if preset != nil && preset.Command == nil && strings.TrimSpace(c.AgentCommand) == "" {
+		errs = append(errs, p.errorFor("agent", fmt.Sprintf("agent %q needs agent_command, the shell command to run", c.Agent), nil))
 	}
-	if (c.Agent == AgentCodex || c.Agent == AgentGemini) && c.AgentCommand == "" && strings.HasPrefix(strings.ToLower(c.Model), "claude") {
+	if why := cannotRun(preset, c.Model); why != "" && c.AgentCommand == "" {
 		// The default model is a Claude model: a user who sets agent=codex
 		// (or gemini) and forgets model would otherwise fail on every
 		// iteration.
-		err := p.errorFor("model", fmt.Sprintf("%q is a Claude model, which agent %q cannot run; set model to a model %s runs", c.Model, c.Agent, map[Agent]string{AgentCodex: "Codex", AgentGemini: "Gemini CLI"}[c.Agent]), nil)
+		err := p.errorFor("model", fmt.Sprintf("%q is %s, which agent %q cannot run; set model to a model %s runs", c.Model, why, c.Agent, preset.Title), nil)
 		if _, set := p.entries["model"]; !set {
 			if e, ok := p.entries["agent"]; ok {
 				err.File, err.Line = e.File, e.Line
@@ -226,4 +229,13 @@ func reason(err error) string {
 func isRegularFile(path string) bool {
 	info, err := os.Stat(path)
 	return err == nil && info.Mode().IsRegular()
+}
+
+// cannotRun is why the preset a cannot run model, "" when it can (or when
+// a is not a preset).
+func cannotRun(a *agent.Agent, model string) string {
+	if a == nil || a.CannotRun == nil {
+		return ""
+	}
+	return a.CannotRun(model)
 }

@@ -326,7 +326,7 @@ func (d *Daemon) verifyCombination(ctx context.Context, run storage.Run, plan *g
 	} else if len(files) > 0 {
 		return &git.Refusal{Kind: git.RefusedDirty, Files: files, Hand: hand,
 			Message: fmt.Sprintf("the run's worktree %s has uncommitted changes in %s: commit or discard them there first",
-				run.Worktree, strings.Join(files, ", "))}
+				run.Worktree, git.FileList(files))}
 	}
 	dir := filepath.Join(d.opts.Home, "runs", run.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/loopd/loopd/internal/shquote"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // LandMode is how a run's branch reached its base branch.
@@ -123,7 +124,7 @@ func PlanLand(ctx context.Context, in LandInput) (*LandPlan, error) {
 				files := lines[1:]
 				return nil, &Refusal{Kind: RefusedConflict, Files: capList(files),
 					Message: fmt.Sprintf("%s and %s conflict in %d file(s): %s", in.Branch, in.BaseBranch,
-						len(files), strings.Join(capList(files), ", ")),
+						len(files), FileList(capList(files))),
 					Hand: handMerge(in)}
 			}
 			if errors.As(err, &ge) && ge.Code == 129 { // usage: a git older than 2.38
@@ -203,7 +204,7 @@ func CheckCheckout(ctx context.Context, in LandInput) error {
 	if len(files) > 0 {
 		return &Refusal{Kind: RefusedDirty, Files: capList(files),
 			Message: fmt.Sprintf("the checkout %s has uncommitted changes in %d file(s): %s", in.Checkout,
-				len(files), strings.Join(capList(files), ", ")),
+				len(files), FileList(capList(files))),
 			Hand: []string{"git -C " + shquote.Quote(in.Checkout) + " stash   # or commit them; then loopctl land again",
 				"# or land by hand: git merge " + shquote.Quote(in.Branch)}}
 	}
@@ -288,6 +289,19 @@ func landIdentityEnv(ctx context.Context, c Cmd) []string {
 	}
 	return []string{"GIT_AUTHOR_NAME=loopd", "GIT_AUTHOR_EMAIL=loopd@localhost",
 		"GIT_COMMITTER_NAME=loopd", "GIT_COMMITTER_EMAIL=loopd@localhost"}
+}
+
+// FileList joins file names for a message, each quoted as
+// termtext.Quote does: a name may hold a line feed, and a message is shown
+// on lines of its own (its line feeds kept), so a name such as
+// "notes\nland refused (untested): …" would otherwise fake a line. The
+// refusal's Files keep the names as they are.
+func FileList(files []string) string {
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = termtext.Quote(f)
+	}
+	return strings.Join(quoted, ", ")
 }
 
 func capList(s []string) []string {

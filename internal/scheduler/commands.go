@@ -118,7 +118,7 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
-		if goal, err = readPromptFile(cfg.PromptFile); err != nil {
+		if goal, err = readPromptFile("", cfg.PromptFile); err != nil {
 			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
 	}

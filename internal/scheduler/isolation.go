@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/stop"
@@ -78,9 +78,6 @@ func branchOrDetached(b string) string {
 	return b
 }
 
-// paidAgents are the presets that spend money per token.
-var paidAgents = []string{"claude", "codex", "gemini"}
-
 // startWarnings are what a user starting an overnight run should never be
 // surprised by: an agent's word alone completing it, or no cost cap.
 func startWarnings(cfg config.Config, set stop.Set) []string {
@@ -89,7 +86,7 @@ func startWarnings(cfg config.Config, set stop.Set) []string {
 		out = append(out, "no verify_command: nothing checks the agent's work; the run completes on "+
 			gateWords(cfg)+" (set verify_command in .loop/config)")
 	}
-	if slices.Contains(paidAgents, string(cfg.Agent)) && cfg.MaxCost == 0 && !set.Uses(stop.TypeMaxCost) {
+	if a, _ := agent.Lookup(string(cfg.Agent)); a != nil && a.Paid && cfg.MaxCost == 0 && !set.Uses(stop.TypeMaxCost) {
 		out = append(out, fmt.Sprintf("no max_cost: the %s agent's spending is not capped (set max_cost, e.g. --set max_cost=20)", cfg.Agent))
 	}
 	return out

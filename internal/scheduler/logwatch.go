@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/transcript"
 )
 
@@ -167,7 +168,7 @@ func (t *turnTail) endLine() transcript.TurnMark {
 	if t.skip {
 		return transcript.TurnActive
 	}
-	return transcript.ClassifyTurnLine(t.partial)
+	return agent.ClassifyTurnLine(t.partial)
 }
 
 func (t *turnTail) close() {

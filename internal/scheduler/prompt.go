@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 
 	"go.uber.org/zap"
@@ -14,6 +13,7 @@ import (
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/termtext"
+	"github.com/loopd/loopd/internal/workspace"
 )
 
 const (
@@ -27,9 +27,14 @@ const (
 // unbounded one grows all of them and the daemon's memory.
 const MaxPromptFileBytes = 1 << 20
 
-// readPromptFile reads a prompt file of at most MaxPromptFileBytes.
-func readPromptFile(path string) (string, error) {
-	f, err := os.Open(path)
+// readPromptFile reads a prompt file of at most MaxPromptFileBytes,
+// opened by workspace.OpenRegular: a path inside dir stays inside it, and
+// a FIFO or a device is refused instead of blocking or never ending (the
+// file is re-read each iteration, after the agent could replace it). dir
+// "" opens any path (at creation: the configuration checked where a
+// workspace's own choice leads, and the user's may lead anywhere).
+func readPromptFile(dir, path string) (string, error) {
+	f, err := workspace.OpenRegular(dir, path)
 	if err != nil {
 		return "", err
 	}
@@ -51,7 +56,7 @@ func readPromptFile(path string) (string, error) {
 // grown past its limit.
 func (r *runner) goal() string {
 	if r.cfg.Prompt == "" && r.cfg.PromptFile != "" {
-		text, err := readPromptFile(r.cfg.PromptFile)
+		text, err := readPromptFile(r.run.Workspace, r.cfg.PromptFile)
 		if err == nil && text != "" {
 			// Redacted as at creation: the prompt is stored too, and the
 			// file may have changed since.

@@ -11,8 +11,9 @@ import (
 )
 
 // secretsOf is the redactor of a run's step environment: the env file's
-// values (read afresh; one that cannot be read adds nothing) and the
-// daemon's secret-looking variables. nil when redact_secrets is off.
+// values, parsed and as written in the file (read afresh; one that cannot
+// be read adds nothing), and the daemon's secret-looking variables. nil
+// when redact_secrets is off.
 func secretsOf(cfg config.Config) *redact.Redactor {
 	if !cfg.RedactSecrets {
 		return nil
@@ -21,14 +22,14 @@ func secretsOf(cfg config.Config) *redact.Redactor {
 	if cfg.EnvFile != "" {
 		vars, _ = config.LoadEnvFile(cfg.EnvFile)
 	}
-	return redact.New(vars, os.Environ())
+	return redact.New(slices.Concat(vars, config.WrittenEnvValues(cfg.EnvFile)), os.Environ())
 }
 
 // useSecrets sets the redactor from the environment a step is given
 // (envFile: the env file's variables it loaded).
 func (r *runner) useSecrets(envFile []string) {
 	if r.cfg.RedactSecrets {
-		r.secrets = redact.New(envFile, os.Environ())
+		r.secrets = redact.New(slices.Concat(envFile, config.WrittenEnvValues(r.cfg.EnvFile)), os.Environ())
 	}
 }
 

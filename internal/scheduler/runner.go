@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
@@ -559,14 +560,12 @@ func (r *runner) checkAgent() *decision {
 // unless IS_SANDBOX=1 says it runs in a sandbox. Every step would fail the
 // same way in a second, so the run stops at once, saying what to do.
 func (r *runner) checkRoot(env []string) *decision {
-	if os.Geteuid() != 0 || !r.cfg.SkipsPermissions() || lookupEnv(env, "IS_SANDBOX") == "1" {
+	refusal := agent.RootRefusalFor(string(r.cfg.Agent), r.cfg.AgentCommand)
+	if os.Geteuid() != 0 || refusal == nil || lookupEnv(env, refusal.SandboxEnv) == "1" {
 		return nil
 	}
 	return &decision{status: api.RunAborted, reason: "fatal:agent_refused_root", event: events.RunAborted,
-		description: "Claude Code refuses --dangerously-skip-permissions (which the claude preset passes) when run as root, " +
-			"and loopd runs as root: if this is a container or sandbox, set IS_SANDBOX=1 in the run's env_file " +
-			"(.env in the workspace) or in the daemon's environment; otherwise run loopd as a normal user. " +
-			"Then `loopctl resume` the run"}
+		description: refusal.Description}
 }
 
 // lookupEnv returns the last value of key in env (later entries win, as
@@ -581,15 +580,7 @@ func lookupEnv(env []string, key string) string {
 }
 
 func agentNotFound(bin string) string {
-	hint := ""
-	switch bin {
-	case "claude":
-		hint = "install Claude Code (npm install -g @anthropic-ai/claude-code) and log in"
-	case "codex":
-		hint = "install the Codex CLI (npm install -g @openai/codex) and log in"
-	case "gemini":
-		hint = "install Gemini CLI (npm install -g @google/gemini-cli) and set GEMINI_API_KEY"
-	}
+	hint := agent.InstallHint(bin)
 	msg := fmt.Sprintf("the agent %q was not found on the daemon's PATH", bin)
 	if hint != "" {
 		msg += ": " + hint
@@ -942,7 +933,7 @@ func (r *runner) completed() ([]string, bool) {
 				return nil, false
 			}
 		case config.GatePlan:
-			p, err := readPlan(r.cfg.PlanFile)
+			p, err := readPlan(r.workdir, r.cfg.PlanFile)
 			if err != nil || p.Unchecked > 0 {
 				return nil, false
 			}

@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/api"
-	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/filetail"
 	"github.com/loopd/loopd/internal/stop"
@@ -63,8 +63,8 @@ func (r *runner) plan(next Next) (*planned, error) {
 	var prompt []byte
 	if next.Phase == api.PhaseImplementation {
 		if r.cfg.PlanFile != "" {
-			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
-				st.PlanTask = plan.Current
+			if plan, err := readPlan(r.workdir, r.cfg.PlanFile); err == nil {
+				st.PlanTask = r.secrets.String(plan.Current) // stored and sent to the model: a verify script can write PLAN.md
 				st.PlanChecked = &plan.Checked
 			}
 		}
@@ -242,7 +242,7 @@ func (r *runner) watch(st *storage.Step, proc *supervise.Process) (*storage.Step
 		w := logWatch{Grace: r.s.opts.Grace}
 		// Only Codex is known to print reconnect notices; other agents'
 		// logs are not parsed for them.
-		if st.Phase == api.PhaseReview || (r.cfg.Agent != config.AgentClaude && r.cfg.Agent != config.AgentGemini) {
+		if st.Phase == api.PhaseReview || agent.WatchesReconnects(string(r.cfg.Agent)) {
 			w.OnReconnects = func() { cancel(errAPIReconnects) }
 			w.ReconnectEvery = time.Second
 			if idle := r.cfg.IdleTimeout.Std(); idle > 0 {
@@ -415,7 +415,7 @@ func (r *runner) outcome(st *storage.Step, ex supervise.Exit, ending supervise.E
 			r.fingerprint(st)
 		}
 		if r.cfg.PlanFile != "" {
-			if plan, err := readPlan(r.cfg.PlanFile); err == nil {
+			if plan, err := readPlan(r.workdir, r.cfg.PlanFile); err == nil {
 				st.PlanChecked = &plan.Checked
 			}
 		}
@@ -581,45 +581,13 @@ func (r *runner) apiUnavailable(st *storage.Step, res transcript.Result) {
 		words, n+1, until.Format(time.RFC3339))
 }
 
-// sessionUsage is the step's usage: what its output says, or, for Codex
-// and Gemini, what their session files recorded per response when they
-// have it (exact for failed turns, killed CLIs and resumed threads).
+// sessionUsage is the step's usage: what its output says, or, for the
+// agents that keep session files (Codex, Gemini CLI), what they recorded
+// per response when they have it (see agent.StepUsage).
 func (r *runner) sessionUsage(st *storage.Step, res transcript.Result) transcript.Usage {
-	u := res.Usage
-	since := time.UnixMilli(st.StartedAt)
-	switch {
-	case res.Format == transcript.FormatCodex && len(res.CodexThreads) > 0:
-		home := r.agentEnv("CODEX_HOME")
-		if home == "" {
-			if h := r.agentEnv("HOME"); h != "" {
-				home = filepath.Join(h, ".codex")
-			}
-		}
-		if home == "" {
-			return u
-		}
-		su, ok, err := transcript.CodexSessionUsage(home, res.CodexThreads, since)
-		if err != nil {
-			r.log.Warn("read codex session file", zap.Int("seq", st.Seq), zap.Error(err))
-		}
-		if ok {
-			su.ReportedCostUSD = u.ReportedCostUSD
-			return su
-		}
-	case res.Format == transcript.FormatGemini && !res.ResultSeen && res.SessionID != "":
-		// Killed before its result line: the session file has every
-		// response that ended.
-		h := r.agentEnv("HOME")
-		if h == "" {
-			return u
-		}
-		su, ok, err := transcript.GeminiSessionUsage(filepath.Join(h, ".gemini"), res.SessionID, since)
-		if err != nil {
-			r.log.Warn("read gemini session file", zap.Int("seq", st.Seq), zap.Error(err))
-		}
-		if ok {
-			return su
-		}
+	u, err := agent.StepUsage(res, r.agentEnv, time.UnixMilli(st.StartedAt))
+	if err != nil {
+		r.log.Warn("read "+string(res.Format)+" session file", zap.Int("seq", st.Seq), zap.Error(err))
 	}
 	return u
 }
@@ -706,7 +674,9 @@ func (r *runner) baseEnv() []string {
 	return env
 }
 
-func readPlan(path string) (workspace.Plan, error) { return workspace.ReadPlan(path) }
+// readPlan reads the plan file path, which stays inside dir (the run's
+// working directory) when it is in it: see workspace.OpenRegular.
+func readPlan(dir, path string) (workspace.Plan, error) { return workspace.ReadPlan(dir, path) }
 
 // tail returns up to the last n bytes of a file, starting at a character
 // boundary.

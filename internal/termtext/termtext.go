@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -294,4 +295,87 @@ func StripString(s string) string {
 		return s
 	}
 	return string(Strip([]byte(s)))
+}
+
+// StripCSI removes CSI sequences (ESC [ or C1 CSI, parameters, a final
+// byte: colours, cursor movement, erasure) from s and leaves everything
+// else, other escapes included, for Quote to show. A CSI sequence holds no
+// text, so removing it hides nothing, where obeying it could (erase the
+// line, conceal, move back over it); control strings (OSC, DCS, APC) do
+// hold text and are not removed. A sequence that breaks off, or runs past
+// MaxSequence characters, is kept as it is.
+func StripCSI(s string) string {
+	if strings.IndexByte(s, 0x1b) < 0 && !strings.Contains(s, "\u009b") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		var n int // length of the introducer
+		switch {
+		case s[i] == 0x1b && i+1 < len(s) && s[i+1] == '[':
+			n = 2
+		case strings.HasPrefix(s[i:], "\u009b"):
+			n = len("\u009b")
+		}
+		if n > 0 {
+			j := i + n
+			for j < len(s) && j-i <= MaxSequence && s[j] >= 0x20 && s[j] <= 0x3f {
+				j++
+			}
+			if j < len(s) && j-i <= MaxSequence && s[j] >= 0x40 && s[j] <= 0x7e {
+				i = j + 1 // the whole sequence, final byte included
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
+// EscapeJSON returns the JSON text b with every character a terminal
+// would act on that encoding/json leaves as it is written as a \u escape:
+// DEL, C1 controls, bidi overrides and the other format characters (the
+// encoder escapes only those below U+0020, and U+2028 and U+2029), and a
+// byte of invalid UTF-8 as \ufffd, which is what decoding makes of it.
+// Such characters can only be inside strings, where the escape stands for
+// the same character: the text decodes to the same value, and is still
+// safe to show on a terminal. b is returned as it is when there is
+// nothing to escape.
+func EscapeJSON(b []byte) []byte {
+	i := 0
+	for i < len(b) && b[i] < 0x7f {
+		i++
+	}
+	if i == len(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	out = append(out, b[:i]...)
+	for i < len(b) {
+		if b[i] < 0x7f {
+			out = append(out, b[i])
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, `\ufffd`...)
+		case Unsafe(r) && r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			out = appendU(appendU(out, hi), lo)
+		case Unsafe(r):
+			out = appendU(out, r)
+		default:
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
+}
+
+func appendU(b []byte, r rune) []byte {
+	return append(append(b, `\u`...), pad(strconv.FormatInt(int64(r), 16), 4)...)
 }

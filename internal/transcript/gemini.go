@@ -1,5 +1,13 @@
 package transcript
 
+// geminiTypes are Gemini CLI's stream-json types. "result", "error" and
+// "message" are shared with other dialects: they are Gemini's only
+// after its "init" line (or, for a result, when it carries stats).
+var geminiTypes = map[string]bool{
+	"init": true, "message": true, "tool_use": true, "tool_result": true,
+	"error": true, "result": true,
+}
+
 // geminiEvent applies one line of Gemini CLI's `--output-format
 // stream-json`: init, message (assistant text as deltas), tool_use,
 // tool_result, error, result{status, error, stats}.
@@ -7,7 +15,7 @@ package transcript
 // Usage comes only from result.stats, which sums the requests the CLI got
 // an answer to; results of several CLI processes (a wrapper) add up. A
 // Gemini step killed before its result line reports no usage here: the
-// caller reads the CLI's session file for it (see [GeminiSessionUsage]).
+// caller reads the CLI's session file for it (agent.GeminiSessionUsage).
 func (s *state) geminiEvent(ev *event) {
 	if ev.SessionID != "" {
 		s.sessionID = ev.SessionID

@@ -43,7 +43,7 @@ func TestRealCLIFixtures(t *testing.T) {
 
 		{file: "codex-0.169.0-tool-promise.jsonl", usage: reason(noWrite(happy), 12), final: "The file is written.\n<promise>COMPLETE</promise>"},
 		// turn.failed carries no usage: the session file has it (see
-		// TestCodexSessionUsage).
+		// TestCodexSessionUsage in internal/agent).
 		{file: "codex-0.169.0-overloaded-after-tool.jsonl", isError: true, apiError: true, final: "Let me create the file."},
 		{file: "codex-0.169.0-server-error.jsonl", isError: true, apiError: true},
 		{file: "codex-0.169.0-rate-limit-429.jsonl", isError: true, apiError: true, errorText: "exceeded retry limit, last status: 429 Too Many Requests"},

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // Bounds of a rendered transcript. An agent's output can hold megabytes of
@@ -162,10 +164,23 @@ func (r *Renderer) write(b []byte) {
 	}
 }
 
+// printf writes a line built from what the renderer decoded: its string
+// arguments are text from JSON strings, where a control character is an
+// escape (\u001b, \u0007, \r) that the log file shows as six harmless
+// bytes and decoding makes real. They are quoted (termtext.QuoteLines:
+// line feeds and tabs stay), so that an agent's text, a command or a
+// tool's output cannot erase lines, retitle the terminal or hide what
+// follows. Plain-text lines are the file's own bytes and go out by write.
 func (r *Renderer) printf(format string, args ...any) {
-	if r.err == nil {
-		_, r.err = fmt.Fprintf(r.w, format, args...)
+	if r.err != nil {
+		return
 	}
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = termtext.QuoteLines(s)
+		}
+	}
+	_, r.err = fmt.Fprintf(r.w, format, args...)
 }
 
 // renderEvent is the union of the line shapes rendered.
@@ -663,7 +678,7 @@ func (r *Renderer) toolResult(text string) {
 		}
 		size += len(l)
 		shown++
-		r.printf("  %s\n", capText(l, resultBytes))
+		r.printf("  %s\n", capText(strings.TrimSuffix(l, "\r"), resultBytes))
 	}
 	if more > 0 {
 		r.printf("  … %s\n", plural(more, "more line"))
@@ -685,7 +700,7 @@ func (r *Renderer) text(prefix, text string) {
 		if l == "" {
 			r.printf("\n")
 		} else {
-			r.printf("%s%s\n", prefix, l)
+			r.printf("%s%s\n", prefix, strings.TrimSuffix(l, "\r"))
 		}
 		prefix = cont
 	}

@@ -17,7 +17,11 @@
 //     {"type":"usage","input_tokens":…,"output_tokens":…,
 //     "cache_read_input_tokens":…,"cache_creation_input_tokens":…,"cost_usd":…}
 //
-// Everything else is plain text. A [Parser] is fed the step's log as it grows,
+// Everything else is plain text. Each structured dialect's handlers are in
+// a file of its own (claude.go, codex.go, gemini.go) over the shared
+// accounting state (state.go); what else loopd knows about each CLI (its
+// command line, session files, turn lines, project files) is in
+// internal/agent. A [Parser] is fed the step's log as it grows,
 // in chunks of any size, with bounded memory; [ParseFile] reads a finished log.
 package transcript
 
@@ -118,7 +122,7 @@ type Result struct {
 	// session_id seen.
 	SessionID string
 	// CodexThreads lists the Codex thread ids seen (at most 16), whose
-	// session files hold the per-request usage (see [CodexSessionUsage]).
+	// session files hold the per-request usage (agent.CodexSessionUsage).
 	CodexThreads []string
 	// OversizedLines counts lines longer than the line limit (8 MiB) that were
 	// skipped; parsing continued at the next newline.

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/shquote"
 )
@@ -37,47 +38,29 @@ type agentPath struct {
 	describe func(path string, data []byte) (File, error)
 }
 
-// agentPaths are what the pinned CLIs read from a workspace and obey
-// without the model choosing to, found in their binaries and tried:
-//
-//   - Claude Code: .claude/settings.json and .claude/settings.local.json
-//     (hooks, env, apiKeyHelper, statusLine, plugins), .mcp.json (MCP
-//     servers, started at startup in print mode), and .claude/agents,
-//     .claude/commands, .claude/skills (their front matter can declare
-//     hooks and MCP servers, their bodies `!` shell lines).
-//   - Gemini CLI: what its own folder trust guards, which the preset's
-//     --skip-trust turns off: .gemini/settings.json (hooks, mcpServers,
-//     tools.discoveryCommand), .gemini/.env and .env (loaded into its
-//     environment: a base URL there receives the API key, BASH_ENV runs
-//     in every shell command), .gemini/commands, .gemini/skills,
-//     .gemini/agents.
-//   - Codex: .codex/config.toml (MCP servers, hooks, profiles). Codex
-//     itself ignores it until the project is trusted in Codex, which loopd
-//     never does; it is gated all the same, so a project trusted in Codex
-//     once cannot change what it runs unseen.
+// agentPaths are what the agent CLIs read from a workspace and obey
+// without the model choosing to, as internal/agent lists them per agent
+// (each agent's file says what its CLI does with them), read by their
+// syntax.
 //
 // CLAUDE.md, GEMINI.md, AGENTS.md and the rest of the repository are
 // instructions the model reads: with the permissions a loop runs the
 // agent with, the repository's text can always steer the model, and
 // trusting files cannot change that. They are not gated.
-var agentPaths = []agentPath{
-	{rel: ".claude/settings.json", agent: "claude"},
-	{rel: ".claude/settings.local.json", agent: "claude"},
-	{rel: ".mcp.json", agent: "claude"},
-	{rel: ".claude/agents", agent: "claude", dir: true},
-	{rel: ".claude/commands", agent: "claude", dir: true},
-	{rel: ".claude/skills", agent: "claude", dir: true},
-	{rel: ".gemini/settings.json", agent: "gemini"},
-	{rel: ".gemini/.env", agent: "gemini", describe: DescribeEnv},
-	// Gemini CLI loads the workspace's .env itself, every variable once
-	// the folder counts as trusted (--skip-trust): gated here when it is
-	// not the run's env file (which is gated, or named by the user).
-	{rel: ".env", agent: "gemini", describe: DescribeEnv},
-	{rel: ".gemini/commands", agent: "gemini", dir: true},
-	{rel: ".gemini/skills", agent: "gemini", dir: true},
-	{rel: ".gemini/agents", agent: "gemini", dir: true},
-	{rel: ".codex/config.toml", agent: "codex", describe: describeTOML},
-}
+var agentPaths = func() []agentPath {
+	var out []agentPath
+	for _, f := range agent.ProjectFiles() {
+		p := agentPath{rel: f.Path, agent: f.Agent, dir: f.Dir}
+		switch f.Syntax {
+		case agent.SyntaxEnv:
+			p.describe = DescribeEnv
+		case agent.SyntaxTOML:
+			p.describe = describeTOML
+		}
+		out = append(out, p)
+	}
+	return out
+}()
 
 // AgentPaths returns the workspace-relative paths of the agents' own
 // project files that need trust, in the order Inspect lists them

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -112,15 +113,64 @@ type Plan struct {
 
 var planItem = regexp.MustCompile(`^\s*[-*+]\s+\[([ xX])\]\s+(.*?)\s*$`)
 
-// ReadPlan reads a plan file's checklist.
-func ReadPlan(path string) (Plan, error) {
-	f, err := os.Open(path)
+// MaxPlanBytes bounds a plan file: it is read at every iteration, and one
+// that never ends (a link to /dev/zero) would otherwise be read forever.
+const MaxPlanBytes = 4 << 20
+
+// OpenRegular opens the file path for reading, as the daemon re-reads a
+// run's goal and plan while its agent works in the workspace and can
+// replace them: with a FIFO (opening it would block the daemon until a
+// writer came, and `stop --now` with it), a device that never ends, or a
+// symlink to /proc/self/environ (the daemon's environment, API keys and
+// all, would become the goal). A path inside dir is opened through dir as
+// an os.Root, so neither a symlink nor ".." leads out of it; a path
+// outside dir is one the user named and is opened as it is. The open never
+// blocks, and anything but a regular file is refused.
+func OpenRegular(dir, path string) (*os.File, error) {
+	var f *os.File
+	var err error
+	if rel, rerr := filepath.Rel(dir, path); dir != "" && filepath.IsAbs(path) && rerr == nil && filepath.IsLocal(rel) {
+		var root *os.Root
+		if root, err = os.OpenRoot(dir); err != nil {
+			return nil, err
+		}
+		f, err = root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		root.Close()
+		if err != nil {
+			return nil, fmt.Errorf("open %s inside %s: %w", path, dir, err)
+		}
+	} else if f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, info.Mode().Type())
+	}
+	return f, nil
+}
+
+// ReadPlan reads a plan file's checklist, opened by [OpenRegular] (path
+// stays inside dir, the workspace) and of at most MaxPlanBytes.
+func ReadPlan(dir, path string) (Plan, error) {
+	f, err := OpenRegular(dir, path)
 	if err != nil {
 		return Plan{}, fmt.Errorf("read plan: %w", err)
 	}
 	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxPlanBytes+1))
+	if err != nil {
+		return Plan{}, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	if len(data) > MaxPlanBytes {
+		return Plan{}, fmt.Errorf("read plan %s: larger than %d MiB", path, MaxPlanBytes>>20)
+	}
 	var p Plan
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		m := planItem.FindSubmatch(sc.Bytes())

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -107,7 +108,7 @@ func TestFingerprintNonGit(t *testing.T) {
 func TestReadPlan(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "PLAN.md")
 	write(t, path, "# Plan\n\n- [x] scaffold\n* [X] parse input\n- [ ] handle errors  \n  - [ ] nested detail\n- not a task\n+ [ ] docs\n")
-	p, err := ReadPlan(path)
+	p, err := ReadPlan(filepath.Dir(path), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestReadPlan(t *testing.T) {
 	if p != want {
 		t.Errorf("ReadPlan = %+v, want %+v", p, want)
 	}
-	if _, err := ReadPlan(filepath.Join(t.TempDir(), "missing.md")); err == nil {
+	if _, err := ReadPlan("", filepath.Join(t.TempDir(), "missing.md")); err == nil {
 		t.Error("missing plan file: no error")
 	}
 }
@@ -150,6 +151,54 @@ func TestResolveLikeGit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// OpenRegular refuses what would block the daemon or lead a re-read goal
+// or plan out of the workspace, and opens what the user named outside it.
+func TestOpenRegular(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	for name, content := range map[string]string{"PLAN.md": "- [ ] x\n", "docs/goal.md": "goal\n"} {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "notes.md"), []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range [][2]string{{"environ", "/proc/self/environ"}, {"urandom", "/dev/urandom"}, {"out", outside},
+		{"goal.md", "docs/goal.md"}, {"fifolink", "fifo"}} {
+		if err := os.Symlink(link[1], filepath.Join(ws, link[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, ok := range map[string]bool{"PLAN.md": true, "goal.md": true, "docs/../PLAN.md": true,
+		"fifo": false, "fifolink": false, "environ": false, "urandom": false, "out/notes.md": false, "docs": false} {
+		done := make(chan error, 1)
+		go func() {
+			f, err := OpenRegular(ws, filepath.Join(ws, name))
+			if err == nil {
+				f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if (err == nil) != ok {
+				t.Errorf("OpenRegular(%s): %v, want ok=%v", name, err, ok)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("OpenRegular(%s) blocked", name)
+		}
+	}
+	f, err := OpenRegular(ws, filepath.Join(outside, "notes.md"))
+	if err != nil {
+		t.Fatalf("a file the user named outside the workspace: %v", err)
+	}
+	f.Close()
 }
 
 // A symlinked .loop counts only when the link and its target are the
