@@ -50,6 +50,11 @@ var happyTurns = []fakemodel.Turn{
 		Usage: fakemodel.Usage{Input: 1350, Output: 40, CacheRead: 800}},
 }
 
+var (
+	cutEnd = fakemodel.Turn{Text: "I will now look at the file.", Cut: true, CutHow: fakemodel.CutEnd}
+	cutMid = fakemodel.Turn{Text: "I will now look at the file.", Cut: true, CutHow: fakemodel.CutMidEvent}
+)
+
 func captureScenarios(cli string) []captureScenario {
 	limit := fakemodel.Turn{Status: 429, ResetsAt: time.Date(2031, 3, 4, 5, 6, 0, 0, time.UTC)}
 	if cli == "gemini" {
@@ -66,6 +71,10 @@ func captureScenarios(cli string) []captureScenario {
 		{name: "killed-in-tool", turns: []fakemodel.Turn{{Text: "Running the slow step.", Tool: "touch started && sleep 60",
 			Usage: fakemodel.Usage{Input: 1200, Output: 70, CacheRead: 500, CacheWrite: 300, Reasoning: 12}}}, wantExit: -1, killed: true},
 		{name: "cut-stream", turns: []fakemodel.Turn{happyTurns[0], {Text: "I will now", Cut: true}, {Text: "I will now", Cut: true}}, wantExit: -1},
+		// A proxy between the CLI and the API ends the response properly
+		// but early: after some events, or in the middle of one.
+		{name: "cut-end", turns: []fakemodel.Turn{cutEnd, cutEnd}, wantExit: -2},
+		{name: "cut-mid-event", turns: []fakemodel.Turn{cutMid, cutMid}, wantExit: -2},
 	}
 	if cli == "gemini" {
 		// Gemini exits 0 with result.status "error" on a cut stream.

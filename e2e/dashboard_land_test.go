@@ -10,6 +10,16 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
+// dashboardGit runs git in the workspace.
+func (e *env) dashboardGit(args ...string) {
+	e.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = e.ws
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
 // dashboardRepo makes the workspace a git repository with one commit holding
 // its files (.env and the fake agent's traces ignored), on branch main.
 func (e *env) dashboardRepo() {
@@ -26,8 +36,9 @@ func (e *env) dashboardRepo() {
 }
 
 // TestDashboardDiffAndLand: a worktree run's change ledger, an
-// iteration's diff on demand, and the Land button with loopctl land's
-// words, refused the second time.
+// iteration's diff on demand, the Land button offered, refused with loopctl
+// land's words while the checkout is dirty, then landing, and no longer
+// offered once landed.
 func TestDashboardDiffAndLand(t *testing.T) {
 	b := newBrowser(t)
 	e := dashboardEnv(t)
@@ -45,8 +56,28 @@ func TestDashboardDiffAndLand(t *testing.T) {
 	b.waitText("#it-2 .diff-text", "+done in iteration 2")
 	b.shot("dashboard-run-diff")
 
+	// COMPLETED in a worktree: Land, nothing else.
+	b.waitOffered("land")
+
+	// A refused land says what loopctl land says: here the checkout has
+	// an uncommitted change.
+	e.writeFile(".gitignore", ".env\n.agent-invocations\n.prompt-*\n# edited\n", 0o644)
+	got := b.act(`form.land button`, "land: ")
+	cli := e.loopctl("land", id)
+	var first string
+	for line := range strings.SplitSeq(cli.stderr, "\n") {
+		if strings.HasPrefix(line, "land refused") {
+			first = line
+			break
+		}
+	}
+	if cli.code == 0 || first == "" || !strings.Contains(got, strings.TrimPrefix(first, "land ")) {
+		t.Fatalf("a refused Land shows %q; loopctl land says (exit %d) %q", got, cli.code, cli.stderr)
+	}
+	e.dashboardGit("checkout", "--", ".gitignore")
+
 	// Land: the run's branch goes into main, as loopctl land says.
-	got := b.act(`form.land button`, "landed")
+	got = b.act(`form.land button`, "landed")
 	if !strings.Contains(got, "into main (fast-forward)") {
 		t.Fatalf("Land shows %q", got)
 	}
@@ -61,18 +92,7 @@ func TestDashboardDiffAndLand(t *testing.T) {
 		t.Fatalf("no RUN_LANDED among %v", evs)
 	}
 	b.waitText(".facts", "landed")
-
-	// Landing again is refused with loopctl's words.
-	got = b.act(`form.land button`, "land: ")
-	cli := e.loopctl("land", id)
-	var first string
-	for line := range strings.SplitSeq(cli.stderr, "\n") {
-		if strings.HasPrefix(line, "land refused") {
-			first = line
-			break
-		}
-	}
-	if cli.code == 0 || first == "" || !strings.Contains(got, strings.TrimPrefix(first, "land ")) {
-		t.Fatalf("a second Land shows %q; loopctl land says (exit %d) %q", got, cli.code, cli.stderr)
-	}
+	// Landed: nothing more to offer, and the page says where it went.
+	b.waitOffered("")
+	b.waitText("#offer-note", "Landed into main")
 }

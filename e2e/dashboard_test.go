@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/usagefmt"
 )
 
 // The dashboard's tests drive Debian's chromium (scripts/install-chromium)
@@ -302,7 +304,8 @@ func TestDashboardRunsPageIsLive(t *testing.T) {
 	e.writeFile("release-1", "", 0o644)
 	b.waitText(sel, "2 / 5")
 	eventually(t, "iteration 2's agent", 20*time.Second, func() bool { return len(e.invocations()) == 2 })
-	b.waitText(sel, fmt.Sprintf("$%.3f / $3.00", e.status(id).Usage.CostUSD))
+	// loopctl's figures, formatted as loopctl prints them.
+	b.waitText(sel, e.cliCost(id)+" / $3.00")
 	e.writeFile("release-2", "", 0o644)
 	b.waitText(sel+" .badge", "COMPLETED")
 	b.waitText(sel+" .reason", "completed:")
@@ -323,6 +326,17 @@ func TestDashboardRunsPageIsLive(t *testing.T) {
 	}
 	b.run("filter by workspace", chromedp.Navigate(strings.Split(b.location(), "?")[0]+"?status=COMPLETED&workspace="+url.QueryEscape(e.ws)),
 		chromedp.WaitVisible(sel, chromedp.ByQuery))
+}
+
+// cliCost is a run's cost as `loopctl status` prints it on its usage line.
+func (e *env) cliCost(id string) string {
+	e.t.Helper()
+	out := e.must("status", id)
+	m := regexp.MustCompile(`(?m)^\s*usage\s.* · (\$[0-9.]+(?:\+\?)?) \(`).FindStringSubmatch(out)
+	if m == nil {
+		e.t.Fatalf("no cost on the usage line of loopctl status:\n%s", out)
+	}
+	return m[1]
 }
 
 func (b *browser) location() string {
@@ -353,9 +367,8 @@ func TestDashboardRunPageLedger(t *testing.T) {
 	}
 	b.waitText("#status", "COMPLETED")
 	b.waitText("#reason", "completed:promise+verify")
-	// The same numbers as loopctl status and steps.
-	st := e.status(id)
-	b.waitText("#cost", fmt.Sprintf("$%.4f / $4.00", st.Usage.CostUSD))
+	// The same numbers as loopctl status, written the same way.
+	b.waitText("#cost", e.cliCost(id)+" / $4.00")
 	b.waitText("#iteration", "3")
 	// Every stop condition, with progress.
 	b.waitText(`.conditions tr[data-type="max_cost"]`, "$4.00")
@@ -375,6 +388,14 @@ func TestDashboardRunPageLedger(t *testing.T) {
 	}
 	b.waitText("#it-3 .final", "All work is finished.")
 	b.waitText("#it-3 .final", "<promise>COMPLETE</promise>")
+	// The iteration whose agent promised completion says so in its header;
+	// the others do not.
+	b.waitText("#it-3 header .promise", "promised complete")
+	var promised int
+	b.eval(`document.querySelectorAll("#ledger header .promise").length`, &promised)
+	if promised != 1 {
+		t.Fatalf("%d iterations are marked as promised, want 1 (iteration 3)", promised)
+	}
 	b.waitText("#it-1 .final", "Iteration 1: I changed the code.")
 	b.waitText("#it-1 .verify", "0 passed")
 	b.waitText("#it-1 .verify", "2 failed")
@@ -393,7 +414,7 @@ func TestDashboardRunPageLedger(t *testing.T) {
 	if in2 != 1000 {
 		t.Fatalf("iteration 2 used %d input tokens, want the fake agent's 1000", in2)
 	}
-	b.waitText("#it-2 .usage", fmt.Sprintf("$%.4f", cost2))
+	b.waitText("#it-2 .usage", usagefmt.USD(cost2))
 	b.waitText("#it-2 .usage", "1.0k in")
 	// A workspace that is not a git repository has no change ledger.
 	b.waitText("#it-2 .change", "no change recorded")
@@ -444,9 +465,34 @@ func (b *browser) act(sel, want string) string {
 	return b.text("#action-result")
 }
 
+// offered is what the run page offers now: the data-offer names of the
+// controls a user can see, in page order.
+func (b *browser) offered() string {
+	b.t.Helper()
+	var s string
+	b.eval(`[...document.querySelectorAll("[data-offer]")].filter(e => e.offsetParent !== null).map(e => e.dataset.offer).join(" ")`, &s)
+	return s
+}
+
+// waitOffered waits until the run page offers exactly want (data-offer
+// names in page order; "" for nothing).
+func (b *browser) waitOffered(want string) {
+	b.t.Helper()
+	js := fmt.Sprintf(`[...document.querySelectorAll("[data-offer]")].filter(e => e.offsetParent !== null).map(e => e.dataset.offer).join(" ") === %q`, want)
+	ctx, cancel := context.WithTimeout(b.ctx, 25*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.Poll(js, nil, chromedp.WithPollingTimeout(25*time.Second))); err != nil {
+		b.t.Fatalf("the run page offers %q, want %q", b.offered(), want)
+	}
+}
+
+// TestDashboardButtons drives a run through its states with the run page's
+// buttons; at each state the page offers only what the daemon accepts
+// (the table in internal/dashboard/offer.go), changing without a reload.
 func TestDashboardButtons(t *testing.T) {
 	b := newBrowser(t)
 	e := dashboardEnv(t)
+	e.writeFile(".loop/stop.json", `{"success_conditions":[{"type":"user_signal"}]}`, 0o644)
 	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=release-%d"), verifyTests, "max_iterations=3")
 	id := e.start("Make it faster")
 	eventually(t, "iteration 1's agent", 20*time.Second, func() bool { return len(e.invocations()) == 1 })
@@ -458,11 +504,17 @@ func TestDashboardButtons(t *testing.T) {
 	// Every update below comes without a reload: this marker would go.
 	b.eval(`window.loopdMarker = 7`, new(int))
 
-	// Signal: sets user_signal, as loopctl signal does.
-	b.act(`button[data-action="signal"]`, "signal: done")
-	if !e.status(id).UserSignal {
-		t.Fatal("the Signal button did not set user_signal")
+	// RUNNING, in place: stop, stop now, pause and (it has a user_signal
+	// condition) signal; nothing to resume, never a land.
+	b.waitOffered("stop stop-now pause signal")
+
+	// Pause: requested while the step runs; Pause gives way to Resume,
+	// which would cancel the request.
+	b.act(`button[data-action="pause"]`, "pause: done")
+	if !e.status(id).PauseRequest {
+		t.Fatal("the Pause button did not request a pause")
 	}
+	b.waitOffered("stop stop-now signal resume")
 
 	// Resume with --set on a RUNNING run: the daemon's own refusal,
 	// word for word what loopctl prints.
@@ -476,13 +528,11 @@ func TestDashboardButtons(t *testing.T) {
 		t.Fatalf("the Resume button shows %q; loopctl says %q", got, want)
 	}
 
-	// Pause: requested while the step runs, PAUSED once it ends.
-	b.act(`button[data-action="pause"]`, "pause: done")
-	if !e.status(id).PauseRequest {
-		t.Fatal("the Pause button did not request a pause")
-	}
+	// PAUSED once the step ends: resume or stop, no pause, no stop --now
+	// (no step runs).
 	e.writeFile("release-1", "", 0o644)
 	b.waitText("#status", "PAUSED")
+	b.waitOffered("stop signal resume")
 	// The ledger shows iteration 1's final message now that its
 	// implementation step ended (the pause held the run before its
 	// verification).
@@ -507,12 +557,15 @@ func TestDashboardButtons(t *testing.T) {
 	// joined the ledger.
 	b.waitText("#it-1 .verify .failing", "TestParse")
 
-	// Stop: graceful — requested, the run goes on until its step ends.
+	// Stop: graceful — requested, the run goes on until its step ends;
+	// asking again changes nothing, so only Stop now is left of the two.
 	eventually(t, "iteration 2's agent", 20*time.Second, func() bool { return len(e.invocations()) == 2 })
+	b.waitOffered("stop stop-now pause signal")
 	b.act(`button[data-action="stop"]`, "stop: done")
 	if st := e.status(id); st.StopRequested != "graceful" || st.Status != api.RunRunning {
 		t.Fatalf("after Stop: %s, stop requested %q; want RUNNING with a graceful stop requested", st.Status, st.StopRequested)
 	}
+	b.waitOffered("stop-now pause signal")
 	// Stop now: the step is killed, the run INTERRUPTED.
 	b.act(`button[data-action="stop-now"]`, "stop --now: done")
 	b.waitText("#status", "INTERRUPTED")
@@ -521,17 +574,14 @@ func TestDashboardButtons(t *testing.T) {
 		t.Fatalf("after Stop now the last step is %s, want CANCELED", last.Status)
 	}
 	b.waitText("#reason", "user_stop")
+	// Ended, in place: resume only — no stop, no pause, and no land, with
+	// the reason why.
+	b.waitOffered("resume")
+	b.waitText("#offer-note", "in place")
 	var marker int
 	b.eval(`window.loopdMarker`, &marker)
 	if marker != 7 {
 		t.Fatal("the run page was reloaded; it must update in place")
-	}
-
-	// A button on an ended run: loopctl's own error.
-	got = b.act(`button[data-action="pause"]`, "pause: ")
-	cli = e.loopctl("pause", id)
-	if want := "pause: " + strings.TrimSpace(strings.TrimPrefix(cli.stderr, "loopctl: ")); cli.code == 0 || got != want {
-		t.Fatalf("Pause on an ended run shows %q; loopctl says %q (exit %d)", got, want, cli.code)
 	}
 	b.shot("dashboard-run-buttons")
 
@@ -547,6 +597,25 @@ func TestDashboardButtons(t *testing.T) {
 	if badge == "INTERRUPTED" {
 		t.Fatal("the runs page shows a resumed run as INTERRUPTED")
 	}
+
+	// Signal: sets user_signal, as loopctl signal does; once set it is not
+	// offered again, and the run completes on it after its step.
+	b.run("open the run page", chromedp.Navigate(base+"/runs/"+id), chromedp.WaitVisible(`body[data-page="run"]`, chromedp.ByQuery))
+	b.waitText("#status", "RUNNING")
+	b.waitOffered("stop stop-now pause signal")
+	b.act(`button[data-action="signal"]`, "signal: done")
+	if !e.status(id).UserSignal {
+		t.Fatal("the Signal button did not set user_signal")
+	}
+	b.waitOffered("stop stop-now pause")
+	for i := 2; i <= 7; i++ {
+		e.writeFile(fmt.Sprintf("release-%d", i), "", 0o644)
+	}
+	b.waitText("#status", "COMPLETED")
+	b.waitText("#reason", "condition:user_signal")
+	// COMPLETED in place: nothing to resume, nothing to land.
+	b.waitOffered("")
+	b.waitText("#offer-note", "Completed in place")
 }
 
 func TestDashboardCSRF(t *testing.T) {

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/fakemodel"
+	"github.com/loopd/loopd/internal/stop"
 )
 
 // newRealEnv is a loopd world whose agent is the real CLI name, talking to
@@ -289,6 +291,11 @@ func TestRealCodexFailedTurnAndResumeCountOnce(t *testing.T) {
 	if got, want := tokens(s1.Usage), billed(first.Usage, true); got != want {
 		t.Errorf("failed turn recorded %+v, billed %+v", got, want)
 	}
+	// Codex printed no usage for it: its tokens are priced all the same,
+	// at the run's model (Codex names none in its output).
+	if want := tableCost(t, a.model, billed(first.Usage, true)); s1.Usage.CostUnknown || !closeTo(s1.Usage.CostUSD, want) {
+		t.Errorf("failed turn cost $%v (unknown %v), want $%v", s1.Usage.CostUSD, s1.Usage.CostUnknown, want)
+	}
 	if got, want := stepTokens(steps), billed(srv.Billed(), true); got != want {
 		t.Errorf("steps recorded %+v, billed %+v", got, want)
 	}
@@ -417,21 +424,80 @@ func TestRealGeminiPreset(t *testing.T) {
 		}
 	})
 	t.Run("killed", func(t *testing.T) {
+		for _, how := range []string{"stop --now", "step_timeout"} {
+			t.Run(how, func(t *testing.T) {
+				e, a, srv := newRealEnv(t, "gemini")
+				wantStatus := api.StepCanceled
+				if how == "step_timeout" {
+					// Long enough for Gemini CLI's start on a busy machine;
+					// the tool's sleep outlasts it.
+					a.preset(e, "step_timeout=12s", "max_consecutive_implementation_failures=1")
+					wantStatus = api.StepFailed
+				} else {
+					a.preset(e)
+				}
+				srv.Push(slowTool)
+				id := e.start("Run the slow step.")
+				e.waitForFile("started", 60*time.Second)
+				if how == "stop --now" {
+					e.must("stop", id, "--now")
+				}
+				e.wait(id)
+				steps := e.steps(id)
+				if len(steps) != 1 || steps[0].Status != wantStatus {
+					t.Fatalf("steps %+v, want one %s", steps, wantStatus)
+				}
+				want := billed(srv.Billed(), true)
+				want.CacheWriteTokens = 0 // Gemini reports no cache writes
+				if got := tokens(steps[0].Usage); got != want {
+					t.Errorf("killed step recorded %+v, billed %+v", got, want)
+				}
+				// Its tokens are priced like a finished step's (issue 26).
+				wantCost := tableCost(t, a.model, want)
+				if u := steps[0].Usage; u.CostUnknown || !closeTo(u.CostUSD, wantCost) || u.Model != a.model {
+					t.Errorf("killed step cost $%v (unknown %v) of %q, want $%v: its tokens at %s's price", u.CostUSD, u.CostUnknown, u.Model, wantCost, a.model)
+				}
+				if r := e.status(id); !closeTo(r.Usage.CostUSD, wantCost) {
+					t.Errorf("run cost $%v, want $%v", r.Usage.CostUSD, wantCost)
+				}
+			})
+		}
+	})
+	t.Run("cut by a proxy", func(t *testing.T) {
+		// A proxy ends the response early, properly: Gemini CLI says
+		// "Model stream ended without a finish reason." (before any finish
+		// chunk) or "Incomplete JSON segment at the end" (inside a chunk).
+		// That is the API's trouble: the run waits, counting nothing, and
+		// completes once the API answers again (issue 26).
 		e, a, srv := newRealEnv(t, "gemini")
-		a.preset(e)
-		srv.Push(slowTool)
-		id := e.start("Run the slow step.")
-		e.waitForFile("started", 60*time.Second)
-		e.must("stop", id, "--now")
-		e.wait(id)
+		a.preset(e, "max_consecutive_implementation_failures=1")
+		text := "I will now look at the file."
+		srv.Push(fakemodel.Turn{Text: text, Cut: true, CutHow: fakemodel.CutEnd},
+			fakemodel.Turn{Text: text, Cut: true, CutHow: fakemodel.CutMidEvent},
+			fakemodel.Turn{Text: "All done.\n<promise>COMPLETE</promise>", Usage: fakemodel.Usage{Input: 900, Output: 30, CacheRead: 100}})
+		id := e.start("Finish the work.")
+		if code := e.wait(id); code != 0 {
+			t.Fatalf("wait exit %d, want 0 (COMPLETED); run %+v", code, e.status(id))
+		}
+		r := e.status(id)
+		if r.Status != api.RunCompleted || r.Iteration != 1 || r.Counters.Implementation != 0 {
+			t.Errorf("run %s %q iteration %d counters %+v; want COMPLETED at iteration 1 with no failure counted", r.Status, r.Reason, r.Iteration, r.Counters)
+		}
+		if n := countWaits(e.events(id), "api_unavailable"); n != 2 {
+			t.Errorf("%d api_unavailable waits, want 2", n)
+		}
 		steps := e.steps(id)
-		if len(steps) != 1 || steps[0].Status != api.StepCanceled {
-			t.Fatalf("steps %+v, want one CANCELED", steps)
+		if len(steps) != 3 {
+			t.Fatalf("%d steps, want 3", len(steps))
+		}
+		for i, w := range []string{"Model stream ended without a finish reason.", "[API Error: Incomplete JSON segment at the end]"} {
+			if !strings.HasPrefix(steps[i].Error, w) || !strings.Contains(steps[i].Error, "the model API is unavailable (attempt "+string(rune('1'+i))) {
+				t.Errorf("step %d error %q, want Gemini's words %q and attempt %d", i+1, steps[i].Error, w, i+1)
+			}
 		}
 		want := billed(srv.Billed(), true)
-		want.CacheWriteTokens = 0 // Gemini reports no cache writes
-		if got := tokens(steps[0].Usage); got != want {
-			t.Errorf("killed step recorded %+v, billed %+v", got, want)
+		if got := tokens(r.Usage); got != want {
+			t.Errorf("run usage %+v, billed %+v", got, want)
 		}
 	})
 	t.Run("503", func(t *testing.T) {
@@ -458,6 +524,24 @@ func TestRealGeminiPreset(t *testing.T) {
 		e.must("stop", id, "--now")
 	})
 }
+
+// tableCost is what u costs at model's list price in loopd's table.
+func tableCost(t *testing.T, model string, u api.Usage) float64 {
+	t.Helper()
+	p, ok := stop.DefaultPrices().Lookup(model)
+	if !ok {
+		t.Fatalf("no price for %s", model)
+	}
+	c := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens}, p)
+	if c <= 0 {
+		t.Fatalf("%+v costs $%v at %s's price", u, c, model)
+	}
+	return c
+}
+
+// closeTo compares costs summed in floating point.
+func closeTo(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // TestRealClaudeSubscriptionLimit (issue 15, points 3 and 5): a
 // subscription's usage limit (429 with the unified reset headers) makes the

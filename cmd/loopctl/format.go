@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/termtext"
+	"github.com/loopd/loopd/internal/usagefmt"
 )
 
 // printJSON writes v as indented JSON, with the characters a terminal
@@ -90,37 +90,18 @@ func duration(d time.Duration) string {
 
 func ms(n int64) string { return duration(time.Duration(n) * time.Millisecond) }
 
-// count formats a token count: 950, 12.3k, 4.56M.
-func count(n int64) string {
-	switch {
-	case n < 10_000:
-		return strconv.FormatInt(n, 10)
-	case n < 1_000_000:
-		return fmt.Sprintf("%.1fk", float64(n)/1e3)
-	}
-	return fmt.Sprintf("%.2fM", float64(n)/1e6)
-}
+// count formats a token count, as the dashboard does.
+func count(n int64) string { return usagefmt.Tokens(n) }
 
-func cost(u api.Usage) string {
-	s := fmt.Sprintf("$%.2f", u.CostUSD)
-	if u.CostUSD > 0 && u.CostUSD < 0.01 {
-		s = fmt.Sprintf("$%.4f", u.CostUSD)
-	}
-	if u.CostUnknown {
-		s += "+?"
-	}
-	return s
-}
+// cost formats a usage's cost, as the dashboard does.
+func cost(u api.Usage) string { return usagefmt.Cost(u) }
 
 func usageLine(u api.Usage) string {
 	// An agent that reported no cost (Codex, Gemini, most commands) shows
 	// none, never "$0.00": unknown is not free.
 	reported := "no agent-reported cost"
 	if v, ok := u.ReportedCost(); ok {
-		reported = fmt.Sprintf("agent-reported $%.2f", v)
-		if v > 0 && v < 0.01 {
-			reported = fmt.Sprintf("agent-reported $%.4f", v)
-		}
+		reported = "agent-reported " + usagefmt.USD(v)
 	}
 	return fmt.Sprintf("%s in · %s out · %s cache read · %s cache write · %s (%s)",
 		count(u.InputTokens), count(u.OutputTokens), count(u.CacheReadTokens), count(u.CacheWriteTokens), cost(u), reported)

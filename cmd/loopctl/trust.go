@@ -16,12 +16,13 @@ import (
 type trustOptions struct {
 	*globalOptions
 	Revoke bool
+	Show   bool
 }
 
 func newTrustCmd(g *globalOptions) *cobra.Command {
 	o := &trustOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "trust [-C DIR] [--revoke]",
+		Use:   "trust [-C DIR] [--show | --revoke]",
 		Short: "Review and trust the commands and environment a workspace's files set",
 		Long: `A workspace's .loop/config, its stop file's custom_script conditions and
 its env file (.env) name commands and environment that loopd would run; the
@@ -35,14 +36,21 @@ trust prints every command, every other setting of .loop/config with its
 value, and every environment variable name these files set (never an env
 value), then records their content hashes for you in the
 daemon's database. Files you name yourself (--set, --stop-file, your
-~/.config/loop/config) need no trust. --revoke forgets what was trusted.`,
-		Example: `  loopctl trust
+~/.config/loop/config) need no trust. --revoke forgets what was trusted.
+
+--show prints the same and records nothing, with the full command line
+loopd runs for each agent preset (agent=claude runs Claude Code with
+--dangerously-skip-permissions): read it before you trust.`,
+		Example: `  loopctl trust --show
+  loopctl trust
   loopctl trust -C ~/src/cloned-repo
   loopctl trust --revoke`,
 		Args: cobra.NoArgs,
 		RunE: o.run,
 	}
 	cmd.Flags().BoolVar(&o.Revoke, "revoke", false, "forget the workspace's trusted files")
+	cmd.Flags().BoolVar(&o.Show, "show", false, "print what would be trusted and each agent's command line; record nothing")
+	cmd.MarkFlagsMutuallyExclusive("revoke", "show")
 	return cmd
 }
 
@@ -74,7 +82,7 @@ func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
 		}
 		return nil
 	}
-	rep, err := c.Trust(ctx, api.TrustRequest{Workspace: ws})
+	rep, err := c.Trust(ctx, api.TrustRequest{Workspace: ws, Show: o.Show})
 	if err != nil {
 		return err
 	}
@@ -90,11 +98,18 @@ func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
 // is the repository's bytes, quoted: a command that hides behind "\x1b[2K\r"
 // must be seen, not erased by the terminal.
 func printTrust(w io.Writer, rep api.TrustReport) {
+	if !rep.Recorded {
+		defer printAgents(w, rep)
+	}
 	if len(rep.Files) == 0 {
 		fmt.Fprintf(w, "nothing to trust in %s: no file there names commands or environment\n", termtext.Quote(rep.Workspace))
 		return
 	}
-	fmt.Fprintf(w, "trusted in %s — loopd will run what these files set:\n", termtext.Quote(rep.Workspace))
+	if rep.Recorded {
+		fmt.Fprintf(w, "trusted in %s — loopd will run what these files set:\n", termtext.Quote(rep.Workspace))
+	} else {
+		fmt.Fprintf(w, "would be trusted in %s — loopd would run what these files set:\n", termtext.Quote(rep.Workspace))
+	}
 	for _, f := range rep.Files {
 		state := "new"
 		switch f.Status {
@@ -111,6 +126,9 @@ func printTrust(w io.Writer, rep api.TrustReport) {
 			// Not loopd's: the agent CLI obeys it on its own (hooks at
 			// startup, MCP servers), before the model says a word.
 			fmt.Fprintf(w, "  read by the %s agent CLI, which runs what it names\n", termtext.Quote(f.Agent))
+		}
+		if f.Parent {
+			fmt.Fprintf(w, "  read from a parent directory of the workspace: the agent CLI looks for it up to /\n")
 		}
 		for _, c := range f.Commands {
 			fmt.Fprintf(w, "  command  %s: %s\n", termtext.Quote(c.Key), termtext.Quote(c.Command))
@@ -134,6 +152,25 @@ func printTrust(w io.Writer, rep api.TrustReport) {
 		for _, v := range f.Values {
 			fmt.Fprintf(w, "  setting  %s=%s\n", termtext.Quote(v.Key), termtext.Quote(v.Value))
 		}
+	}
+}
+
+// printAgents ends `trust --show`: the agents' command lines (the model
+// a start must give shows as GIVEN-AT-START), and that nothing was
+// recorded.
+func printAgents(w io.Writer, rep api.TrustReport) {
+	fmt.Fprintf(w, "\nagent command lines (run in the workspace with its environment):\n")
+	for _, a := range rep.Agents {
+		mark := ""
+		if a.Default {
+			mark = "  (the workspace's agent)"
+		}
+		fmt.Fprintf(w, "  agent=%s%s\n    %s\n", termtext.Quote(a.Agent), mark, termtext.Quote(a.Command))
+	}
+	if len(rep.Files) > 0 {
+		fmt.Fprintf(w, "\nnothing was recorded: `loopctl trust` trusts these files\n")
+	} else {
+		fmt.Fprintf(w, "\nnothing was recorded\n")
 	}
 }
 

@@ -94,9 +94,27 @@ type ProjectFile struct {
 	Dir bool
 	// Syntax is how a file (not a directory) is read.
 	Syntax Syntax
+	// Parents says whether the CLI also reads the path from the
+	// workspace's parent directories, and how.
+	Parents Parents
 	// Agent is the Name of the agent that reads it.
 	Agent string
 }
+
+// Parents is how a CLI reads a project file from the parent directories
+// of its working directory.
+type Parents int
+
+const (
+	// NoParents: only the working directory's.
+	NoParents Parents = iota
+	// EveryParent: the path in every directory up to /, each one read.
+	EveryParent
+	// FirstFound: walking up from the working directory, the first
+	// directory holding one of the agent's FirstFound paths (in list
+	// order) gives the only one read; the search stops there.
+	FirstFound
+)
 
 // all lists the agents in the order loopd names them in messages.
 var all = []*Agent{Claude, Codex, Gemini, Command}
@@ -150,16 +168,20 @@ func InstallHint(bin string) string {
 // resumed threads). The agent is told by its output, not by the preset,
 // so a wrapper script running a CLI is read the same. A session file
 // that could not be read is reported in err, and the output's usage kept.
-func StepUsage(res transcript.Result, env func(string) string, since time.Time) (transcript.Usage, error) {
+//
+// found reports whether any usage was found, in the output or in the
+// session files: a killed Gemini CLI or a failed Codex turn prints none,
+// and its tokens must still be priced, not counted as free.
+func StepUsage(res transcript.Result, env func(string) string, since time.Time) (u transcript.Usage, found bool, err error) {
 	a := ForFormat(res.Format)
 	if a == nil || a.SessionUsage == nil {
-		return res.Usage, nil
+		return res.Usage, res.UsageFound, nil
 	}
 	u, ok, err := a.SessionUsage(res, env, since)
 	if !ok {
-		return res.Usage, err
+		return res.Usage, res.UsageFound, err
 	}
-	return u, err
+	return u, true, err
 }
 
 // RootRefusalFor returns the root refusal that the command line of the

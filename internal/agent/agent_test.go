@@ -165,20 +165,28 @@ func TestStepUsage(t *testing.T) {
 		res  transcript.Result
 		env  map[string]string
 		want transcript.Usage
+		// found: usage was found, in the output or the session files;
+		// none of these outputs reported any (UsageFound is false), so
+		// only the session files can say so.
+		found bool
 	}{
-		{"codex under HOME", transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t1"}}, map[string]string{"HOME": home}, billed},
-		{"codex under CODEX_HOME, its cost kept", transcript.Result{Format: transcript.FormatCodex, Usage: withCost, CodexThreads: []string{"t1"}}, map[string]string{"HOME": home, "CODEX_HOME": codexHome}, func() transcript.Usage { u := billed; u.ReportedCostUSD = &cost; return u }()},
-		{"codex without threads", transcript.Result{Format: transcript.FormatCodex, Usage: printed}, map[string]string{"HOME": home}, printed},
-		{"codex without a home", transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t1"}}, nil, printed},
-		{"codex, another thread", transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t2"}}, map[string]string{"HOME": home}, printed},
-		{"gemini killed", transcript.Result{Format: transcript.FormatGemini, Usage: printed, SessionID: geminiSession}, map[string]string{"HOME": home}, billed},
-		{"gemini with its result", transcript.Result{Format: transcript.FormatGemini, Usage: printed, SessionID: geminiSession, ResultSeen: true}, map[string]string{"HOME": home}, printed},
-		{"claude", transcript.Result{Format: transcript.FormatClaude, Usage: printed, SessionID: geminiSession}, map[string]string{"HOME": home}, printed},
-		{"plain text", transcript.Result{Format: transcript.FormatText, Usage: printed}, map[string]string{"HOME": home}, printed},
+		{"codex under HOME", transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t1"}}, map[string]string{"HOME": home}, billed, true},
+		{"codex under CODEX_HOME, its cost kept", transcript.Result{Format: transcript.FormatCodex, Usage: withCost, CodexThreads: []string{"t1"}}, map[string]string{"HOME": home, "CODEX_HOME": codexHome}, func() transcript.Usage { u := billed; u.ReportedCostUSD = &cost; return u }(), true},
+		{"codex without threads", transcript.Result{Format: transcript.FormatCodex, Usage: printed}, map[string]string{"HOME": home}, printed, false},
+		{"codex without a home", transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t1"}}, nil, printed, false},
+		{"codex, another thread", transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t2"}}, map[string]string{"HOME": home}, printed, false},
+		{"gemini killed", transcript.Result{Format: transcript.FormatGemini, Usage: printed, SessionID: geminiSession}, map[string]string{"HOME": home}, billed, true},
+		{"gemini with its result", transcript.Result{Format: transcript.FormatGemini, Usage: printed, SessionID: geminiSession, ResultSeen: true}, map[string]string{"HOME": home}, printed, false},
+		{"claude", transcript.Result{Format: transcript.FormatClaude, Usage: printed, SessionID: geminiSession}, map[string]string{"HOME": home}, printed, false},
+		{"claude, usage found in its output", transcript.Result{Format: transcript.FormatClaude, Usage: printed, UsageFound: true}, map[string]string{"HOME": home}, printed, true},
+		{"plain text", transcript.Result{Format: transcript.FormatText, Usage: printed}, map[string]string{"HOME": home}, printed, false},
 	} {
-		got, err := StepUsage(tc.res, env(tc.env), time.Time{})
+		got, found, err := StepUsage(tc.res, env(tc.env), time.Time{})
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
+		}
+		if found != tc.found {
+			t.Errorf("%s: found = %v, want %v", tc.name, found, tc.found)
 		}
 		if fmtUsage(got) != fmtUsage(tc.want) {
 			t.Errorf("%s: StepUsage = %s, want %s", tc.name, fmtUsage(got), fmtUsage(tc.want))
@@ -191,7 +199,7 @@ func TestStepUsage(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil { // a directory where the file should be
 		t.Fatal(err)
 	}
-	got, err := StepUsage(transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t1"}}, env(map[string]string{"HOME": bad}), time.Time{})
+	got, _, err := StepUsage(transcript.Result{Format: transcript.FormatCodex, Usage: printed, CodexThreads: []string{"t1"}}, env(map[string]string{"HOME": bad}), time.Time{})
 	if err == nil || got != printed {
 		t.Errorf("unreadable session file: %s, %v; want the printed usage and an error", fmtUsage(got), err)
 	}

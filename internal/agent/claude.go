@@ -51,13 +51,18 @@ var Claude = &Agent{
 	// (their front matter can declare hooks and MCP servers, their bodies
 	// `!` shell lines). CLAUDE.md is instructions the model reads, not
 	// gated: the repository's text can always steer the model.
+	//
+	// It also reads .mcp.json and .claude/{agents,commands,skills} from
+	// every parent directory up to / (tried: a parent's MCP server
+	// starts; a PROMPT.md of `/name` runs a parent command's `!` lines
+	// before any model call), not .claude/settings.json.
 	ProjectFiles: []ProjectFile{
 		{Path: ".claude/settings.json"},
 		{Path: ".claude/settings.local.json"},
-		{Path: ".mcp.json"},
-		{Path: ".claude/agents", Dir: true},
-		{Path: ".claude/commands", Dir: true},
-		{Path: ".claude/skills", Dir: true},
+		{Path: ".mcp.json", Parents: EveryParent},
+		{Path: ".claude/agents", Dir: true, Parents: EveryParent},
+		{Path: ".claude/commands", Dir: true, Parents: EveryParent},
+		{Path: ".claude/skills", Dir: true, Parents: EveryParent},
 	},
 }
 

@@ -45,14 +45,19 @@ var Gemini = &Agent{
 	// in every shell command), .gemini/commands, .gemini/skills,
 	// .gemini/agents. GEMINI.md is instructions the model reads, not
 	// gated.
+	//
+	// Its env file is found as its findEnvFile does: walking up to /, the
+	// first directory holding .gemini/.env or .env gives the only one
+	// loaded (tried: a parent's BASH_ENV runs). It does not walk up for
+	// its settings or commands.
 	ProjectFiles: []ProjectFile{
 		{Path: ".gemini/settings.json"},
-		{Path: ".gemini/.env", Syntax: SyntaxEnv},
+		{Path: ".gemini/.env", Syntax: SyntaxEnv, Parents: FirstFound},
 		// Gemini CLI loads the workspace's .env itself, every variable
 		// once the folder counts as trusted (--skip-trust): gated as its
 		// file when it is not the run's env file (which is gated, or
 		// named by the user).
-		{Path: ".env", Syntax: SyntaxEnv},
+		{Path: ".env", Syntax: SyntaxEnv, Parents: FirstFound},
 		{Path: ".gemini/commands", Dir: true},
 		{Path: ".gemini/skills", Dir: true},
 		{Path: ".gemini/agents", Dir: true},

@@ -15,6 +15,17 @@ const CodeUntrusted ErrorCode = "untrusted"
 // TrustRequest asks the daemon to trust a workspace's files.
 type TrustRequest struct {
 	Workspace string `json:"workspace"` // absolute
+	// Show records nothing: the report says what would be trusted, with
+	// the agents' command lines (loopctl trust --show).
+	Show bool `json:"show,omitempty"`
+}
+
+// TrustAgent is the command line loopd runs for an agent in a workspace.
+type TrustAgent struct {
+	Agent   string `json:"agent"`
+	Command string `json:"command"`
+	// Default marks the workspace's own agent (start with no --set agent).
+	Default bool `json:"default,omitempty"`
 }
 
 // TrustCommand is one command a trusted file names.
@@ -50,6 +61,9 @@ type TrustFile struct {
 	// Files are an agent directory's files (.claude/skills…), relative to
 	// it: its hash covers them all.
 	Files []string `json:"files,omitempty"`
+	// Parent says the agent CLI reads the file from a parent directory
+	// of the workspace (it walks up to /).
+	Parent bool `json:"parent,omitempty"`
 }
 
 // TrustSetting is one config entry that is not a command, with its value.
@@ -63,6 +77,10 @@ type TrustReport struct {
 	Workspace string      `json:"workspace"`
 	TrustedAt Time        `json:"trusted_at"`
 	Files     []TrustFile `json:"files"`
+	// Recorded is false for a Show request: nothing was trusted.
+	Recorded bool `json:"recorded"`
+	// Agents (Show only) are the agent command lines a run would run.
+	Agents []TrustAgent `json:"agents,omitempty"`
 }
 
 // RevokeReport answers DELETE /v1/trust: the files no longer trusted.

@@ -34,6 +34,9 @@ func ParseEnvFile(path string, data []byte) ([]string, error) {
 	if len(data) > maxEnvFileBytes {
 		return nil, fileError(path, errors.New("file is larger than 1 MiB"))
 	}
+	if err := CheckEnvLineBreaks(path, data); err != nil {
+		return nil, err
+	}
 	vars, err := godotenv.UnmarshalBytes(data)
 	if err != nil {
 		msg, line := describeEnvError(data, err)
@@ -125,6 +128,34 @@ func lastStatementLine(data []byte) int {
 		}
 	}
 	return 0
+}
+
+// CheckEnvLineBreaks refuses an env file holding a line break that
+// godotenv does not take as one: a lone CR, U+2028 or U+2029. Gemini CLI
+// reads .env files with the JavaScript dotenv, whose line pattern ends a
+// line at each of them; godotenv does not. So `LOG_LEVEL=info # note`,
+// U+2029, `BASH_ENV=/x` is one variable to loopd (and to what loopctl
+// trust shows) and two to Gemini CLI. The error names the file and the
+// 1-based line (counted in \n) where the first one is.
+func CheckEnvLineBreaks(path string, data []byte) error {
+	line := 1
+	for i := 0; i < len(data); i++ {
+		var what string
+		switch {
+		case data[i] == '\n':
+			line++
+			continue
+		case data[i] == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
+			what = "a carriage return not followed by a newline"
+		case data[i] == 0xe2 && i+2 < len(data) && data[i+1] == 0x80 && (data[i+2] == 0xa8 || data[i+2] == 0xa9):
+			what = fmt.Sprintf("U+%04X (a line break to other dotenv readers)", 0x2000+int(data[i+2])-0x80)
+		default:
+			continue
+		}
+		return &ConfigError{File: path, Line: line, Msg: "invalid env file: " + what +
+			"; Gemini CLI would start a new line there and read a variable loopd does not see: use plain newlines"}
+	}
+	return nil
 }
 
 // WrittenEnvValues returns the values of the env file at path as they are

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 )
@@ -65,12 +66,23 @@ func QuoteValue(v string) string {
 // cause, so errors.Is(err, fs.ErrNotExist) tells a missing file apart.
 // Like [Parse], it returns the entries it could read together with the
 // error.
+//
+// The file is opened with O_NONBLOCK and must be a regular file once
+// open: a FIFO a repository puts at .loop/config would otherwise block
+// the open, and the daemon with it.
 func ParseFile(path string) ([]Entry, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fileError(path, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fileError(path, err)
+	} else if fi.IsDir() {
+		return nil, &ConfigError{File: path, Msg: "cannot read: is a directory"}
+	} else if !fi.Mode().IsRegular() {
+		return nil, &ConfigError{File: path, Msg: "cannot read: not a regular file"}
+	}
 	return Parse(f, path)
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/notify"
 	"github.com/loopd/loopd/internal/scheduler"
@@ -85,12 +86,7 @@ type Daemon struct {
 	killSteps bool
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
 
-	diskCache diskCache // the last measure of the run worktrees' disk (daemon status)
-	// landLocks serialises lands into one repository (common git dir ->
-	// *sync.Mutex): two lands tested against the same base tip would
-	// otherwise race to move it.
-	landLocks sync.Map
-	landing   sync.Map // ids of runs being landed: clean leaves their worktrees alone
+	lander *landing.Lander // land, diff and clean of runs' branches and worktrees
 
 	stepGap prometheus.Histogram // loopd_step_gap_seconds (metrics.NewStepGap)
 }
@@ -166,6 +162,7 @@ func Run(ctx context.Context, opts Options) error {
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
 	})
+	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace})
 	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 	// The outbox hook is installed before the first write: every state
@@ -206,13 +203,19 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	// Records of worktrees removed by hand while the daemon was down are
-	// marked gone before any run is recovered or anything is removed.
-	d.reconcileWorktrees(ctx, "")
-	d.recoverLands(ctx)
-	d.recoverLandedIntents(ctx)
+	// marked gone, and lands cut short are undone or recorded, before any
+	// run is recovered or anything is removed.
+	d.lander.Recover(ctx)
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 
+	return d.serve(ctx, ln, tcp)
+}
+
+// serve runs the scheduler, the notifier and the listeners until ctx is
+// done, a client asks the daemon to stop or one of them fails, then shuts
+// them down in order.
+func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	routes := d.routes()
 	srv := &http.Server{
 		Handler:           routes,
@@ -286,7 +289,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	shut.Wait()
-	err = g.Wait()
+	err := g.Wait()
 	d.log.Info("loopd stopped")
 	return err
 }

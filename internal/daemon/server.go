@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/follow"
 	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
@@ -210,7 +210,7 @@ func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
 	}
 	if r.URL.Query().Get("disk") != "" { // a walk of the worktrees: only when asked (every loopctl pings)
-		info.Worktrees = d.worktreeDisk(r.Context())
+		info.Worktrees = d.lander.WorktreeDisk(r.Context())
 	}
 	writeJSON(w, http.StatusOK, info)
 }
@@ -290,7 +290,7 @@ func (d *Daemon) handleGet(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	run = d.noticeGoneWorktree(r.Context(), run)
+	run = d.lander.NoticeGoneWorktree(r.Context(), run)
 	d.describeRun(w, r, run, http.StatusOK)
 }
 
@@ -334,7 +334,7 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		if _, landing := d.landing.Load(id); landing { // its worktree is checked out at the merge under test
+		if d.lander.Landing(id) { // its worktree is checked out at the merge under test
 			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
 		}
 		return d.sched.Resume(r.Context(), id, req.Set)
@@ -380,25 +380,16 @@ func (d *Daemon) handleWait(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := contextWithTimeout(r.Context(), timeout)
 	defer cancel()
 	d.log.Debug("a client waits for the run to end", zap.String("run", run.ID), zap.Duration("timeout", timeout))
-	for {
-		// Only a commit of this run wakes the waiter (registered before
-		// the read, so none is missed); it reads only the run's status.
-		wake, release := d.bus.Watch(run.ID)
+	// Only a commit of this run wakes the waiter; it reads only the run's
+	// status. A timeout, a client gone or a shutdown answers with the
+	// current state.
+	_, err = follow.Until(ctx, d.bus, run.ID, func() (bool, error) {
 		cur, err := d.store.RunFlags(r.Context(), run.ID)
-		if err != nil {
-			release()
-			d.fail(w, r, err)
-			return
-		}
-		if cur.Status.Terminal() {
-			release()
-			break
-		}
-		woken := waitWake(ctx, wake)
-		release()
-		if !woken || d.bus.Closed() {
-			break // timeout, client gone or shutdown: answer with the current state
-		}
+		return err == nil && cur.Status.Terminal(), err
+	})
+	if err != nil {
+		d.fail(w, r, err)
+		return
 	}
 	d.describe(w, r, run.ID, http.StatusOK)
 }
@@ -416,19 +407,13 @@ func (d *Daemon) handlePostmortem(w http.ResponseWriter, r *http.Request) {
 	dir := filepath.Join(d.opts.Home, "runs", run.ID)
 	ctx, cancel := contextWithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	for {
-		wake, release := d.bus.Watch(run.ID)
+	written, _ := follow.Until(ctx, d.bus, run.ID, func() (bool, error) {
 		cur, err := d.store.Run(ctx, run.ID)
-		if err == nil && cur.PostmortemAt != nil {
-			release()
-			break
-		}
-		woken := waitWake(ctx, wake)
-		release()
-		if !woken || d.bus.Closed() {
-			d.fail(w, r, api.Errorf(api.CodeConflict, "the postmortem of run %s is not written yet; try again", run.ID))
-			return
-		}
+		return err == nil && cur.PostmortemAt != nil, nil
+	})
+	if !written {
+		d.fail(w, r, api.Errorf(api.CodeConflict, "the postmortem of run %s is not written yet; try again", run.ID))
+		return
 	}
 	md, err1 := os.ReadFile(filepath.Join(dir, postmortem.MarkdownFile))
 	summary, err2 := os.ReadFile(filepath.Join(dir, postmortem.SummaryFile))
@@ -437,15 +422,4 @@ func (d *Daemon) handlePostmortem(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.Postmortem{RunID: run.ID, Markdown: string(md), Summary: json.RawMessage(summary)})
-}
-
-// waitWake waits for a run's wake-up (events.Bus.Watch); false when ctx
-// ended first.
-func waitWake(ctx context.Context, wake <-chan struct{}) bool {
-	select {
-	case <-wake:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -15,14 +15,21 @@ func (d *Daemon) handleTrust(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	res, err := d.sched.Trust(r.Context(), req.Workspace)
+	do := d.sched.Trust
+	if req.Show {
+		do = d.sched.ShowTrust // records nothing
+	}
+	res, err := do(r.Context(), req.Workspace)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	rep := api.TrustReport{Workspace: res.Workspace, TrustedAt: api.Time{Time: res.TrustedAt}, Files: []api.TrustFile{}}
+	rep := api.TrustReport{Workspace: res.Workspace, TrustedAt: api.Time{Time: res.TrustedAt}, Files: []api.TrustFile{}, Recorded: res.Recorded}
 	for _, v := range res.Verdicts {
 		rep.Files = append(rep.Files, trustFileJSON(v))
+	}
+	for _, a := range res.Agents {
+		rep.Agents = append(rep.Agents, api.TrustAgent{Agent: a.Agent, Command: a.Command, Default: a.Default})
 	}
 	writeJSON(w, http.StatusOK, rep)
 }
@@ -43,7 +50,7 @@ func (d *Daemon) handleRevoke(w http.ResponseWriter, r *http.Request) {
 func trustFileJSON(v trust.Verdict) api.TrustFile {
 	f := api.TrustFile{Path: v.File.Path, Kind: string(v.File.Kind), SHA256: v.File.SHA256, Status: string(v.Status),
 		Changes: v.Changes, Commands: []api.TrustCommand{}, Env: v.File.Env, Settings: v.File.Settings,
-		Agent: v.File.Agent, Files: v.File.Files}
+		Agent: v.File.Agent, Files: v.File.Files, Parent: v.File.Parent}
 	if !v.TrustedAt.IsZero() {
 		f.PreviouslyTrustedAt = &api.Time{Time: v.TrustedAt}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/usagefmt"
 )
 
 // maxPoints bounds a chart's points: a run of 10,000 iterations is drawn
@@ -49,7 +50,7 @@ func buildCharts(steps []api.Step) charts {
 	}
 	c := charts{HasCost: len(cost) > 0 && total > 0, HasTest: len(failing) > 0}
 	if c.HasCost {
-		c.Cost = svgChart("Cumulative cost (USD)", downsample(cost), func(v float64) string { return fmt.Sprintf("$%.2f", v) }, "cost")
+		c.Cost = svgChart("Cumulative cost (USD)", downsample(cost), usagefmt.USD, "cost")
 	}
 	if c.HasTest {
 		c.Failing = svgChart("Failing tests", downsample(failing), func(v float64) string { return fmt.Sprintf("%.0f", v) }, "failing")

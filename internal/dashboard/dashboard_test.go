@@ -306,7 +306,7 @@ func TestEveryPageAndAssetNeedsASession(t *testing.T) {
 	src := newFakeSource()
 	src.commit(api.Run{ID: "r1", Status: api.RunRunning, Goal: "g"})
 	srv, s, clk := testServer(t, src)
-	paths := []string{"/", "/runs/r1", "/assets/app.js", "/assets/app.css", "/live/runs?after=0", "/live/runs/r1/log"}
+	paths := []string{"/", "/runs/r1", "/assets/app.js", "/assets/app.css", "/live/runs?after=0", "/live/runs/r1/log", "/live/runs/r1/log?step=1"}
 	for _, p := range paths {
 		resp, body := get(t, srv.URL+p, nil)
 		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "loopctl dashboard") {
@@ -468,6 +468,7 @@ func TestSessionScope(t *testing.T) {
 	}{
 		{"GET", "/", true}, {"GET", "/runs/abc", true}, {"HEAD", "/runs/abc", true}, {"GET", "/assets/app.js", true},
 		{"GET", "/live/runs?after=0", true}, {"GET", "/live/runs/abc", true}, {"GET", "/live/runs/abc/log", true},
+		{"GET", "/live/runs/abc/log?step=2", true}, {"POST", "/live/runs/abc/log?step=2", false},
 		{"GET", "/metrics", true}, {"GET", "/v1/runs/abc/diff?iteration=2", true},
 		{"POST", "/v1/runs/abc/stop", true}, {"POST", "/v1/runs/abc/pause", true}, {"POST", "/v1/runs/abc/resume", true},
 		{"POST", "/v1/runs/abc/signal", true}, {"POST", "/v1/runs/abc/land", true},
@@ -706,9 +707,15 @@ func TestRunStreamSendsTheRunsParts(t *testing.T) {
 	if err := json.Unmarshal([]byte(data), &u); err != nil || ev != "run" {
 		t.Fatalf("event %q %s", ev, data)
 	}
-	if u.Status != api.RunFailed || !strings.Contains(u.Summary, "max_consecutive_failures:verification:3") ||
+	// The reason may wrap at its colons, nowhere else.
+	if u.Status != api.RunFailed || !strings.Contains(u.Summary, "max_consecutive_failures:<wbr>verification:<wbr>3") ||
 		!strings.Contains(u.Ledger, `id="it-3"`) || !strings.Contains(u.Charts, "<svg") {
 		t.Fatalf("update %+v: want the FAILED summary, the ledger's newest page and the charts", u)
+	}
+	// The buttons follow: an ended in-place run offers Resume, and says
+	// why it offers no Land.
+	if fmt.Sprint(u.Offer) != "[resume]" || !strings.Contains(u.Note, "in place") {
+		t.Fatalf("update offers %v (%q), want [resume] and a note that the run ran in place", u.Offer, u.Note)
 	}
 }
 

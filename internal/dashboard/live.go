@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/filetail"
 )
 
 // Live pages are fed by server-sent events. Each stream follows the event
@@ -215,6 +214,10 @@ type runUpdate struct {
 	Summary string        `json:"summary"`
 	Charts  string        `json:"charts"`
 	Ledger  string        `json:"ledger,omitempty"`
+	// Offer names the controls the run's state offers (offerFor), Note
+	// says why an ended run offers less.
+	Offer []string `json:"offer"`
+	Note  string   `json:"offer_note"`
 }
 
 // streamRun feeds a run's page: on every commit that concerns the run, the
@@ -244,7 +247,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			var u runUpdate
-			u.Status = page.Run.Status
+			u.Status, u.Offer, u.Note = page.Run.Status, page.Offer.Names(), page.Offer.Note
 			if u.Summary, err = s.fragment("summary", page); err != nil {
 				return err
 			}
@@ -274,6 +277,7 @@ type logUpdate struct {
 
 // streamLog tails the run's newest step's log: the last logBacklog bytes,
 // then what the step writes, moving on to each next step as it starts.
+// With ?step=N it streams that one step's log instead (streamStepLog).
 func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	run, err := s.src.Run(ctx, r.PathValue("id"))
@@ -281,21 +285,22 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if r.URL.Query().Has("step") { // one chosen step's log (steplog.go)
+		s.streamStepLog(w, r, run)
+		return
+	}
 	st := startStream(w)
 	var (
-		cur     *api.Step
-		f       *os.File
-		pending []byte // a character cut at the end of a read, completed by the next
-		cut     bool   // the tail starts mid-file, maybe mid-character
-		quiet   time.Duration
+		cur   *api.Step
+		fl    *filetail.Follower // cur's log
+		quiet time.Duration
 	)
 	defer func() {
-		if f != nil {
-			f.Close()
+		if fl != nil {
+			fl.Close()
 		}
 	}()
 	seen := int64(-1)
-	buf := make([]byte, logChunk)
 	for {
 		if seq := s.src.Seq(); seq != seen { // something committed: maybe a new step
 			seen = seq
@@ -305,31 +310,21 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 			}
 			if last != nil && (cur == nil || last.Seq != cur.Seq) {
 				// Finish the old step's output before moving on.
-				if f != nil && s.drain(st, f, cur, buf, &pending, &cut) != nil {
-					return
+				if fl != nil {
+					err := s.drain(st, fl, cur)
+					fl.Close()
+					if err != nil {
+						return
+					}
 				}
-				if f != nil {
-					f.Close()
-					f = nil
-				}
-				cur, pending, cut = last, nil, false
+				cur, fl = last, filetail.Follow(last.LogPath, logChunk, logBacklog)
 				if err := st.send("log", 0, logUpdate{Start: true, Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration}); err != nil {
 					return
 				}
 			}
 		}
-		if cur != nil && f == nil {
-			if f, err = os.Open(cur.LogPath); err == nil {
-				if fi, err := f.Stat(); err == nil && fi.Size() > logBacklog {
-					_, _ = f.Seek(fi.Size()-logBacklog, io.SeekStart)
-					cut = true
-				}
-			} else {
-				f = nil // not written yet
-			}
-		}
-		if f != nil {
-			if err := s.drain(st, f, cur, buf, &pending, &cut); err != nil {
+		if fl != nil {
+			if err := s.drain(st, fl, cur); err != nil {
 				return
 			}
 		}
@@ -346,41 +341,15 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// drain sends what the log has gained since the last read, never splitting
-// a UTF-8 character between two updates.
-// A tail that starts mid-file (cut) drops the rest of a character it
-// began in, and says that it begins mid-way.
-func (s *Server) drain(st *stream, f *os.File, cur *api.Step, buf []byte, pending *[]byte, cut *bool) error {
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			data := buf[:n]
-			if *cut {
-				for len(data) > 0 && !utf8.RuneStart(data[0]) {
-					data = data[1:]
-				}
-				*pending, *cut = append([]byte("…"), *pending...), false
-			}
-			b := append(*pending, data...)
-			end := len(b)
-			for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-				if utf8.RuneStart(b[i]) {
-					if !utf8.FullRune(b[i:]) {
-						end = i
-					}
-					break
-				}
-			}
-			*pending = append([]byte(nil), b[end:]...)
-			if end > 0 {
-				if err := st.send("log", 0, logUpdate{Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration,
-					Text: string(b[:end])}); err != nil {
-					return err
-				}
-			}
-		}
-		if err != nil || n < len(buf) {
-			return nil // EOF for now: the step may write more
-		}
-	}
+// drain sends what the log has gained since the last read (the follower
+// never splits a UTF-8 character between two updates, and marks a tail
+// that begins mid-file). It returns an error only when the browser is
+// gone: a log that cannot be read now is read again at the next poll.
+func (s *Server) drain(st *stream, fl *filetail.Follower, cur *api.Step) error {
+	var sendErr error
+	_ = fl.Read(func(p []byte) error {
+		sendErr = st.send("log", 0, logUpdate{Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration, Text: string(p)})
+		return sendErr
+	})
+	return sendErr
 }

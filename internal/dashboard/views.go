@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/usagefmt"
 )
 
 // PageSize is how many iterations one page of the ledger shows: a run of
@@ -136,6 +137,7 @@ type runPage struct {
 	Row    runRow
 	Ledger ledger
 	Charts charts
+	Offer  offer
 }
 
 type ledger struct {
@@ -181,7 +183,8 @@ func (s *Server) runPage(r *http.Request, ref string, page int) (runPage, error)
 	if err != nil {
 		return runPage{}, err
 	}
-	out := runPage{CSRF: s.auth.CSRFToken(r), Seq: seq, Run: run, Row: newRunRow(run), Charts: buildCharts(light)}
+	out := runPage{CSRF: s.auth.CSRFToken(r), Seq: seq, Run: run, Row: newRunRow(run), Charts: buildCharts(light),
+		Offer: offerFor(run)}
 	out.Ledger, err = s.ledgerPage(r, run.ID, light, page)
 	return out, err
 }
@@ -285,23 +288,18 @@ func (s *Server) funcs() template.FuncMap {
 			return id
 		},
 		"base": filepath.Base,
-		"usd": func(v float64) string {
-			if v > 0 && v < 1 {
-				return fmt.Sprintf("$%.3f", v) // a cheap run's cents still move
+		// Costs and tokens read as loopctl prints them.
+		"usd":        usagefmt.USD,
+		"cost":       usagefmt.Cost,
+		"tokens":     usagefmt.Tokens,
+		"breakAfter": breakAfter,
+		"head":       func(names []string, n int) []string { return names[:min(n, len(names))] },
+		"rest":       func(names []string, n int) []string { return names[min(n, len(names)):] },
+		"unnamed": func(t *api.Tests) int {
+			if t == nil || t.Failed == nil {
+				return 0
 			}
-			return fmt.Sprintf("$%.2f", v)
-		},
-		"usd4": func(v float64) string { return fmt.Sprintf("$%.4f", v) },
-		"tokens": func(n int64) string {
-			switch {
-			case n >= 1_000_000:
-				return fmt.Sprintf("%.1fM", float64(n)/1e6)
-			case n >= 10_000:
-				return fmt.Sprintf("%.0fk", float64(n)/1e3)
-			case n >= 1_000:
-				return fmt.Sprintf("%.1fk", float64(n)/1e3)
-			}
-			return strconv.FormatInt(n, 10)
+			return max(0, *t.Failed-len(t.FailedNames))
 		},
 		"elapsed": func(ms int64) string { return humanDuration(time.Duration(ms) * time.Millisecond) },
 		"lower":   func(s api.RunStatus) string { return strings.ToLower(string(s)) },
@@ -377,4 +375,32 @@ func humanDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// breakAfter escapes s and lets the browser break its line after any of
+// seps (a <wbr> after each), and nowhere else but at spaces: a reason such
+// as max_consecutive_failures:verification:3 wraps at its colons, a test
+// name at its :: or /, a path at its slashes — never in the middle of a
+// word, which reads as two different words. CSS breaks a piece that is
+// wider than its box on its own as a last resort.
+func breakAfter(s string, seps ...string) template.HTML {
+	var b strings.Builder
+	for s != "" {
+		i, n := -1, 0
+		for _, sep := range seps {
+			if j := strings.Index(s, sep); j >= 0 && (i < 0 || j < i) {
+				i, n = j, len(sep)
+			}
+		}
+		if i < 0 {
+			b.WriteString(template.HTMLEscapeString(s))
+			break
+		}
+		b.WriteString(template.HTMLEscapeString(s[:i+n]))
+		if i+n < len(s) {
+			b.WriteString("<wbr>")
+		}
+		s = s[i+n:]
+	}
+	return template.HTML(b.String())
 }

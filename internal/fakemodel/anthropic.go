@@ -102,7 +102,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, body, keep []
 			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": block,
 				"delta": map[string]any{"type": "text_delta", "text": part}})
 			if t.Cut && i == 0 {
-				cut(w)
+				e.cut(t.CutHow)
 				return
 			}
 		}
@@ -110,7 +110,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, body, keep []
 		block++
 	}
 	if t.Cut {
-		cut(w)
+		e.cut(t.CutHow)
 		return
 	}
 	stop := "end_turn"

@@ -129,10 +129,31 @@ type Turn struct {
 	// Stall keeps the request open without answering until the client goes
 	// away or the server closes: a model that never responds.
 	Stall bool
-	// Cut ends the stream after its first events (before any final usage):
-	// a connection dropped mid-answer. Nothing is billed.
+	// Cut ends the stream after its first events (before any final usage
+	// and, for Gemini, before any finish reason), the way CutHow says.
+	// Nothing is billed.
 	Cut bool
+	// CutHow is how a Cut stream ends: the connection dropped (the
+	// default), or the response ended properly with its answer, or its
+	// last event, unfinished, as a proxy in between does.
+	CutHow Truncation
 }
+
+// Truncation is how a [Turn.Cut] stream ends.
+type Truncation int
+
+const (
+	// CutConnection drops the connection mid-answer: a reset network.
+	CutConnection Truncation = iota
+	// CutEnd ends the HTTP response properly after the first events: the
+	// transfer is complete but the answer is not (no final event, no
+	// usage, no finish reason), as when a proxy loses its upstream and
+	// closes the response it was forwarding.
+	CutEnd
+	// CutMidEvent ends the HTTP response properly in the middle of an
+	// event's JSON, as when a proxy forwards part of a chunk and closes.
+	CutMidEvent
+)
 
 // SideUsage is what a side request (no tools offered) bills.
 var SideUsage = Usage{Input: 12, Output: 3}
@@ -326,8 +347,9 @@ func (s *Server) countTokens(w http.ResponseWriter, body []byte, api, path strin
 
 // sse writes server-sent events and flushes each one.
 type sse struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w    http.ResponseWriter
+	f    http.Flusher
+	last []byte // the data of the last event written
 }
 
 func newSSE(w http.ResponseWriter) *sse {
@@ -345,8 +367,27 @@ func (e *sse) event(name string, data any) {
 		fmt.Fprintf(&b, "event: %s\n", name)
 	}
 	j, _ := json.Marshal(data)
+	e.last = j
 	fmt.Fprintf(&b, "data: %s\n\n", j)
 	_, _ = e.w.Write(b.Bytes())
+	if e.f != nil {
+		e.f.Flush()
+	}
+}
+
+// cut breaks the stream off the way how says. For CutEnd and CutMidEvent
+// the handler returns after it, which ends the response properly (the
+// last chunk of a chunked body): nothing on the wire says it is cut.
+func (e *sse) cut(how Truncation) {
+	switch how {
+	case CutEnd:
+	case CutMidEvent:
+		// Half of the last event again: a line that never ends.
+		_, _ = fmt.Fprintf(e.w, "data: %s", e.last[:len(e.last)/2])
+	default:
+		cut(e.w)
+		return
+	}
 	if e.f != nil {
 		e.f.Flush()
 	}

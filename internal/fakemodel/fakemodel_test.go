@@ -144,6 +144,30 @@ func TestCutAndStall(t *testing.T) {
 	<-done
 }
 
+// A stream cut by a proxy ends its response properly: the client reads it
+// to its end without an error, and it lacks the final event (CutEnd) or
+// ends inside one (CutMidEvent).
+func TestCutByProxy(t *testing.T) {
+	paths := map[string]string{"anthropic": "/v1/messages", "openai": "/v1/responses", "gemini": "/v1beta/models/g:streamGenerateContent"}
+	final := map[string]string{"anthropic": "message_stop", "openai": "response.completed", "gemini": "finishReason"}
+	for api, path := range paths {
+		for _, how := range []Truncation{CutEnd, CutMidEvent} {
+			s := New(t)
+			s.Push(Turn{Text: "a long answer that is cut", Cut: true, CutHow: how, Usage: Usage{Input: 5, Output: 5}})
+			_, body, err := post(t, s.URL()+path, `{"tools":[{"name":"x","functionDeclarations":[{"name":"x"}]}]}`)
+			if err != nil {
+				t.Fatalf("%s %d: the response did not end properly: %v", api, how, err)
+			}
+			if strings.Contains(body, final[api]) || s.Billed() != (Usage{}) {
+				t.Errorf("%s %d: a cut stream completed (billed %+v): %s", api, how, s.Billed(), body)
+			}
+			if mid := !strings.HasSuffix(body, "\n\n"); mid != (how == CutMidEvent) {
+				t.Errorf("%s %d: ends inside an event: %v, want %v: %q", api, how, mid, how == CutMidEvent, body)
+			}
+		}
+	}
+}
+
 func TestDefaultTurn(t *testing.T) {
 	s := New(t)
 	s.SetDefault(Turn{Status: 500})

@@ -123,12 +123,12 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, body, keep []byt
 		}
 		e.event("", chunk([]any{map[string]any{"text": part}}, "", false))
 		if t.Cut {
-			cut(w)
+			e.cut(t.CutHow)
 			return
 		}
 	}
 	if t.Cut {
-		cut(w)
+		e.cut(t.CutHow)
 		return
 	}
 	var final []any

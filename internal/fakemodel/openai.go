@@ -83,7 +83,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, body, keep []byt
 			e.event("response.output_text.delta", map[string]any{"type": "response.output_text.delta",
 				"item_id": msgID, "output_index": out, "content_index": 0, "delta": part})
 			if t.Cut && i == 0 {
-				cut(w)
+				e.cut(t.CutHow)
 				return
 			}
 		}
@@ -93,7 +93,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, body, keep []byt
 		out++
 	}
 	if t.Cut {
-		cut(w)
+		e.cut(t.CutHow)
 		return
 	}
 	if t.Tool != "" {

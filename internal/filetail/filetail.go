@@ -1,6 +1,7 @@
 // Package filetail reads the end of a file without reading the rest: a
 // step's log for the feedback and the run's last output, a land's
-// verification log, the exits file's last record.
+// verification log, the exits file's last record. Its Follower reads a
+// file that is still growing, a step's log as the step writes it.
 package filetail
 
 import (

@@ -228,7 +228,7 @@ func readStopFile(cfg config.Config) (stop.Set, []byte, error) {
 	if cfg.StopFile == "" {
 		return stop.Set{}, nil, nil
 	}
-	b, err := os.ReadFile(cfg.StopFile)
+	b, err := trust.ReadFile(cfg.StopFile) // never blocks on a FIFO
 	if err != nil {
 		return stop.Set{}, nil, &InputError{Msg: "cannot read the stop file", Problems: []string{err.Error()}}
 	}

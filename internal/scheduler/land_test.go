@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,39 +10,9 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/storage"
 )
-
-func TestLastVerification(t *testing.T) {
-	impl := func(change string) storage.Step {
-		st := storage.Step{Phase: api.PhaseImplementation, Status: api.StepSucceeded}
-		st.ChangeCommit = change
-		return st
-	}
-	verify := func(seq int, s api.StepStatus) storage.Step {
-		return storage.Step{Seq: seq, Phase: api.PhaseVerification, Status: s}
-	}
-	tests := []struct {
-		name  string
-		steps []storage.Step
-		want  bool
-	}{
-		{"passed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded)}, true},
-		{"failed last", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b"), verify(4, api.StepFailed)}, false},
-		{"a change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("b")}, false},
-		{"no change after the last pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), impl("")}, true},
-		{"review after the pass", []storage.Step{impl("a"), verify(2, api.StepSucceeded), {Phase: api.PhaseReview, Status: api.StepFailed}}, true},
-		{"never verified", []storage.Step{impl("a")}, false},
-		{"nothing", nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got, _ := LastVerification(tt.steps); got != tt.want {
-				t.Errorf("LastVerification = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestLandVerificationUsesTheRunsEnvironment(t *testing.T) {
 	dir := t.TempDir()
@@ -107,5 +78,38 @@ func TestLandVerificationJudge(t *testing.T) {
 	}
 	if ok, why := lv.Judge(2, log, time.Now()); ok || why != "exit code 2" {
 		t.Errorf("Judge of exit 2 = %v, %q", ok, why)
+	}
+}
+
+// An env_file that sets variables the user has not trusted is a
+// *landing.UntrustedEnvError, which land turns into its untrusted_env
+// refusal; the message is the step's own.
+func TestLandVerificationRefusesAnUntrustedEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, ".env")
+	if err := writeFile(envFile, "SECRET=1\n"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(t.Context(), filepath.Join(dir, "loopd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	run := storage.Run{ID: "abc123", Workspace: dir, Goal: "g", Config: `{"verify_command":["true"],"env_file":"` + envFile + `"}`,
+		Conditions: "{}", Status: api.RunPending}
+	err = st.Write(t.Context(), func(tx *storage.Tx) error {
+		if err := tx.InsertRun(run, nil); err != nil {
+			return err
+		}
+		return tx.RequireEnvTrust(run.ID, envFile)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Store: st, Home: dir})
+	_, err = s.LandVerification(t.Context(), run, dir, 1)
+	ue, ok := errors.AsType[*landing.UntrustedEnvError](err)
+	if !ok || !strings.Contains(ue.Error(), "run abc123: env_file: env file "+envFile+" sets variables but is not trusted") {
+		t.Fatalf("LandVerification with an untrusted env_file = %v", err)
 	}
 }

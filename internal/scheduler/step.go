@@ -448,16 +448,18 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 	if err != nil {
 		r.log.Warn("read agent output", zap.Int("seq", st.Seq), zap.Error(err))
 	}
-	u := r.sessionUsage(st, res)
+	// A killed Gemini step or a failed Codex turn printed no usage: found
+	// says the session file had it, and it is priced like any other.
+	u, found := r.sessionUsage(st, res)
 	st.InputTokens, st.OutputTokens = u.InputTokens, u.OutputTokens
 	st.CacheReadTokens, st.CacheWriteTokens = u.CacheReadTokens, u.CacheWriteTokens
 	st.ReasoningTokens = u.ReasoningTokens
-	st.UsageFound, st.ReportedCostUSD = res.UsageFound, u.ReportedCostUSD
+	st.UsageFound, st.ReportedCostUSD = found, u.ReportedCostUSD
 	st.Model = res.Model
 	if st.Model == "" && st.Phase == api.PhaseImplementation {
 		st.Model = r.cfg.Model
 	}
-	if price, ok := r.prices.Lookup(st.Model); ok && res.UsageFound {
+	if price, ok := r.prices.Lookup(st.Model); ok && found {
 		// 1-hour cache writes are priced at their own rate; the split is
 		// read from the log again whenever the step is priced.
 		cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
@@ -584,12 +586,12 @@ func (r *runner) apiUnavailable(st *storage.Step, res transcript.Result) {
 // sessionUsage is the step's usage: what its output says, or, for the
 // agents that keep session files (Codex, Gemini CLI), what they recorded
 // per response when they have it (see agent.StepUsage).
-func (r *runner) sessionUsage(st *storage.Step, res transcript.Result) transcript.Usage {
-	u, err := agent.StepUsage(res, r.agentEnv, time.UnixMilli(st.StartedAt))
+func (r *runner) sessionUsage(st *storage.Step, res transcript.Result) (u transcript.Usage, found bool) {
+	u, found, err := agent.StepUsage(res, r.agentEnv, time.UnixMilli(st.StartedAt))
 	if err != nil {
 		r.log.Warn("read "+string(res.Format)+" session file", zap.Int("seq", st.Seq), zap.Error(err))
 	}
-	return u
+	return u, found
 }
 
 // agentEnv is the value of key in the agent's environment (the daemon's

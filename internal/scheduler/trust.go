@@ -91,6 +91,19 @@ type TrustResult struct {
 	// changed with what changed, or trusted already).
 	Verdicts  []trust.Verdict
 	TrustedAt time.Time
+	// Recorded is false for ShowTrust: nothing was trusted.
+	Recorded bool
+	// Agents are the agent command lines a run in the workspace would
+	// run, the workspace's own agent first, then each other preset's.
+	Agents []AgentLine
+}
+
+// AgentLine is the command line loopd runs for an agent in a workspace.
+type AgentLine struct {
+	Agent   string
+	Command string
+	// Default says it is the workspace's agent (start with no --set agent).
+	Default bool
 }
 
 // Trust validates a workspace's files as a new run there would (config,
@@ -98,6 +111,16 @@ type TrustResult struct {
 // records the content hashes of those that need trust, replacing what was
 // trusted in the workspace before.
 func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, error) {
+	return s.trust(ctx, workspace, true)
+}
+
+// ShowTrust is Trust that records nothing (loopctl trust --show), with
+// the agents' command lines.
+func (s *Scheduler) ShowTrust(ctx context.Context, workspace string) (TrustResult, error) {
+	return s.trust(ctx, workspace, false)
+}
+
+func (s *Scheduler) trust(ctx context.Context, workspace string, record bool) (TrustResult, error) {
 	ws, err := resolveWorkspace(workspace)
 	if err != nil {
 		return TrustResult{}, err
@@ -126,7 +149,11 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 	if err != nil {
 		return TrustResult{}, err
 	}
-	res := TrustResult{Workspace: ws, Verdicts: trust.Check(files, recs)}
+	res := TrustResult{Workspace: ws, Verdicts: trust.Check(files, recs), Recorded: record}
+	if !record {
+		res.Agents = agentLines(cfg)
+		return res, nil
+	}
 	rows := make([]storage.TrustedFile, len(files))
 	for i, f := range files {
 		was := f
@@ -150,19 +177,48 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 }
 
 // loadForTrust resolves a workspace's config as `loopctl start` would
-// there with no --set. A workspace whose own goal is missing or refused (a
-// PROMPT.md leading outside it) is loaded as if the goal came from the
-// command line (start "GOAL"), which changes none of the files that need
-// trust; other errors are reported as start reports them.
+// there with no --set, judging the files on their own: what start can
+// supply is not their error. A workspace whose own goal is missing or
+// refused (a PROMPT.md leading outside it) is loaded as if the goal came
+// from the command line (start "GOAL"), and one whose agent needs an
+// agent_command or a model given at start (agent=command, agent=codex
+// without a model) as if they were given: none of this changes the files
+// that need trust. Other errors are reported as start reports them.
 func loadForTrust(ws string) (config.Config, error) {
 	cfg, err := config.Load(config.LoadOptions{Workspace: ws})
 	if err == nil {
 		return cfg, nil
 	}
-	if cfg, err2 := config.Load(config.LoadOptions{Workspace: ws, Sets: []string{"prompt=loopctl trust"}}); err2 == nil {
-		return cfg, nil
+	goal := "prompt=loopctl trust"
+	for _, sets := range [][]string{{goal}, {goal, "agent_command=" + atStart}, {goal, "model=" + atStart},
+		{goal, "agent_command=" + atStart, "model=" + atStart}} {
+		if cfg, err2 := config.Load(config.LoadOptions{Workspace: ws, Sets: sets}); err2 == nil {
+			return cfg, nil
+		}
 	}
 	return cfg, err
+}
+
+// atStart stands for a value `loopctl start` supplies (--set).
+const atStart = "GIVEN-AT-START"
+
+// agentLines are the command lines of the workspace's agent and of each
+// preset, as a run there would run them.
+func agentLines(cfg config.Config) []AgentLine {
+	own := cfg.AgentCommandLine()
+	if cfg.AgentCommand == atStart {
+		own = "(the agent_command given at start: --set agent_command=…)"
+	}
+	out := []AgentLine{{Agent: string(cfg.Agent), Command: own, Default: true}}
+	for _, a := range []config.Agent{config.AgentClaude, config.AgentCodex, config.AgentGemini} {
+		if a == cfg.Agent && cfg.AgentCommand == "" {
+			continue
+		}
+		c := cfg
+		c.Agent, c.AgentCommand = a, ""
+		out = append(out, AgentLine{Agent: string(a), Command: c.AgentCommandLine()})
+	}
+	return out
 }
 
 // Revoke forgets every trusted file of a workspace and returns their

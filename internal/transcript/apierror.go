@@ -17,6 +17,13 @@ import "regexp"
 //	[API Error: {"error":{"code":529,"message":"Overloaded",…}}]      (Gemini CLI)
 //	[API Error: Rate limited]
 //	[API Error: terminated]
+//	[API Error: Incomplete JSON segment at the end]
+//	Model stream ended without a finish reason.
+//
+// The last two are a response that ended properly but early, as a proxy
+// between the CLI and the API ends it when its upstream fails: cut in the
+// middle of a chunk, or before the chunk with the finish reason. (Gemini
+// CLI accepts the latter after a tool call and reports success.)
 //
 // A usage limit with a reset time is not trouble but a limit (checked
 // first); a 4xx other than 408 and 429 (a bad key, a bad request) is the
@@ -34,6 +41,7 @@ var apiTroubleRE = regexp.MustCompile(`(?i)` +
 	`|"code"\s*:\s*(?:408|429|5\d\d)\b` +
 	`|\[api error: (?:rate limited|terminated|fetch failed|overloaded|service unavailable|internal error)` +
 	`|resource has been exhausted` +
+	`|incomplete json segment at the end|model stream ended without a finish reason` +
 	`|\b(?:ECONNRESET|ECONNREFUSED|ETIMEDOUT|EAI_AGAIN|ENOTFOUND|socket hang up)\b` +
 	`|\boverloaded(?:_error)?\b` +
 	`|\b(?:too many requests|rate_limit_exceeded|server_error|service unavailable|bad gateway|gateway time-?out)\b`)

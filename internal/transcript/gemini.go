@@ -50,7 +50,13 @@ func (s *state) geminiEvent(ev *event) {
 			s.clearLimit()
 			return
 		}
+		// A stream the CLI found broken (no finish reason, an empty or
+		// malformed response) ends in a result with no error of its own:
+		// the error line just before it said why.
 		why := ev.Error.message
+		if why == "" {
+			why = s.errorText
+		}
 		if why == "" {
 			why = "error"
 		}

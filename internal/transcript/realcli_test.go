@@ -40,6 +40,10 @@ func TestRealCLIFixtures(t *testing.T) {
 		// the assistant lines only message_start's placeholder (1).
 		{file: "claude-2.1.328-killed-in-tool.jsonl", usage: first, killed: true, final: "Running the slow step."},
 		{file: "claude-2.1.328-cut-stream.jsonl", usage: first, cost: true, isError: true, apiError: true},
+		// A response ended properly but early (a proxy): Claude Code
+		// retries without streaming and reports the API's trouble.
+		{file: "claude-2.1.328-cut-end.jsonl", cost: true, isError: true, apiError: true},
+		{file: "claude-2.1.328-cut-mid-event.jsonl", cost: true, isError: true, apiError: true},
 
 		{file: "codex-0.169.0-tool-promise.jsonl", usage: reason(noWrite(happy), 12), final: "The file is written.\n<promise>COMPLETE</promise>"},
 		// turn.failed carries no usage: the session file has it (see
@@ -52,6 +56,10 @@ func TestRealCLIFixtures(t *testing.T) {
 		// has it.
 		{file: "codex-0.169.0-killed-in-tool.jsonl", killed: true, final: "Running the slow step."},
 		{file: "codex-0.169.0-cut-stream.jsonl", isError: true, apiError: true, final: "Let me create the file."},
+		{file: "codex-0.169.0-cut-end.jsonl", isError: true, apiError: true,
+			errorText: "stream disconnected before completion: stream closed before response.completed"},
+		{file: "codex-0.169.0-cut-mid-event.jsonl", isError: true, apiError: true,
+			errorText: "stream disconnected before completion: stream closed before response.completed"},
 
 		{file: "gemini-0.61.0-tool-promise.jsonl", usage: reason(noWrite(happy), 12), final: "The file is written.\n<promise>COMPLETE</promise>"},
 		{file: "gemini-0.61.0-overloaded-after-tool.jsonl", usage: reason(noWrite(first), 12), isError: true, apiError: true, final: "Let me create the file."},
@@ -61,6 +69,10 @@ func TestRealCLIFixtures(t *testing.T) {
 		// The text streamed before the cut is the agent's last word.
 		{file: "gemini-0.61.0-killed-in-tool.jsonl", killed: true, final: "Running the slow step."},
 		{file: "gemini-0.61.0-cut-stream.jsonl", usage: reason(noWrite(first), 12), isError: true, apiError: true, final: "I will now"},
+		// A response ended properly but early: its result line gives no
+		// reason, the error line before it does.
+		{file: "gemini-0.61.0-cut-end.jsonl", isError: true, apiError: true, errorText: "Model stream ended without a finish reason."},
+		{file: "gemini-0.61.0-cut-mid-event.jsonl", isError: true, apiError: true, errorText: "[API Error: Incomplete JSON segment at the end]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

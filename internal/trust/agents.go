@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/git"
@@ -60,6 +61,22 @@ var agentPaths = func() []agentPath {
 		out = append(out, p)
 	}
 	return out
+}()
+
+// parentPaths are what the CLIs also read from every parent directory of
+// their working directory, up to / (agent.EveryParent), and
+// firstEnvPaths the files of which only the first found walking up is
+// read (agent.FirstFound: Gemini CLI's env file), in their order.
+var parentPaths, firstEnvPaths = func() (every, first []agentPath) {
+	for i, f := range agent.ProjectFiles() {
+		switch f.Parents {
+		case agent.EveryParent:
+			every = append(every, agentPaths[i])
+		case agent.FirstFound:
+			first = append(first, agentPaths[i])
+		}
+	}
+	return every, first
 }()
 
 // AgentPaths returns the workspace-relative paths of the agents' own
@@ -108,45 +125,157 @@ func inspectAgents(ws string, src agentSource, commit, envFile string) ([]File, 
 		if path == envFile {
 			continue
 		}
-		var f File
-		if p.dir {
-			entries, err := src.list(p.rel)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			f = describeDir(path, entries)
-		} else {
-			data, err := src.read(p.rel)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			describe := p.describe
-			if describe == nil {
-				describe = DescribeAgentJSON
-			}
-			if f, err = describe(path, data); err != nil {
-				return nil, err
-			}
+		f, ok, err := describeAgentPath(src, p, path)
+		if err != nil {
+			return nil, err
 		}
-		f.Kind, f.Agent, f.Commit = KindAgent, p.agent, commit
-		if f.Empty() {
-			// A JSON file that sets nothing ({}), an empty env file.
-			continue
+		if ok {
+			f.Commit = commit
+			out = append(out, f)
 		}
-		out = append(out, f)
 	}
 	return out, nil
 }
 
+// describeAgentPath describes p read from src, named path; ok is false
+// when there is none, or it sets nothing (a JSON file of {}, an empty env
+// file).
+func describeAgentPath(src agentSource, p agentPath, path string) (File, bool, error) {
+	var f File
+	if p.dir {
+		entries, err := src.list(p.rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			return File{}, false, nil
+		}
+		if err != nil {
+			return File{}, false, err
+		}
+		f = describeDir(path, entries)
+	} else {
+		data, err := src.read(p.rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			return File{}, false, nil
+		}
+		if err != nil {
+			return File{}, false, err
+		}
+		describe := p.describe
+		if describe == nil {
+			describe = DescribeAgentJSON
+		}
+		if f, err = describe(path, data); err != nil {
+			return File{}, false, err
+		}
+	}
+	f.Kind, f.Agent = KindAgent, p.agent
+	return f, !f.Empty(), nil
+}
+
+// inspectParents describes the agents' files the CLIs read from the
+// parent directories of dir (parentPaths, and Gemini CLI's first env file
+// when dir has none), up to /. name maps a parent directory to the one it
+// stands for (a run's worktree's parents inside the worktree stand for the
+// workspace's); the user's home directory is passed over: its
+// .claude/commands and the like are the user's own, as ~/.config/loop is.
+//
+// A file there that another user owns is refused outright, trusted or
+// not: whoever can write a parent directory (/tmp, a shared checkout)
+// could otherwise make the agent run commands as this user.
+func inspectParents(dir string, name func(string) string) ([]File, error) {
+	home, _ := os.UserHomeDir()
+	envFound := false
+	for _, p := range firstEnvPaths {
+		if _, err := os.Lstat(filepath.Join(dir, p.rel)); err == nil {
+			envFound = true
+		}
+	}
+	var out []File
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		paths := parentPaths
+		if !envFound {
+			for _, p := range firstEnvPaths {
+				if _, err := os.Lstat(filepath.Join(d, p.rel)); err == nil {
+					envFound = true
+					paths = append(slices.Clip(paths), p)
+					break
+				}
+			}
+		}
+		if d != home {
+			for _, p := range paths {
+				path := filepath.Join(d, p.rel)
+				if _, err := os.Lstat(path); err != nil {
+					continue
+				}
+				// The directories between (d/.claude) too: their owner
+				// could swap what is below them.
+				for sub := filepath.Dir(path); sub != d; sub = filepath.Dir(sub) {
+					if fi, err := os.Lstat(sub); err == nil {
+						if err := ownedByMe(sub, fi); err != nil {
+							return nil, err
+						}
+					}
+				}
+				if err := checkOwner(path); err != nil {
+					return nil, err
+				}
+				f, ok, err := describeAgentPath(dirSource(d), p, filepath.Join(name(d), p.rel))
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					f.Parent = true
+					out = append(out, f)
+				}
+			}
+		}
+		if d == filepath.Dir(d) {
+			return out, nil
+		}
+	}
+}
+
+// ownedByMe refuses p (described by fi) when a user other than this
+// process's or root owns it.
+func ownedByMe(p string, fi fs.FileInfo) error {
+	me := os.Geteuid()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == me || st.Uid == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: owned by uid %d, not by you (uid %d) or root; the agent CLI would read it from this parent directory of the workspace and run what it names as you: remove it, or move the workspace", p, st.Uid, me)
+}
+
+// checkOwner refuses a file (or a directory and everything in it) owned
+// by a user other than this process's or root, whether a link or what it
+// leads to.
+func checkOwner(root string) error {
+	check := ownedByMe
+	fi, err := os.Stat(root)
+	if err != nil {
+		return err
+	}
+	if err := check(root, fi); err != nil {
+		return err
+	}
+	return filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := de.Info() // lstat: the link itself
+		if err != nil {
+			return err
+		}
+		return check(p, fi)
+	})
+}
+
 // describeDir describes a directory's files as one set: its hash covers
 // every file's name and bytes, so adding, removing or editing one is a
-// change.
+// change. Lines that run something are shown as commands: !` (a Claude
+// Code command or skill body's shell line, run when it expands the file),
+// !{ (Gemini CLI's), and command: (a hook or MCP server declared in front
+// matter).
 func describeDir(path string, entries []dirEntry) File {
 	h := sha256.New()
 	f := File{Path: path}
@@ -154,23 +283,36 @@ func describeDir(path string, entries []dirEntry) File {
 		sum := sha256.Sum256(e.data)
 		fmt.Fprintf(h, "%s\x00%x\n", e.name, sum)
 		f.Files = append(f.Files, e.name)
+		n := 0
+		for line := range strings.Lines(string(e.data)) {
+			n++
+			if t := strings.TrimLeft(line, " \t-"); strings.Contains(line, "!`") || strings.Contains(line, "!{") ||
+				strings.HasPrefix(t, "command:") || strings.HasPrefix(t, `"command":`) {
+				f.Commands = append(f.Commands, Command{Key: e.name + ":" + strconv.Itoa(n), Command: strings.TrimSpace(line)})
+			}
+		}
 	}
 	f.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return f
 }
 
+// utf8BOM is skipped by the CLIs' JSON readers, so by the describer too.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // DescribeAgentJSON describes an agent's JSON settings file (Claude Code's
 // settings and .mcp.json, Gemini CLI's settings): every command it names
 // wherever it is nested (hooks, MCP servers with their arguments,
 // apiKeyHelper and other helpers), the names of the environment variables
-// it sets (and the values of those that steer), MCP servers reached by
-// URL, and its other top-level keys. Comments (Gemini CLI allows them) are
-// stripped first; a file that is still not JSON is described as such and
-// gated all the same (its hash).
+// it sets (and the values of those that steer), its top-level keys, and
+// the value of every other setting with its JSON path: an MCP server's
+// env and cwd, a pager, a sandbox helper's path all decide what runs, and
+// a list of names to look for would always miss one. Comments (Gemini
+// CLI allows them) and a UTF-8 BOM are skipped first; a file that is still
+// not JSON is described as such and gated all the same (its hash).
 func DescribeAgentJSON(path string, data []byte) (File, error) {
 	f := File{Path: path, SHA256: Sum(data)}
 	var doc map[string]any
-	if err := json.Unmarshal(stripJSONComments(data), &doc); err != nil {
+	if err := json.Unmarshal(stripJSONComments(bytes.TrimPrefix(data, utf8BOM)), &doc); err != nil {
 		f.Settings = []string{"(not JSON: review the file)"}
 		return f, nil
 	}
@@ -193,44 +335,77 @@ func DescribeAgentJSON(path string, data []byte) (File, error) {
 	}
 	var walk func(v any, at string)
 	walk = func(v any, at string) {
-		switch v := v.(type) {
-		case map[string]any:
-			if c, ok := v["command"].(string); ok {
-				f.Commands = append(f.Commands, Command{Key: at, Command: withArgs(c, v["args"])})
-			}
-			for _, k := range []string{"url", "httpUrl"} {
-				if u, ok := v[k].(string); ok && strings.Contains(at, "mcpServers") {
-					f.Values = append(f.Values, Setting{Key: at + "." + k, Value: redactURL(u)})
+		m, ok := v.(map[string]any)
+		if !ok {
+			if list, ok := v.([]any); ok {
+				for i, e := range list {
+					walk(e, at+"["+strconv.Itoa(i)+"]")
 				}
 			}
-			for _, k := range slices.Sorted(maps.Keys(v)) {
-				key := at + "." + k
-				if at == "" {
-					key = k
-				}
-				if s, ok := v[k].(string); ok && helperKey(k) {
-					f.Commands = append(f.Commands, Command{Key: key, Command: s})
-					continue
-				}
-				walk(v[k], key)
+			return
+		}
+		c, isCmd := m["command"].(string)
+		if isCmd {
+			f.Commands = append(f.Commands, Command{Key: at, Command: withArgs(c, m["args"])})
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			key := at + "." + k
+			if at == "" {
+				key = k
 			}
-		case []any:
-			for i, e := range v {
-				walk(e, at+"["+strconv.Itoa(i)+"]")
+			switch {
+			case at == "" && (k == "env" || k == "$schema"):
+				if _, ok := m[k].(map[string]any); ok || k == "$schema" {
+					continue // described above
+				}
+			case isCmd && (k == "command" || k == "args"):
+				continue // shown with the command
 			}
+			if s, ok := m[k].(string); ok && helperKey(k) {
+				f.Commands = append(f.Commands, Command{Key: key, Command: s})
+				continue
+			}
+			if val, ok := scalarJSON(m[k]); ok {
+				f.Values = append(f.Values, Setting{Key: key, Value: val})
+				continue
+			}
+			walk(m[k], key)
 		}
 	}
 	walk(doc, "")
 	return f, nil
 }
 
+// scalarJSON renders a JSON scalar, or an array of scalars, as a value to
+// show; ok is false for objects and arrays holding them.
+func scalarJSON(v any) (string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		return "", false
+	case []any:
+		for _, e := range v {
+			if _, ok := scalarJSON(e); !ok {
+				return "", false
+			}
+		}
+		b, _ := json.Marshal(v)
+		return string(b), true
+	case string:
+		return redactURL(v), true
+	case nil:
+		return "null", true
+	}
+	return fmt.Sprint(v), true
+}
+
 // helperKey reports whether a settings key's string value is a command
 // the CLI runs by itself: Claude Code's apiKeyHelper, awsAuthRefresh,
-// awsCredentialExport, otelHeadersHelper; Gemini CLI's
-// tools.discoveryCommand and tools.callCommand.
+// awsCredentialExport, gcpAuthRefresh, otelHeadersHelper,
+// processWrapper; Gemini CLI's tools.discoveryCommand and
+// tools.callCommand. Other settings are shown with their values.
 func helperKey(k string) bool {
 	return strings.HasSuffix(k, "Helper") || strings.HasSuffix(k, "Command") ||
-		k == "awsAuthRefresh" || k == "awsCredentialExport"
+		k == "awsAuthRefresh" || k == "awsCredentialExport" || k == "gcpAuthRefresh" || k == "processWrapper"
 }
 
 // withArgs renders an MCP server's command with its arguments.
@@ -285,13 +460,17 @@ func stripJSONComments(data []byte) []byte {
 }
 
 // describeTOML describes Codex's config.toml without a TOML parser: its
-// tables are its settings, and every key named command (an MCP server's,
-// a hook's) with the table it is in is a command, as written.
+// tables are its settings; every key named command or notify (an MCP
+// server's, a hook's, Codex's notify program), and every inline table
+// that holds a command, is a command, as written; every other key is
+// shown with its value as written. A value that spans lines (an array)
+// is read to its closing bracket.
 func describeTOML(path string, data []byte) (File, error) {
 	f := File{Path: path, SHA256: Sum(data)}
 	table := ""
-	for line := range strings.Lines(string(data)) {
-		line = strings.TrimSpace(line)
+	lines := slices.Collect(strings.Lines(string(bytes.TrimPrefix(data, utf8BOM))))
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
 		case strings.HasPrefix(line, "["):
@@ -304,15 +483,24 @@ func describeTOML(path string, data []byte) (File, error) {
 			if !ok {
 				continue
 			}
-			k = strings.TrimSpace(k)
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			for depth := bracketDepth(v); depth > 0 && i+1 < len(lines); depth = bracketDepth(v) {
+				i++
+				v += " " + strings.TrimSpace(lines[i])
+			}
 			key := k
 			if table != "" {
 				key = table + "." + k
 			}
-			if k == "command" || k == "args" || strings.HasSuffix(k, "_command") || strings.HasSuffix(k, "command") {
-				f.Commands = append(f.Commands, Command{Key: key, Command: strings.TrimSpace(v)})
-			} else if table == "" && !slices.Contains(f.Settings, k) {
-				f.Settings = append(f.Settings, k)
+			switch {
+			case k == "command" || k == "args" || k == "notify" || strings.HasSuffix(k, "command"),
+				strings.HasPrefix(v, "{") && strings.Contains(v, "command"):
+				f.Commands = append(f.Commands, Command{Key: key, Command: v})
+			default:
+				if table == "" && !slices.Contains(f.Settings, k) {
+					f.Settings = append(f.Settings, k)
+				}
+				f.Values = append(f.Values, Setting{Key: key, Value: v})
 			}
 		}
 	}
@@ -320,6 +508,35 @@ func describeTOML(path string, data []byte) (File, error) {
 		f.Settings = []string{"(review the file)"}
 	}
 	return f, nil
+}
+
+// bracketDepth is how many [ and { in a TOML value are still open,
+// outside strings.
+func bracketDepth(v string) int {
+	depth := 0
+	var quote rune
+	esc := false
+	for _, c := range v {
+		switch {
+		case esc:
+			esc = false
+		case quote != 0:
+			if c == '\\' && quote == '"' {
+				esc = true
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#':
+			return depth
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return depth
 }
 
 // dirSource reads the agents' files from the workspace directory.
@@ -331,9 +548,12 @@ func (d dirSource) read(rel string) ([]byte, error) {
 
 func (d dirSource) list(rel string) ([]dirEntry, error) {
 	root := filepath.Join(string(d), rel)
-	fi, err := os.Stat(root)
+	fi, err := os.Lstat(root)
 	if err != nil {
 		return nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, errSymlink(root)
 	}
 	if !fi.IsDir() {
 		data, err := ReadFile(root)
@@ -354,13 +574,9 @@ func (d dirSource) list(rel string) ([]dirEntry, error) {
 		name, _ := filepath.Rel(root, p)
 		var data []byte
 		if de.Type()&fs.ModeSymlink != 0 {
-			// The CLI follows the link: hash what it would read, or the
-			// link itself when it leads to no regular file.
-			target, _ := os.Readlink(p)
-			if data, err = ReadFile(p); err != nil {
-				data = []byte("symlink -> " + target)
-			}
-		} else if data, err = ReadFile(p); err != nil {
+			return errSymlink(p)
+		}
+		if data, err = ReadFile(p); err != nil {
 			return err
 		}
 		if total += len(data); len(out) >= maxDirFiles || total > maxDirBytes {
@@ -370,6 +586,14 @@ func (d dirSource) list(rel string) ([]dirEntry, error) {
 		return nil
 	})
 	return out, err
+}
+
+// errSymlink refuses a symbolic link in (or as) an agent directory: the
+// CLI reads what it leads to, a directory trust would have to follow and
+// pin whole, and which can change (or lead outside the workspace) with
+// the link itself unchanged.
+func errSymlink(p string) error {
+	return fmt.Errorf("%s: a symbolic link in an agent's directory; loopd refuses links there (the agent would read what it leads to, which trust cannot pin): replace it with the files themselves", p)
 }
 
 // gitSource reads the agents' files as committed in a commit: what git
@@ -405,12 +629,15 @@ func (g gitSource) tree(rel string) ([][3]string, error) {
 	return entries, nil
 }
 
-func (g gitSource) blob(rel, mode, obj string) ([]byte, error) {
+func (g gitSource) blob(rel, mode, _ string) ([]byte, error) {
 	if mode == "120000" {
 		// The worktree gets a link whose target loopd cannot vouch for.
 		return nil, fmt.Errorf("%s: a symbolic link in commit %s; an agent's settings must be a regular file there", filepath.Join(g.dir, rel), short12(g.commit))
 	}
-	data, err := git.Cmd{Dir: g.dir}.Run(g.ctx, "cat-file", "blob", obj)
+	// --filters: the bytes checkout writes into the worktree (a
+	// .gitattributes eol=crlf, a smudge filter), which are what the
+	// agent reads and what loopctl trust hashed in the checkout.
+	data, err := git.Cmd{Dir: g.dir}.Run(g.ctx, "cat-file", "--filters", g.commit+":./"+rel)
 	if err != nil {
 		return nil, err
 	}
@@ -434,9 +661,20 @@ func (g gitSource) read(rel string) ([]byte, error) {
 }
 
 func (g gitSource) list(rel string) ([]dirEntry, error) {
-	entries, err := g.tree(rel + "/")
+	all, err := g.tree(rel)
 	if err != nil {
 		return nil, err
+	}
+	var entries [][3]string
+	for _, e := range all {
+		switch {
+		case e[0] == rel && e[1] == "120000":
+			// `.claude/skills -> ../tools/skills`: the worktree gets the
+			// link, the agent what it leads to.
+			return nil, errSymlink(filepath.Join(g.dir, rel) + " (in commit " + short12(g.commit) + ")")
+		case strings.HasPrefix(e[0], rel+"/"):
+			entries = append(entries, e)
+		}
 	}
 	if len(entries) == 0 {
 		return nil, fs.ErrNotExist

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/loopd/loopd/internal/config"
 )
@@ -135,7 +136,14 @@ func InspectRun(in Inputs) ([]File, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return append(files, agents...), env, nil
+	// The parents as they are on disk: a worktree run's agent finds the
+	// repository's part of them as committed, which the check before
+	// every step compares (InspectAgentsIn).
+	parents, err := inspectParents(in.Workspace, func(d string) string { return d })
+	if err != nil {
+		return nil, "", err
+	}
+	return append(append(files, agents...), parents...), env, nil
 }
 
 // needsTrust decides for a file of origin o at path: the workspace's
@@ -173,8 +181,14 @@ func describeFile(path string, describe func(string, []byte) (File, error)) (Fil
 
 // ReadFile reads a whole regular file of at most 4 MiB: the bytes that
 // are described, hashed and, for an env file, loaded.
+//
+// It opens with O_NONBLOCK and checks the open file (fstat) before
+// reading: a plain open of a FIFO blocks until a writer comes, so a
+// repository (or an agent) that puts a FIFO where a settings file belongs
+// would hang `loopctl trust` and the daemon's runner. A stat before the
+// open would leave a window to swap the file.
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +213,44 @@ func ReadFile(path string) ([]byte, error) {
 // InspectAgentsIn describes the agents' own project files found in dir,
 // named as the workspace ws's (dir is ws, or the matching directory of a
 // run's worktree); envFile, the run's env file, is left out.
+//
+// The files the CLIs read from dir's parent directories are included: a
+// parent of a run's worktree inside the worktree is named as the
+// workspace's matching parent (the worktree's root as the repository's).
 func InspectAgentsIn(ws, dir, envFile string) ([]File, error) {
 	if dir != ws {
 		envFile = "" // the worktree's .env is not the run's env file
 	}
-	return inspectAgents(ws, dirSource(dir), "", envFile)
+	files, err := inspectAgents(ws, dirSource(dir), "", envFile)
+	if err != nil {
+		return nil, err
+	}
+	parents, err := inspectParents(dir, worktreeNames(ws, dir))
+	if err != nil {
+		return nil, err
+	}
+	return append(files, parents...), nil
+}
+
+// worktreeNames maps a parent directory of dir to the directory of ws it
+// stands for. dir is ws, or ws's matching directory in a run's worktree
+// (LOOPD_HOME/worktrees/<run>/app for /src/repo/app): the levels dir and
+// ws share by name (app), then the worktree's root (<run>, for repo),
+// map to ws's; the worktree's own parents (LOOPD_HOME…) are themselves.
+func worktreeNames(ws, dir string) func(string) string {
+	if dir == ws {
+		return func(d string) string { return d }
+	}
+	m := map[string]string{}
+	d, w := dir, ws
+	for filepath.Base(d) == filepath.Base(w) && d != filepath.Dir(d) && w != filepath.Dir(w) {
+		d, w = filepath.Dir(d), filepath.Dir(w)
+		m[d] = w
+	}
+	return func(p string) string {
+		if n, ok := m[p]; ok {
+			return n
+		}
+		return p
+	}
 }

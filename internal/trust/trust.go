@@ -87,6 +87,9 @@ type File struct {
 	// Files are the files of an agent directory (.claude/skills…),
 	// relative to it, sorted: the hash covers each one's name and bytes.
 	Files []string `json:"files,omitempty"`
+	// Parent says an agent file is read from a parent directory of the
+	// workspace (the CLIs walk up to /), not from the workspace.
+	Parent bool `json:"parent,omitempty"`
 	// Commit, when set, says the file was read as committed there (what a
 	// worktree run's new worktree gets), not from the checkout.
 	Commit string `json:"commit,omitempty"`
@@ -182,6 +185,10 @@ func scriptCommand(c map[string]any) string {
 // DescribeEnv describes an env file's content: the names of the variables
 // it sets, never their values.
 func DescribeEnv(path string, data []byte) (File, error) {
+	// What is shown must be what every reader of the file sees.
+	if err := config.CheckEnvLineBreaks(path, data); err != nil {
+		return File{}, err
+	}
 	vars, err := godotenv.UnmarshalBytes(data)
 	if err != nil {
 		// godotenv quotes the file's content in its messages: not here.
@@ -317,11 +324,15 @@ func (v Verdict) Problem() string {
 		// the same bytes (commit it, or check it out) to be trusted.
 		name += " as committed in " + short12(v.File.Commit) + " (the run's worktree gets this one)"
 	}
+	where := ""
+	if v.File.Parent {
+		where = "; read from a parent directory of the workspace"
+	}
 	switch v.Status {
 	case StatusNew:
-		return fmt.Sprintf("%s: not trusted (%s)", name, v.File.Summary())
+		return fmt.Sprintf("%s: not trusted (%s%s)", name, v.File.Summary(), where)
 	case StatusChanged:
-		msg := fmt.Sprintf("%s: changed since trusted at %s", name, v.TrustedAt.UTC().Format(time.RFC3339))
+		msg := fmt.Sprintf("%s: changed since trusted at %s%s", name, v.TrustedAt.UTC().Format(time.RFC3339), where)
 		if len(v.Changes) > 0 {
 			msg += " (" + strings.Join(v.Changes, "; ") + ")"
 		}
@@ -399,7 +410,7 @@ func Changes(was, now File) []string {
 			return m
 		}
 		w, n := vals(was), vals(now)
-		for _, k := range now.Settings {
+		for _, k := range slices.Sorted(maps.Keys(n)) {
 			if old, ok := w[k]; ok && old != n[k] {
 				out = append(out, "setting "+k+" changed")
 			}

@@ -30,13 +30,15 @@
   setInterval(tick, 1000);
 
   function stream(url, handlers) {
-    if (!url || !window.EventSource) return;
+    if (!url || !window.EventSource) return null;
     var es = new EventSource(url);
     es.onopen = function () { setLive(true); };
-    es.onerror = function () { setLive(false); };
+    es.onerror = function () { setLive(false); if (handlers.error) handlers.error(es); };
     Object.keys(handlers).forEach(function (k) {
-      es.addEventListener(k, function (ev) { handlers[k](JSON.parse(ev.data)); });
+      if (k === "error") return;
+      es.addEventListener(k, function (ev) { handlers[k](JSON.parse(ev.data), Number(ev.lastEventId) || 0); });
     });
+    return es;
   }
 
   function fragment(html) {
@@ -67,16 +69,21 @@
   // Run page.
   if (body.dataset.page === "run") {
     var run = body.dataset.run;
+    // The newest event seq the page shows: a page read by refresh() at an
+    // older seq than a stream update already shown is stale, not applied.
+    var shownSeq = Number(body.dataset.seq) || 0;
     stream(body.dataset.stream, {
-      run: function (u) {
+      run: function (u, seq) {
+        shownSeq = Math.max(shownSeq, seq);
         document.getElementById("summary").replaceChildren(fragment(u.summary));
         document.getElementById("charts").replaceChildren(fragment(u.charts));
         if (u.ledger) {
-          // Keep the diffs the user opened open.
-          var open = {};
+          // Keep the diffs and lists the user opened open.
+          var open = {}, kept = {};
           document.querySelectorAll("details.diff[open]").forEach(function (d) {
             open[d.dataset.diff] = d.querySelector("pre").textContent;
           });
+          document.querySelectorAll("details[data-keep][open]").forEach(function (d) { kept[d.dataset.keep] = true; });
           document.getElementById("ledger").replaceChildren(fragment(u.ledger));
           document.querySelectorAll("details.diff").forEach(function (d) {
             if (d.dataset.diff in open) {
@@ -85,28 +92,78 @@
               d.open = true;
             }
           });
+          document.querySelectorAll("details[data-keep]").forEach(function (d) { if (kept[d.dataset.keep]) d.open = true; });
+          markLogStep();
         }
+        if (u.offer) offer(u.offer, u.offer_note);
         tick();
       }
     });
 
+    // Only the controls the run's state offers are shown (see offer.go).
+    function offer(names, note) {
+      document.querySelectorAll("[data-offer]").forEach(function (el) {
+        el.hidden = names.indexOf(el.dataset.offer) < 0;
+      });
+      var n = document.getElementById("offer-note");
+      n.textContent = note || "";
+      n.hidden = !note;
+    }
+
+    // The log pane follows the newest step's output (the live tail), or
+    // shows one step the user chose in the ledger.
     var log = document.getElementById("log");
     var logStep = document.getElementById("log-step");
-    stream(body.dataset.log, {
-      log: function (u) {
-        var stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
-        if (u.start) {
-          log.textContent = "";
-          logStep.textContent = "#" + u.seq + " " + u.phase + " · iteration " + u.iteration;
-        }
-        if (u.text) {
-          log.append(u.text);
-          // Bound the page's memory: keep the last 256 KiB of text.
-          if (log.textContent.length > 262144) log.textContent = log.textContent.slice(-196608);
-        }
-        if (stick) log.scrollTop = log.scrollHeight;
+    var logLive = document.getElementById("log-live");
+    var logES = null, pinned = 0;
+    function onLog(u) {
+      var stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
+      if (u.start) {
+        log.textContent = "";
+        logStep.textContent = "#" + u.seq + " " + u.phase + " · iteration " + u.iteration;
       }
+      if (u.text) {
+        log.append(u.text);
+        // Bound the page's memory: keep the last 256 KiB of text.
+        if (log.textContent.length > 262144) log.textContent = log.textContent.slice(-196608);
+      }
+      if (stick) log.scrollTop = log.scrollHeight;
+    }
+    function openLog(seq) {
+      if (logES) logES.close();
+      pinned = seq;
+      log.textContent = "";
+      logStep.textContent = seq ? "#" + seq : "";
+      logLive.hidden = !seq;
+      markLogStep();
+      var got = false;
+      if (!seq) {
+        logES = stream(body.dataset.log, { log: onLog });
+        return;
+      }
+      logES = stream(body.dataset.log + "?step=" + seq, {
+        log: function (u) { got = true; onLog(u); },
+        // The step has ended and all of its log is shown: a stream left
+        // open would reconnect and read it again.
+        end: function () { if (logES) logES.close(); setLive(true); },
+        error: function (es) {
+          if (!got) { es.close(); log.textContent = "could not open the log of step #" + seq + "; reload the page"; }
+        }
+      });
+    }
+    function markLogStep() {
+      document.querySelectorAll("[data-log-step]").forEach(function (b) {
+        b.classList.toggle("open", pinned > 0 && Number(b.dataset.logStep) === pinned);
+      });
+    }
+    document.addEventListener("click", function (ev) {
+      var b = ev.target.closest && ev.target.closest("[data-log-step]");
+      if (!b) return;
+      openLog(Number(b.dataset.logStep));
+      document.querySelector("section.log").scrollIntoView({ block: "nearest" });
     });
+    logLive.addEventListener("click", function () { openLog(0); });
+    openLog(0);
 
     // Diffs load when opened.
     document.addEventListener("toggle", function (ev) {
@@ -158,10 +215,35 @@
       }).then(function (text) {
         result.className = "ok";
         result.textContent = text;
+        refresh();
       }, function (err) {
         result.className = "error";
         result.textContent = label(action) + ": " + err.message;
+        refresh();
       });
+    }
+    // A request asked of a running step (pause, stop, signal) changes the
+    // run without an event for the stream to carry: after each action the
+    // page reads its own state again, so the buttons follow at once. The
+    // page names the event seq it was read at (read before the run), so a
+    // read that a stream update overtook is dropped rather than shown.
+    function refresh() {
+      fetch(location.pathname + location.search, { credentials: "same-origin" }).then(function (resp) {
+        if (!resp.ok) return;
+        return resp.text().then(function (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var seq = Number(doc.body.dataset.seq) || 0;
+          if (seq < shownSeq) return; // the stream has shown newer already
+          shownSeq = seq;
+          var sum = doc.getElementById("summary");
+          if (sum) document.getElementById("summary").replaceChildren.apply(document.getElementById("summary"), Array.from(sum.childNodes).map(function (n) { return document.importNode(n, true); }));
+          var names = [];
+          doc.querySelectorAll("[data-offer]").forEach(function (el) { if (!el.hidden) names.push(el.dataset.offer); });
+          var note = doc.getElementById("offer-note");
+          offer(names, note && !note.hidden ? note.textContent : "");
+          tick();
+        });
+      }, function () { /* the stream still updates the page */ });
     }
     // A land answers with NDJSON: progress lines, then one result, refusal
     // or error, worded here as loopctl land prints them.

@@ -1,4 +1,4 @@
-package daemon
+package follow
 
 import (
 	"context"
@@ -40,12 +40,12 @@ func TestTailStepClosesTheLogOnError(t *testing.T) {
 	if err := os.WriteFile(log, []byte("some output\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{store: store, closing: make(chan struct{})}
+	c := &copier{store: store, done: make(chan struct{})}
 	rec := httptest.NewRecorder()
-	w := &logWriter{rw: rec, w: rec}
+	w := &logWriter{out: recorder{rec}, w: rec}
 	// A RUNNING step with no row: reading its status fails.
 	st := storage.Step{RunID: "gone", Seq: 1, LogPath: log, Status: api.StepRunning}
-	if d.tailStep(context.Background(), w, st, true) {
+	if c.tailStep(context.Background(), w, st, true) {
 		t.Fatal("tailStep reported success although the step's row is gone")
 	}
 	if rec.Body.String() != "some output\n" {
@@ -55,3 +55,10 @@ func TestTailStepClosesTheLogOnError(t *testing.T) {
 		t.Errorf("%d descriptors left open on the log", n)
 	}
 }
+
+// recorder is an httptest.ResponseRecorder as an Output: it has no write
+// deadline to arm.
+type recorder struct{ *httptest.ResponseRecorder }
+
+func (r recorder) Stall() {}
+func (r recorder) Flush() { r.ResponseRecorder.Flush() }

@@ -1,76 +1,34 @@
-package daemon
+package landing
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
-
-	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/storage"
 )
 
-// handleDiff streams a run's change (`loopctl diff`): one iteration's, or
-// the whole run's against its base. format=json answers with the stat.
-// The patch goes from git's stdout to the socket: a huge diff never sits
-// in the daemon's memory.
-func (d *Daemon) handleDiff(w http.ResponseWriter, r *http.Request) {
-	run, err := d.resolve(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	q := r.URL.Query()
-	var iteration *int
-	if s := q.Get("iteration"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			d.fail(w, r, api.Errorf(api.CodeBadRequest, "iteration must be a number from 1, got %q", s))
-			return
-		}
-		iteration = &n
-	}
-	from, to, err := d.diffRange(r.Context(), run, iteration)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	w.Header().Set(api.HeaderDiffFrom, from)
-	w.Header().Set(api.HeaderDiffTo, to)
-	if q.Get("format") == "json" {
-		out := api.DiffStat{RunID: run.ID, Iteration: iteration, From: from, To: to, Files: []api.FileStat{}}
-		if to != "" {
-			st, err := git.Stat(r.Context(), run.Workspace, from, to)
-			if err != nil {
-				d.fail(w, r, err)
-				return
-			}
-			out.FilesChanged, out.Insertions, out.Deletions = st.FilesChanged, st.Insertions, st.Deletions
-			for _, f := range st.Files {
-				out.Files = append(out.Files, api.FileStat(f))
-			}
-		}
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
+// DiffStat is the stat of a run's change from one commit to another (as
+// DiffRange finds them; none when to is ""): which files, how many lines.
+func DiffStat(ctx context.Context, run storage.Run, iteration *int, from, to string) (api.DiffStat, error) {
+	out := api.DiffStat{RunID: run.ID, Iteration: iteration, From: from, To: to, Files: []api.FileStat{}}
 	if to == "" {
-		return
+		return out, nil
 	}
-	opts := git.DiffOptions{Stat: q.Get("stat") != "", Color: q.Get("color") != ""}
-	if err := git.StreamDiff(r.Context(), run.Workspace, from, to, opts, w); err != nil && r.Context().Err() == nil {
-		// Too late for an error status: the patch has begun. The client
-		// sees a short body; the log says why.
-		d.log.Error("diff failed mid-stream", zap.String("run_id", run.ID), zap.Error(err))
+	st, err := git.Stat(ctx, run.Workspace, from, to)
+	if err != nil {
+		return api.DiffStat{}, err
 	}
+	out.FilesChanged, out.Insertions, out.Deletions = st.FilesChanged, st.Insertions, st.Deletions
+	for _, f := range st.Files {
+		out.Files = append(out.Files, api.FileStat(f))
+	}
+	return out, nil
 }
 
-// diffRange finds the commits a diff compares, from the change ledger.
+// DiffRange finds the commits a diff compares, from the change ledger.
 // One iteration: its implementation step's ledger commit against the
 // previous ledger point (worktree runs: the previous iteration's commit,
 // else the base commit, so commits the agent made itself are included; in
@@ -79,8 +37,8 @@ func (d *Daemon) handleDiff(w http.ResponseWriter, r *http.Request) {
 // against the newest snapshot (in place). Both read commits and refs, never
 // the worktree, so a diff works after the worktree is gone or cleaned. to
 // is "" when nothing changed.
-func (d *Daemon) diffRange(ctx context.Context, run storage.Run, iteration *int) (from, to string, err error) {
-	steps, err := d.store.StepsLight(ctx, run.ID)
+func (l *Lander) DiffRange(ctx context.Context, run storage.Run, iteration *int) (from, to string, err error) {
+	steps, err := l.store.StepsLight(ctx, run.ID)
 	if err != nil {
 		return "", "", err
 	}

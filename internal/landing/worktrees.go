@@ -1,11 +1,10 @@
-package daemon
+package landing
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,90 +16,55 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/git"
-	"github.com/loopd/loopd/internal/humantime"
-	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
 )
 
-// handleClean removes the worktrees of ended runs (`loopctl clean`): only
-// worktrees loopd created and recorded, after reconciling the records with
-// git; their branches stay.
-func (d *Daemon) handleClean(w http.ResponseWriter, r *http.Request) {
-	var req api.CleanRequest
-	if err := decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
+// CleanRun removes the worktrees loopd made and recorded for run, which
+// must have ended, after reconciling the records with git; its branch
+// stays. What cannot be removed is listed as skipped, with the reason.
+func (l *Lander) CleanRun(ctx context.Context, run storage.Run) (api.CleanResult, error) {
+	if !run.Status.Terminal() {
+		return api.CleanResult{}, api.Errorf(api.CodeConflict, "run %s is %s: its worktree is removed only once it has ended (loopctl stop %s)",
+			run.ID, run.Status, shortID(run.ID))
 	}
-	ctx := r.Context()
-	var ids []string
-	switch {
-	case req.Run != "" && req.Ended:
-		d.fail(w, r, api.Errorf(api.CodeBadRequest, "give a RUN or --ended, not both"))
-		return
-	case req.Run != "":
-		if req.OlderThan != "" {
-			d.fail(w, r, api.Errorf(api.CodeBadRequest, "--older-than goes with --ended"))
-			return
-		}
-		ws := req.Workspace
-		if ws != "" {
-			ws = scheduler.CanonicalWorkspace(ws)
-		}
-		run, err := d.store.ResolveRun(ctx, req.Run, ws)
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		if !run.Status.Terminal() {
-			d.fail(w, r, api.Errorf(api.CodeConflict, "run %s is %s: its worktree is removed only once it has ended (loopctl stop %s)",
-				run.ID, run.Status, shortID(run.ID)))
-			return
-		}
-		ids = []string{run.ID}
-	case req.Ended:
-		cutoff := d.store.Now()
-		if req.OlderThan != "" {
-			age, err := humantime.Parse(req.OlderThan)
-			if err != nil || age < 0 {
-				d.fail(w, r, api.Errorf(api.CodeBadRequest, "--older-than %q: give a duration such as 7d or 12h", req.OlderThan))
-				return
-			}
-			cutoff -= age.Milliseconds()
-		}
-		var err error
-		if ids, err = d.store.EndedWorktreeRuns(ctx, cutoff); err != nil {
-			d.fail(w, r, err)
-			return
-		}
-	default:
-		d.fail(w, r, api.Errorf(api.CodeBadRequest, "clean needs a RUN or --ended"))
-		return
+	return l.clean(ctx, []string{run.ID})
+}
+
+// CleanEnded removes the worktrees of every run that ended more than age
+// ago (0: every ended run), as CleanRun does.
+func (l *Lander) CleanEnded(ctx context.Context, age time.Duration) (api.CleanResult, error) {
+	ids, err := l.store.EndedWorktreeRuns(ctx, l.store.Now()-age.Milliseconds())
+	if err != nil {
+		return api.CleanResult{}, err
 	}
+	return l.clean(ctx, ids)
+}
+
+func (l *Lander) clean(ctx context.Context, ids []string) (api.CleanResult, error) {
 	res := api.CleanResult{Removed: []api.CleanedWorktree{}, Skipped: []api.CleanedWorktree{}}
+	defer l.disk.invalidate()
 	for _, id := range ids {
-		if err := d.cleanRun(ctx, id, &res); err != nil {
-			d.fail(w, r, err)
-			return
+		if err := l.cleanRun(ctx, id, &res); err != nil {
+			return api.CleanResult{}, err
 		}
 	}
-	d.diskCache.invalidate()
-	writeJSON(w, http.StatusOK, res)
+	return res, nil
 }
 
 // cleanRun removes one ended run's recorded worktrees.
-func (d *Daemon) cleanRun(ctx context.Context, runID string, res *api.CleanResult) error {
+func (l *Lander) cleanRun(ctx context.Context, runID string, res *api.CleanResult) error {
 	// Before any removal, the records are brought in line with git: a
 	// worktree removed by hand is marked gone, not removed again.
-	d.reconcileWorktrees(ctx, runID)
-	run, err := d.store.Run(ctx, runID)
+	l.Reconcile(ctx, runID)
+	run, err := l.store.Run(ctx, runID)
 	if err != nil {
 		return err
 	}
-	objs, err := d.store.RunWorktrees(ctx, runID)
+	objs, err := l.store.RunWorktrees(ctx, runID)
 	if err != nil {
 		return err
 	}
-	root := filepath.Join(d.opts.Home, "worktrees")
+	root := filepath.Join(l.home, "worktrees")
 	for _, o := range objs {
 		if o.RemovedAt != nil {
 			continue
@@ -116,7 +80,7 @@ func (d *Daemon) cleanRun(ctx context.Context, runID string, res *api.CleanResul
 			skip("run is %s: its worktree is in use", run.Status)
 			continue
 		}
-		if _, busy := d.landing.Load(runID); busy {
+		if l.Landing(runID) {
 			skip("a land of this run is under way: clean again when it has finished")
 			continue
 		}
@@ -156,24 +120,24 @@ func (d *Daemon) cleanRun(ctx context.Context, runID string, res *api.CleanResul
 			skip("%v", err)
 			continue
 		}
-		if err := d.store.Write(ctx, func(tx *storage.Tx) error { return tx.MarkWorktreeRemoved(o) }); err != nil {
+		if err := l.store.Write(ctx, func(tx *storage.Tx) error { return tx.MarkWorktreeRemoved(o) }); err != nil {
 			return err
 		}
-		d.log.Info("worktree removed", zap.String("run_id", runID), zap.String("worktree", o.Name), zap.Bool("was_gone", item.Gone))
+		l.log.Info("worktree removed", zap.String("run_id", runID), zap.String("worktree", o.Name), zap.Bool("was_gone", item.Gone))
 		res.Removed = append(res.Removed, item)
 	}
 	return nil
 }
 
-// reconcileWorktrees compares the worktrees loopd recorded (of one run, or
+// Reconcile compares the worktrees loopd recorded (of one run, or
 // of every run when runID is "") with `git worktree list --porcelain` of
 // their repositories, and marks those removed by someone else as gone. It
 // never changes git: a stale entry stays until `loopctl clean`. Problems
 // are logged: a repository that cannot be read now is read next time.
-func (d *Daemon) reconcileWorktrees(ctx context.Context, runID string) {
-	objs, err := d.store.LiveWorktrees(ctx, runID)
+func (l *Lander) Reconcile(ctx context.Context, runID string) {
+	objs, err := l.store.LiveWorktrees(ctx, runID)
 	if err != nil {
-		d.log.Error("reconcile worktrees", zap.Error(err))
+		l.log.Error("reconcile worktrees", zap.Error(err))
 		return
 	}
 	lists := map[string][]git.WorktreeEntry{}
@@ -182,7 +146,7 @@ func (d *Daemon) reconcileWorktrees(ctx context.Context, runID string) {
 		if !ok && !git.RepoGone(o.Repo) {
 			var err error
 			if list, err = git.ListWorktrees(ctx, o.Repo); err != nil {
-				d.log.Warn("reconcile worktrees: cannot list", zap.String("repo", o.Repo), zap.Error(err))
+				l.log.Warn("reconcile worktrees: cannot list", zap.String("repo", o.Repo), zap.Error(err))
 				continue
 			}
 			lists[o.Repo] = list
@@ -190,25 +154,25 @@ func (d *Daemon) reconcileWorktrees(ctx context.Context, runID string) {
 		if git.WorktreePresent(list, o.Name) {
 			continue
 		}
-		if err := d.store.Write(ctx, func(tx *storage.Tx) error { return tx.MarkWorktreeGone(o) }); err != nil {
-			d.log.Error("reconcile worktrees: record gone", zap.String("worktree", o.Name), zap.Error(err))
+		if err := l.store.Write(ctx, func(tx *storage.Tx) error { return tx.MarkWorktreeGone(o) }); err != nil {
+			l.log.Error("reconcile worktrees: record gone", zap.String("worktree", o.Name), zap.Error(err))
 			continue
 		}
-		d.log.Warn("a run's worktree was removed by someone else; its branch keeps its commits",
+		l.log.Warn("a run's worktree was removed by someone else; its branch keeps its commits",
 			zap.String("run_id", o.RunID), zap.String("worktree", o.Name))
 	}
 }
 
-// noticeGoneWorktree reconciles a worktree run whose directory, or whose
+// NoticeGoneWorktree reconciles a worktree run whose directory, or whose
 // repository's entry for it, has disappeared since loopd last looked (a
 // read and a stat: cheap enough for every status), so that status says
 // "gone" at once.
-func (d *Daemon) noticeGoneWorktree(ctx context.Context, run storage.Run) storage.Run {
+func (l *Lander) NoticeGoneWorktree(ctx context.Context, run storage.Run) storage.Run {
 	if run.Worktree == "" || run.WorktreeState != "present" || !worktreeBroken(run.Worktree) {
 		return run
 	}
-	d.reconcileWorktrees(ctx, run.ID)
-	if fresh, err := d.store.Run(ctx, run.ID); err == nil {
+	l.Reconcile(ctx, run.ID)
+	if fresh, err := l.store.Run(ctx, run.ID); err == nil {
 		return fresh
 	}
 	return run
@@ -270,19 +234,19 @@ func (c *diskCache) invalidate() {
 	c.mu.Unlock()
 }
 
-// worktreeDisk measures (or returns the cached measure of) the disk the
+// WorktreeDisk measures (or returns the cached measure of) the disk the
 // present run worktrees take.
-func (d *Daemon) worktreeDisk(ctx context.Context) *api.WorktreeDisk {
-	c := &d.diskCache
+func (l *Lander) WorktreeDisk(ctx context.Context) *api.WorktreeDisk {
+	c := &l.disk
 	c.mu.Lock() // one walk at a time; others wait for it and share it
 	defer c.mu.Unlock()
 	if !c.at.IsZero() && time.Since(c.at) < diskCacheFor {
 		out := c.last
 		return &out
 	}
-	objs, err := d.store.LiveWorktrees(ctx, "")
+	objs, err := l.store.LiveWorktrees(ctx, "")
 	if err != nil {
-		d.log.Warn("measure worktrees", zap.Error(err))
+		l.log.Warn("measure worktrees", zap.Error(err))
 		return nil
 	}
 	deadline := time.Now().Add(diskBudget)
