@@ -50,6 +50,8 @@ func TestUsageErrors(t *testing.T) {
 	loopctl(t, nil, "frobnicate").expect(t, exitUsage, nil, `loopctl: unknown command "frobnicate" for "loopctl"`, "see `loopctl --help`")
 	loopctl(t, nil, "list", "--bogus").expect(t, exitUsage, nil, "loopctl: unknown flag: --bogus\n")
 	loopctl(t, nil, "status", "a", "b").expect(t, exitUsage, nil, "loopctl status needs exactly one RUN")
+	// cobra's flag groups: flags that exclude each other.
+	loopctl(t, nil, "trust", "--show", "--revoke").expect(t, exitUsage, nil, "[revoke show] were all set", "see `loopctl --help`")
 }
 
 // With autostart off and no daemon, every command that needs one says how
