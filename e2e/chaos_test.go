@@ -3,7 +3,7 @@
 // The chaos test: a workload of concurrent runs with real step processes
 // (the scripted agent, a reviewer, verifications), the daemon killed with
 // kill -9 at 50 random moments and restarted each time; then every
-// invariant of SPEC sections 3, 4, 9 and 10 is checked and the numbers are
+// invariant of docs/reference.md (statuses, reasons, events) and of the README's crash promise is checked and the numbers are
 // logged (look for "chaos summary").
 //
 // Run it (about 20 s on a 2-core machine; TestChaosShort runs too):

@@ -29,6 +29,7 @@ func main() {
 	bin := flag.String("bin", "", "directory holding the loopd binary")
 	iterations := flag.Int("iterations", 300, "overhead: iterations of the no-op loop")
 	rounds := flag.Int("rounds", 3, "overhead: alternating rounds of baseline and loopd")
+	inGit := flag.Bool("git", false, "overhead: the workspace is a git repository of two committed files (each implementation step is recorded in the change ledger)")
 	events := flag.Int("events", 1000, "latency: events to time")
 	runs := flag.Int("runs", 1000, "startup: persisted runs")
 	stepsPerRun := flag.Int("steps", 1000, "startup: persisted steps per run")
@@ -51,7 +52,7 @@ func main() {
 	}
 	b := &bench{bin: *bin}
 	measures := map[string]func() error{
-		"overhead":   func() error { return b.overhead(*iterations, *rounds) },
+		"overhead":   func() error { return b.overhead(*iterations, *rounds, *inGit) },
 		"latency":    func() error { return b.latency(*events) },
 		"startup":    func() error { return b.startup(*runs, *stepsPerRun, *running) },
 		"concurrent": func() error { return b.concurrent(*concurrent) },
@@ -171,6 +172,24 @@ func cpuTime(pid int) time.Duration {
 	utime, _ := strconv.Atoi(f[11])
 	stime, _ := strconv.Atoi(f[12])
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// childrenCPUTime is the CPU time of process pid's children that it has
+// waited for (cutime and cstime): for the daemon, its steps' shells and
+// its git commands.
+func childrenCPUTime(pid int) time.Duration {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 15 {
+		return 0
+	}
+	cutime, _ := strconv.Atoi(f[13])
+	cstime, _ := strconv.Atoi(f[14])
+	return time.Duration(cutime+cstime) * 10 * time.Millisecond
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

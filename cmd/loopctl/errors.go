@@ -9,8 +9,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 )
 
-// Exit codes, as docs/reference.md lists them (generated from this block by
-// internal/docgen).
+// Exit codes (docs/reference.md, "loopctl exit codes").
 const (
 	exitOK          = 0
 	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `resume` of a run whose worktree is gone)

@@ -1,7 +1,7 @@
 // Package api holds loopd's wire contract: the JSON types exchanged between
 // the daemon and loopctl over the Unix socket, the error type, and Client.
 //
-// Field names are part of the product contract (SPEC section 8): add fields,
+// Field names are part of the product contract (docs/http-api.md): add fields,
 // never rename them. The package uses only the standard library so that
 // loopctl stays free of SQLite and the daemon's dependencies.
 package api
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// RunStatus is the state of a run (SPEC section 3).
+// RunStatus is the state of a run (docs/reference.md, "Run statuses").
 type RunStatus string
 
 const (
@@ -216,7 +216,7 @@ type Run struct {
 	Warnings      []string        `json:"warnings,omitempty"`
 	Evaluations   []Evaluation    `json:"evaluations,omitempty"` // --debug: the last 100 evaluations
 
-	// Workspace isolation and landing (SPEC section 13).
+	// Workspace isolation and landing (docs/workspaces.md).
 	Isolation     string `json:"isolation"`      // "in_place" or "worktree"
 	Worktree      string `json:"worktree"`       // the run's worktree; "" for in_place
 	Branch        string `json:"branch"`         // loop/<short-id>; "" for in_place
@@ -227,7 +227,7 @@ type Run struct {
 }
 
 // Changes is what one implementation step changed in the workspace, from the
-// change ledger (SPEC section 13).
+// change ledger (docs/workspaces.md).
 type Changes struct {
 	Commit       string   `json:"commit"` // "" when nothing changed
 	FilesChanged int      `json:"files_changed"`
@@ -267,7 +267,7 @@ type Step struct {
 	Changes    *Changes   `json:"changes"` // nil: nothing is known (not an implementation step, or no ledger)
 }
 
-// Event is one entry of the durable event log (SPEC section 9).
+// Event is one entry of the durable event log (docs/reference.md, "Events").
 type Event struct {
 	Seq     int64           `json:"seq"`
 	RunID   string          `json:"run_id"`

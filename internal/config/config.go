@@ -54,7 +54,7 @@ var agents = func() []Agent {
 	return out
 }()
 
-// Gate names one condition of the completion gate (SPEC section 2). A run
+// Gate names one condition of the completion gate (docs/stop-conditions.md). A run
 // completes only when every configured gate holds after the same iteration.
 type Gate string
 

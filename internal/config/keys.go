@@ -47,7 +47,7 @@ type key struct {
 	repeatable bool
 }
 
-// keys lists every key but price.<model>, in the order of SPEC section 7;
+// keys lists every key but price.<model>, in the order of docs/configuration.md;
 // Validate reports problems in this order.
 var keys = []key{
 	{name: "agent", set: setAgent, check: checkAgent},

@@ -12,6 +12,7 @@ import (
 	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
 )
 
 // dashSource is the dashboard's view of the daemon: the same store reads
@@ -74,7 +75,7 @@ func (s dashSource) Steps(ctx context.Context, runID string) ([]api.Step, error)
 	now := time.Now().UnixMilli()
 	out := make([]api.Step, len(steps))
 	for i := range steps {
-		out[i] = scheduler.StepJSON(&steps[i], now)
+		out[i] = views.Step(&steps[i], now)
 	}
 	return out, nil
 }
@@ -87,7 +88,7 @@ func (s dashSource) StepsBetween(ctx context.Context, runID string, fromSeq, toS
 	now := time.Now().UnixMilli()
 	out := make([]dashboard.Step, len(steps))
 	for i := range steps {
-		out[i] = dashboard.Step{Step: scheduler.StepJSON(&steps[i], now), FinalMessage: steps[i].FinalMessage}
+		out[i] = dashboard.Step{Step: views.Step(&steps[i], now), FinalMessage: steps[i].FinalMessage}
 	}
 	return out, nil
 }
@@ -100,7 +101,7 @@ func (s dashSource) LastStep(ctx context.Context, runID string) (*api.Step, erro
 	if err != nil {
 		return nil, err
 	}
-	out := scheduler.StepJSON(&st, time.Now().UnixMilli())
+	out := views.Step(&st, time.Now().UnixMilli())
 	return &out, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
 )
 
 // maxBody bounds every request body.
@@ -308,7 +309,7 @@ func (d *Daemon) handleSteps(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UnixMilli()
 	out := make([]api.Step, 0, len(steps))
 	for i := range steps {
-		st := scheduler.StepJSON(&steps[i], now)
+		st := views.Step(&steps[i], now)
 		if st.Status == api.StepRunning && st.Pid == 0 {
 			st.Pid = d.sched.RunningPid(run.ID)
 		}

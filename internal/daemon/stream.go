@@ -9,8 +9,8 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/follow"
-	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
 )
 
 func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -57,7 +57,7 @@ func (d *Daemon) handleEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	follow.Events(r.Context(), d.store, d.bus, run.ID, after, q.Get("follow") != "", streamOutput{w},
-		func(e storage.Event) error { return enc.Encode(scheduler.EventJSON(e)) })
+		func(e storage.Event) error { return enc.Encode(views.Event(e)) })
 }
 
 // handleLogs streams step output: one step (?step=N) or every step in

@@ -9,7 +9,7 @@
 // its own goroutine.
 package events
 
-// Type names an event (SPEC section 9).
+// Type names an event (docs/reference.md, "Events").
 type Type string
 
 const (

@@ -41,7 +41,9 @@ func touch(b *testing.B, dir string, i int) {
 // machine whose load changes during the run. snapshot is an in-place
 // run's step (private index, snapshot commit, ref, numstat); worktree is
 // a worktree run's step (add, commit on the branch, numstat);
-// snapshot-big-binary is a step that wrote a 32 MB binary file. Each
+// snapshot-big-binary is a step that wrote a 32 MB binary file;
+// snapshot-step and snapshot-unchanged-small are the daemon's own path
+// (SnapshotNew), on this tree and on a two-file one that did not change. Each
 // reports ms/step, the baseline's status-ms, and x-status, their ratio.
 func BenchmarkLedger(b *testing.B) {
 	const files = 10_000
@@ -59,6 +61,42 @@ func BenchmarkLedger(b *testing.B) {
 				b.Fatalf("%+v %v", ch, err)
 			}
 			prev = ch.Commit
+		})
+	})
+	// snapshot-step is what the daemon runs for a step it watched
+	// (SnapshotNew: no look-up of an earlier record; the quiet check,
+	// which a tree of this size turns off after one walk).
+	b.Run("snapshot-step", func(b *testing.B) {
+		dir := benchRepo(b, files)
+		ctx := context.Background()
+		l := &Ledger{Dir: dir, Index: filepath.Join(b.TempDir(), "ledger.index"), RunID: "bench", Short: "bench"}
+		prev, err := l.Baseline(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		measure(b, dir, func(i int) { touch(b, dir, i) }, func(i int) {
+			ch, err := l.SnapshotNew(ctx, i+1, i+1, prev)
+			if err != nil || ch.FilesChanged != 3 {
+				b.Fatalf("%+v %v", ch, err)
+			}
+			prev = ch.Commit
+		})
+	})
+	// snapshot-unchanged-small is a step that changed nothing in a
+	// repository of two files: the no-op step of the overhead measure.
+	b.Run("snapshot-unchanged-small", func(b *testing.B) {
+		dir := repo(b, map[string]string{"README": "r\n", ".loop/config": "\n"})
+		ctx := context.Background()
+		l := &Ledger{Dir: dir, Index: filepath.Join(b.TempDir(), "ledger.index"), RunID: "bench", Short: "bench"}
+		prev, err := l.Baseline(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		measure(b, dir, func(int) {}, func(i int) {
+			ch, err := l.SnapshotNew(ctx, i+1, i+1, prev)
+			if err != nil || ch.Commit != "" {
+				b.Fatalf("%+v %v", ch, err)
+			}
 		})
 	})
 	b.Run("worktree", func(b *testing.B) {

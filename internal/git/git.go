@@ -1,6 +1,6 @@
 // Package git runs the user's own git binary for loopd's workspaces: run
 // worktrees and branches, the change ledger, landing and cleaning
-// (SPEC section 13).
+// (docs/workspaces.md).
 //
 // loopd uses the git binary rather than a Go implementation so that the
 // user's git, configuration and hooks apply exactly as they do in a

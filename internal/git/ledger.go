@@ -31,7 +31,7 @@ type Change struct {
 }
 
 // Ledger records what a run's steps change, one commit per implementation
-// step (SPEC section 13):
+// step (docs/workspaces.md):
 //
 //   - worktree runs: a commit on the run's branch, made in the run's
 //     worktree with its own index;
@@ -53,6 +53,12 @@ type Ledger struct {
 
 	ident []string // identity variables when the user has none configured
 	known bool
+
+	q quiet // in-place: the workspace's state at the last recorded tree (see quiet.go)
+	// The tree of a commit this Ledger made or read last: the next step's
+	// "before" is almost always that commit, and its tree is then known
+	// without a git command.
+	lastCommit, lastTree string
 }
 
 // SnapshotRef is the ref of an in-place run's snapshot for an iteration
@@ -142,24 +148,51 @@ func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) 
 // is before (the previous snapshot; the baseline for the first), kept under
 // SnapshotRef(run, n). It is built in the private index, so the user's
 // HEAD, index and branches do not change. Nothing changed since before: a
-// Change with no commit, and no ref.
+// Change with no commit, and no ref. A step recorded before (by a daemon
+// that died before its database record) is found, not recorded twice.
 func (l *Ledger) Snapshot(ctx context.Context, seq, n int, before string) (Change, error) {
+	return l.snapshot(ctx, seq, n, before, false)
+}
+
+// SnapshotNew is Snapshot for a step the caller knows was never recorded
+// (a step this daemon started and watched to its end): it does not look
+// for an earlier record, and when the workspace is exactly as this Ledger
+// last recorded it (see quiet.go), it runs no git at all.
+func (l *Ledger) SnapshotNew(ctx context.Context, seq, n int, before string) (Change, error) {
+	return l.snapshot(ctx, seq, n, before, true)
+}
+
+func (l *Ledger) snapshot(ctx context.Context, seq, n int, before string, fresh bool) (Change, error) {
 	c := l.cmd(ctx)
 	ref := SnapshotRef(l.RunID, n)
-	// A snapshot of this step already (recorded before a crash): one
-	// command reads the ref's commit and message, and fails when there is
-	// no such ref.
-	out, err := c.Run(ctx, "log", "-1", "--format=%H%n%B", ref, "--")
-	if id, body, _ := bytes.Cut(out, []byte("\n")); err == nil && hasLine(body, l.trailer(seq)) {
-		existing := string(id)
-		if before == "" {
-			before, _ = c.Output(ctx, "rev-parse", "--verify", "-q", existing+"^1")
+	if !fresh {
+		// A snapshot of this step already (recorded before a crash): one
+		// command reads the ref's commit and message, and fails when there
+		// is no such ref.
+		out, err := c.Run(ctx, "log", "-1", "--format=%H%n%B", ref, "--")
+		if id, body, _ := bytes.Cut(out, []byte("\n")); err == nil && hasLine(body, l.trailer(seq)) {
+			l.q.point = ""
+			existing := string(id)
+			if before == "" {
+				before, _ = c.Output(ctx, "rev-parse", "--verify", "-q", existing+"^1")
+			}
+			if before == "" || existing == before {
+				return Change{Commit: existing, Files: []string{}}, nil
+			}
+			return l.stat(ctx, before, existing)
 		}
-		if before == "" || existing == before {
-			return Change{Commit: existing, Files: []string{}}, nil
-		}
-		return l.stat(ctx, before, existing)
 	}
+	// The workspace's state, taken before git add reads it: a change
+	// made meanwhile makes the next signature differ.
+	var sig []byte
+	trusted := false
+	if l.quietInit(ctx) {
+		sig, trusted = l.quietSig()
+		if fresh && trusted && before != "" && before == l.q.point && bytes.Equal(sig, l.q.sig) {
+			return Change{Files: []string{}}, nil
+		}
+	}
+	l.q.point = "" // no trusted record until this snapshot is made
 	tree, err := l.writeTree(ctx)
 	if err != nil {
 		return Change{}, err
@@ -168,7 +201,8 @@ func (l *Ledger) Snapshot(ctx context.Context, seq, n int, before string) (Chang
 		before, _ = c.Output(ctx, "rev-parse", "--verify", "-q", "HEAD^{commit}")
 	}
 	if before != "" {
-		if prevTree, err := c.Output(ctx, "rev-parse", before+"^{tree}"); err == nil && prevTree == tree {
+		if prevTree, err := l.treeOf(ctx, before); err == nil && prevTree == tree {
+			l.remember(before, tree, sig, trusted)
 			return Change{Files: []string{}}, nil
 		}
 	}
@@ -180,6 +214,7 @@ func (l *Ledger) Snapshot(ctx context.Context, seq, n int, before string) (Chang
 	if _, err := c.Run(ctx, "update-ref", ref, commit); err != nil {
 		return Change{}, fmt.Errorf("ledger: %w", err)
 	}
+	l.remember(commit, tree, sig, trusted)
 	if before == "" {
 		before, err = c.Output(ctx, "hash-object", "-t", "tree", "--stdin")
 		if err != nil {
@@ -187,6 +222,29 @@ func (l *Ledger) Snapshot(ctx context.Context, seq, n int, before string) (Chang
 		}
 	}
 	return l.stat(ctx, before, commit)
+}
+
+// treeOf is the tree of commit, known without git when it is the commit
+// this Ledger recorded or read last.
+func (l *Ledger) treeOf(ctx context.Context, commit string) (string, error) {
+	if commit == l.lastCommit && l.lastTree != "" {
+		return l.lastTree, nil
+	}
+	tree, err := Cmd{Dir: l.Dir}.Output(ctx, "rev-parse", commit+"^{tree}")
+	if err != nil {
+		return "", err
+	}
+	l.lastCommit, l.lastTree = commit, tree
+	return tree, nil
+}
+
+// remember notes that the workspace held commit's tree when sig was
+// taken (trusted: see quietSig).
+func (l *Ledger) remember(commit, tree string, sig []byte, trusted bool) {
+	l.lastCommit, l.lastTree = commit, tree
+	if trusted {
+		l.q.point, l.q.sig = commit, sig
+	}
 }
 
 // Baseline records the workspace as an in-place run found it, under
@@ -198,6 +256,12 @@ func (l *Ledger) Baseline(ctx context.Context) (string, error) {
 	if existing, err := c.Output(ctx, "rev-parse", "--verify", "-q", ref+"^{commit}"); err == nil {
 		return existing, nil
 	}
+	var sig []byte
+	trusted := false
+	if l.quietInit(ctx) {
+		sig, trusted = l.quietSig()
+	}
+	l.q.point = ""
 	tree, err := l.writeTree(ctx)
 	if err != nil {
 		return "", err
@@ -210,6 +274,7 @@ func (l *Ledger) Baseline(ctx context.Context) (string, error) {
 	if _, err := c.Run(ctx, "update-ref", ref, commit); err != nil {
 		return "", fmt.Errorf("ledger: %w", err)
 	}
+	l.remember(commit, tree, sig, trusted)
 	return commit, nil
 }
 

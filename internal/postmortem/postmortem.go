@@ -1,6 +1,6 @@
 // Package postmortem writes the report of an ended run from its persisted
 // history: runs/<id>/postmortem.md for people and runs/<id>/summary.json for
-// scripts (SPEC section 11).
+// scripts (docs/reference.md and docs/http-api.md).
 package postmortem
 
 import (

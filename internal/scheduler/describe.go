@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
-	"github.com/loopd/loopd/internal/testreport"
+	"github.com/loopd/loopd/internal/views"
 )
 
 // DescribeOptions choose how much of a run Describe includes.
@@ -79,7 +78,7 @@ func (s *Scheduler) DescribeList(ctx context.Context, runs []storage.Run) ([]api
 // describe builds a run's view from its current aggregates (view; nil:
 // derive them from its steps) and its newest evaluation (nil: none).
 func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts DescribeOptions, view *storage.RunView, last *storage.Evaluation) (api.Run, error) {
-	out := runJSON(run)
+	out := views.Run(run)
 	cfg, set, err := s.frozen(run)
 	if err != nil {
 		return out, err
@@ -105,7 +104,7 @@ func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts Describe
 			out.Warnings = append(out.Warnings, w)
 		}
 	}
-	out.Conditions, err = conditionsFrom(last, set)
+	out.Conditions, err = views.Conditions(last, set)
 	if err != nil {
 		return out, err
 	}
@@ -127,15 +126,7 @@ func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts Describe
 			return out, err
 		}
 		for _, e := range evs {
-			ae := api.Evaluation{Iteration: e.Iteration, At: api.Millis(e.At), DurationUS: e.DurationUS}
-			if e.StepID != nil {
-				ae.StepID = *e.StepID
-			}
-			var results []storedResult
-			if err := json.Unmarshal([]byte(e.Results), &results); err == nil {
-				ae.Results = storedJSON(results)
-			}
-			out.Evaluations = append(out.Evaluations, ae)
+			out.Evaluations = append(out.Evaluations, views.Evaluation(e))
 		}
 	}
 	out.Config = json.RawMessage(run.Config)
@@ -156,7 +147,7 @@ func (s *Scheduler) describeFromSteps(ctx context.Context, run storage.Run, cfg 
 	out.ElapsedMS = h.ElapsedMS(now)
 	out.Steps = len(steps)
 	if last := h.Last(); last != nil && last.Status == api.StepRunning {
-		cur := StepJSON(last, now)
+		cur := views.Step(last, now)
 		if cur.Pid == 0 {
 			cur.Pid = s.RunningPid(run.ID) // recorded with the step's finish; live from the runner until then
 		}
@@ -199,152 +190,6 @@ func gateDescription(cfg config.Config) string {
 	return desc
 }
 
-// conditionsFrom are the run's stop conditions with their results in
-// its newest evaluation (last), or not yet evaluated.
-func conditionsFrom(last *storage.Evaluation, set stop.Set) ([]api.Condition, error) {
-	if last != nil {
-		var results []storedResult
-		if err := json.Unmarshal([]byte(last.Results), &results); err != nil {
-			return nil, fmt.Errorf("decode evaluation: %w", err)
-		}
-		if len(results) == set.Len() {
-			return storedJSON(results), nil
-		}
-	}
-	var out []api.Condition
-	add := func(class stop.Class, cs []stop.Condition) {
-		for _, c := range cs {
-			spec, _ := json.Marshal(c)
-			out = append(out, api.Condition{Type: string(c.Type()), Kind: string(class), Description: c.Description(),
-				Reason: "not evaluated yet", Spec: spec})
-		}
-	}
-	add(stop.ClassFailure, set.FailureConditions)
-	add(stop.ClassSuccess, set.SuccessConditions)
-	add(stop.ClassLimit, set.Conditions)
-	return out, nil
-}
-
-// storedResult is a stop.Result as recorded in the evaluations table,
-// decoded without re-building its condition: status only shows it.
-type storedResult struct {
-	Condition    json.RawMessage `json:"condition"`
-	Class        string          `json:"class"`
-	Met          bool            `json:"met"`
-	Progress     *float64        `json:"progress"`
-	Reason       string          `json:"reason"`
-	Description  string          `json:"description"`
-	TimedOut     bool            `json:"timed_out"`
-	Unmeasurable bool            `json:"unmeasurable"`
-	Err          string          `json:"error"`
-	Duration     time.Duration   `json:"duration_ns"`
-}
-
-func storedJSON(results []storedResult) []api.Condition {
-	out := make([]api.Condition, 0, len(results))
-	for _, r := range results {
-		var head struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(r.Condition, &head)
-		out = append(out, api.Condition{Type: head.Type, Kind: r.Class, Description: r.Description, Met: r.Met,
-			Progress: r.Progress, Reason: r.Reason, Spec: r.Condition, TimedOut: r.TimedOut, Unmeasured: r.Unmeasurable,
-			Error: r.Err, DurationUS: r.Duration.Microseconds()})
-	}
-	return out
-}
-
-func runJSON(r storage.Run) api.Run {
-	out := api.Run{
-		ID: r.ID, Name: r.Name, Workspace: r.Workspace, Goal: r.Goal, Status: r.Status,
-		Reason: r.Reason, Description: r.Description, ExitCode: r.ExitCode,
-		CreatedAt: api.Millis(r.CreatedAt), StopRequested: r.StopRequest, PauseRequest: r.PauseRequest,
-		UserSignal: r.UserSignal, Conditions: []api.Condition{},
-		Isolation: r.Isolation, Worktree: r.Worktree, Branch: r.Branch, BaseBranch: r.BaseBranch,
-		BaseCommit: r.BaseCommit, LandedCommit: r.LandedCommit, WorktreeState: r.WorktreeState,
-	}
-	if r.StartedAt != nil {
-		out.StartedAt = api.Millis(*r.StartedAt)
-	}
-	if r.EndedAt != nil {
-		out.EndedAt = api.Millis(*r.EndedAt)
-	}
-	if r.WaitUntil != nil && r.Status == api.RunWaiting {
-		out.WaitUntil = api.Millis(*r.WaitUntil)
-	}
-	if r.Condition != "" {
-		out.Condition = json.RawMessage(r.Condition)
-	}
-	return out
-}
-
-// StepJSON converts a step row to its wire form; now is used for the
-// duration of a step still running.
-func StepJSON(st *storage.Step, now int64) api.Step {
-	out := api.Step{
-		ID: st.ID, RunID: st.RunID, Seq: st.Seq, Phase: st.Phase, Iteration: st.Iteration, Status: st.Status,
-		ExitCode: st.ExitCode, Error: st.Error, StartedAt: api.Millis(st.StartedAt), LogPath: st.LogPath,
-		Usage: stepUsage(st), Tests: stepTests(st), Promise: st.Promise,
-	}
-	if st.EndedAt != nil {
-		out.EndedAt = api.Millis(*st.EndedAt)
-		out.DurationMS = *st.EndedAt - st.StartedAt
-	} else {
-		out.DurationMS = max(now-st.StartedAt, 0)
-	}
-	if st.Pid != nil && st.Status == api.StepRunning {
-		out.Pid = *st.Pid
-	}
-	if st.FilesChanged != nil {
-		files := st.ChangeFiles
-		if files == nil {
-			files = []string{}
-		}
-		out.Changes = &api.Changes{Commit: st.ChangeCommit, FilesChanged: *st.FilesChanged,
-			Insertions: deref(st.Insertions), Deletions: deref(st.Deletions), BinaryFiles: deref(st.BinaryFiles), Files: files}
-	}
-	return out
-}
-
-func deref(p *int) int {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func stepUsage(st *storage.Step) api.Usage {
-	u := api.Usage{InputTokens: st.InputTokens, OutputTokens: st.OutputTokens, CacheReadTokens: st.CacheReadTokens,
-		CacheWriteTokens: st.CacheWriteTokens, Model: st.Model, ReasoningTokens: st.ReasoningTokens}
-	if st.ReportedCostUSD != nil {
-		v := *st.ReportedCostUSD
-		u.ReportedCostUSD = &v
-	}
-	switch {
-	case st.PricedCostUSD != nil:
-		u.CostUSD = *st.PricedCostUSD
-	case st.ReportedCostUSD != nil:
-		u.CostUSD = *st.ReportedCostUSD
-	case st.UsageFound:
-		u.CostUnknown = true
-	}
-	return u
-}
-
-func stepTests(st *storage.Step) *api.Tests {
-	if st.TestsFormat == "" {
-		return nil
-	}
-	res := testreport.Result{Format: testreport.Format(st.TestsFormat), Passed: st.TestsPassed, Failed: st.TestsFailed,
-		Skipped: st.TestsSkipped, FailedNames: st.TestsFailedNames, PassedNames: st.TestsPassedNames}
-	names := st.TestsFailedNames
-	if names == nil {
-		names = []string{}
-	}
-	return &api.Tests{Format: st.TestsFormat, Passed: st.TestsPassed, Failed: st.TestsFailed, Skipped: st.TestsSkipped,
-		FailedNames: names, Summary: res.Summary()}
-}
-
 // RunningPid is the pid of a run's running step, from its runner (the
 // database has it only once the step ends); 0 when there is none.
 func (s *Scheduler) RunningPid(runID string) int {
@@ -352,12 +197,7 @@ func (s *Scheduler) RunningPid(runID string) int {
 	if r == nil {
 		return 0
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.proc == nil {
-		return 0
-	}
-	return r.proc.Pid
+	return r.live.pid()
 }
 
 // frozen decodes a run's frozen config and conditions, cached: status and

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/procgroup"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
 )
 
 // recover picks up after a previous daemon: every RUNNING run gets a
@@ -103,7 +103,7 @@ func (s *Scheduler) writePostmortem(runID string) error {
 	var lastFail, lastVerifyFail *storage.Step
 	for i := range steps {
 		st := &steps[i]
-		in.Steps = append(in.Steps, StepJSON(st, st.StartedAt))
+		in.Steps = append(in.Steps, views.Step(st, st.StartedAt))
 		if st.Status == api.StepFailed {
 			lastFail = st
 			if st.Phase == api.PhaseVerification {
@@ -125,7 +125,7 @@ func (s *Scheduler) writePostmortem(runID string) error {
 		return err
 	}
 	for _, e := range evs {
-		in.Events = append(in.Events, EventJSON(e))
+		in.Events = append(in.Events, views.Event(e))
 	}
 	in.EventCount = total
 	dir := filepath.Join(s.opts.Home, "runs", runID)
@@ -171,10 +171,4 @@ func (s *Scheduler) runPostmortemCommand(run storage.Run, command string, timeou
 	if err := cmd.Run(); err != nil {
 		s.log.Warn("postmortem command failed", zap.String("run", run.ID), zap.Error(err), zap.String("log", logPath))
 	}
-}
-
-// EventJSON converts an event row to its wire form.
-func EventJSON(e storage.Event) api.Event {
-	return api.Event{Seq: e.Seq, RunID: e.RunID, StepID: e.StepID, Type: string(e.Type), TS: api.Millis(e.TS),
-		Payload: json.RawMessage(e.Payload)}
 }

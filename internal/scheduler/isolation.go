@@ -24,7 +24,7 @@ func (s *Scheduler) WorktreePath(runID string) string {
 	return filepath.Join(s.opts.Home, "worktrees", runID)
 }
 
-// isolate fills in how a new run uses its workspace (SPEC section 13) and
+// isolate fills in how a new run uses its workspace (docs/workspaces.md) and
 // returns the repository's common git directory (worktree runs) and what
 // the user should be warned of. A worktree run needs a git repository
 // with a commit: its base is HEAD now, when the user typed start (the

@@ -51,6 +51,8 @@ type Options struct {
 	LookPath func(string) (string, error)
 	// DebugConditions logs every stop-condition evaluation.
 	DebugConditions bool
+	// Executor runs the steps' processes; default: package supervise.
+	Executor StepExecutor
 	// OnStepGap, when set, is told how long the daemon took between
 	// noticing a step's end and letting the run's next step run: recording
 	// the end, evaluating the stop conditions, committing, starting the
@@ -63,11 +65,12 @@ type Scheduler struct {
 	opts  Options
 	store *storage.Store
 	log   *zap.Logger
+	exec  StepExecutor
 
 	wake chan struct{} // a run became claimable, or a slot freed
 
 	// overlap admits the runners that may start their next step's
-	// process while they evaluate and commit (see conclude): one per two
+	// process while they evaluate and commit (see completeStep): one per two
 	// CPUs. On a machine busy with many runs the others do one after the
 	// other, so that the daemon's API requests still get a CPU.
 	overlap chan struct{}
@@ -117,11 +120,15 @@ func New(opts Options) *Scheduler {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.Executor == nil {
+		opts.Executor = processes{}
+	}
 	postCtx, postCancel := context.WithCancel(context.Background())
 	return &Scheduler{
 		overlap:     make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1)),
 		opts:        opts,
 		store:       opts.Store,
+		exec:        opts.Executor,
 		log:         opts.Logger.Named("scheduler"),
 		wake:        make(chan struct{}, 1),
 		active:      map[string]*runner{},
@@ -297,7 +304,7 @@ func (s *Scheduler) start(runID string, recovered bool) {
 	s.active[runID] = r
 	s.runners.Go(func() {
 		defer s.release(runID)
-		r.main(recovered)
+		r.drive(recovered)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
 )
 
 // statsOf computes a run's aggregates from its history: what Describe
@@ -100,7 +101,7 @@ func (s *Scheduler) fillFromView(run storage.Run, out *api.Run, v *storage.RunVi
 	}
 	out.Steps = last.Seq
 	if last.Status == api.StepRunning {
-		cur := StepJSON(last, now)
+		cur := views.Step(last, now)
 		if cur.Pid == 0 {
 			cur.Pid = s.RunningPid(run.ID)
 		}

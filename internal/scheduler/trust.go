@@ -273,7 +273,7 @@ func (r *runner) loadEnvFile() ([]string, error) {
 	if vars, err := config.ParseEnvFile(r.envTrust, data); err == nil && len(vars) == 0 {
 		return nil, nil // sets nothing: nothing to trust
 	}
-	rec, err := r.s.store.TrustedFile(bg(), r.run.Workspace, r.envTrust)
+	rec, err := r.s.store.TrustedFile(r.runContext(), r.run.Workspace, r.envTrust)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return nil, &untrustedEnvError{path: r.envTrust}
@@ -308,7 +308,7 @@ func (r *runner) checkAgentFiles() *decision {
 	files, err := trust.InspectAgentsIn(r.run.Workspace, r.workdir, r.cfg.EnvFile)
 	if err == nil && len(files) > 0 {
 		var recs map[string]trust.Record
-		if recs, err = r.s.records(bg(), r.run.Workspace); err == nil {
+		if recs, err = r.s.records(r.runContext(), r.run.Workspace); err == nil {
 			bad := trust.Untrusted(trust.Check(files, recs))
 			if len(bad) == 0 {
 				return nil

@@ -41,7 +41,7 @@ func (r *runner) isWorktree() bool { return r.run.Isolation == string(config.Iso
 // that the plan the agent checks off is the one the plan gate reads.
 func (r *runner) loadWorkspace() {
 	r.workdir, r.ledger, r.ledgerBase = r.run.Workspace, nil, ""
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)
 	defer cancel()
 	// One git command (it runs at every load, recoveries included): is the
 	// workspace in git, and where below its top level.
@@ -74,7 +74,7 @@ func (r *runner) loadWorkspace() {
 func (r *runner) prepareWorkspace() *decision {
 	if !r.isWorktree() {
 		if r.ledger != nil && r.ledgerBase == "" && len(r.hist.Steps) == 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+			ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)
 			defer cancel()
 			base, err := r.ledger.Baseline(ctx)
 			if err != nil {
@@ -118,7 +118,7 @@ func (r *runner) prepareWorkspace() *decision {
 // records it present. It is safe to repeat after a crash at any point: a
 // worktree already added is only recorded.
 func (r *runner) addWorktree() error {
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)
 	defer cancel()
 	if !git.IsWorktree(r.run.Worktree) {
 		if err := git.AddWorktree(ctx, r.run.Workspace, r.run.Worktree, r.run.Branch, r.run.BaseCommit); err != nil {
@@ -153,13 +153,17 @@ func (r *runner) recordChanges(st *storage.Step) {
 		r.log.Warn("no ledger record: the run's worktree is gone", zap.Int("seq", st.Seq), zap.String("worktree", r.run.Worktree))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)
 	defer cancel()
 	before := r.ledgerPoint(ctx)
 	var ch git.Change
 	var err error
 	if r.isWorktree() {
 		ch, err = r.ledger.CommitWorktree(ctx, st.Seq, st.Iteration, before)
+	} else if st.Seq == r.launched {
+		// Started and watched by this runner since its load: never
+		// recorded before, so there is no earlier record to look for.
+		ch, err = r.ledger.SnapshotNew(ctx, st.Seq, st.Iteration, before)
 	} else {
 		ch, err = r.ledger.Snapshot(ctx, st.Seq, st.Iteration, before)
 	}
@@ -209,7 +213,7 @@ func (r *runner) fingerprint(st *storage.Step) {
 	if st.Fingerprint != "" {
 		return
 	}
-	fp, err := workspace.Fingerprint(context.Background(), r.workdir)
+	fp, err := workspace.Fingerprint(r.ctx, r.workdir)
 	if err != nil {
 		r.log.Warn("workspace fingerprint", zap.Error(err))
 	}

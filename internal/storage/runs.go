@@ -34,7 +34,7 @@ type Run struct {
 	EndedAt      *int64        `db:"ended_at"`
 	UpdatedAt    int64         `db:"updated_at"`
 
-	// Workspace isolation (SPEC section 13).
+	// Workspace isolation (docs/workspaces.md).
 	Isolation     string `db:"isolation"`      // "in_place" or "worktree"
 	Worktree      string `db:"worktree"`       // the run's worktree; "" for in_place
 	Branch        string `db:"branch"`         // loop/<short-id>

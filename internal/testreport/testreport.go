@@ -65,6 +65,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/loopd/loopd/internal/termtext"
@@ -253,10 +254,20 @@ func isCommandHeader(line string) bool {
 	return len(line) > 2 && line[0] == '$' && line[1] == ' ' && line[2] != ' '
 }
 
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
 // scanLines calls fn for every line of r, cleaned by cleanLine. Lines longer than MaxLineLen are cut
 // there (the rest is read and dropped), so memory does not depend on the input.
 func scanLines(r io.Reader, fn func(string)) error {
-	br := bufio.NewReaderSize(r, 32<<10)
+	// Pooled: the daemon parses every verification step's log, and a new
+	// 32 KiB buffer each time was a quarter of what a no-op step allocated
+	// (scheduler.BenchmarkNoOpIteration), paid again in garbage collection.
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil) // hold no reference to r
+		readers.Put(br)
+	}()
 	buf := make([]byte, 0, 512)
 	for {
 		chunk, err := br.ReadSlice('\n')
