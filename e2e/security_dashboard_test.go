@@ -333,6 +333,8 @@ func TestSecurityDashboardSessionHostAndScope(t *testing.T) {
 	b := newBrowser(t)
 	e := dashboardEnv(t)
 	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=never"), "max_iterations=3")
+	// A condition reads the signal (signal is refused otherwise), and never ends the run.
+	e.writeFile(".loop/stop.json", `{"failure_conditions":[{"type":"all","conditions":[{"type":"user_signal"},{"type":"never"}]}]}`, 0o644)
 	id := e.start("Hold still")
 	eventually(t, "the agent", 20*time.Second, func() bool { return len(e.invocations()) == 1 })
 	base := e.login(b, "run", id)

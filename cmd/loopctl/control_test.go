@@ -73,7 +73,8 @@ func TestWaitCmdErrors(t *testing.T) {
 		loopctl(t, nil, "wait").expect(t, exitUsage, nil, "loopctl wait needs exactly one RUN")
 	})
 	t.Run("no daemon", func(t *testing.T) {
-		loopctl(t, nil, "wait", runID).expect(t, exitUnavailable, nil, "daemon unavailable", "LOOPCTL_NO_AUTOSTART=1")
+		// A daemon that is down is waited for (a restart), within --timeout.
+		loopctl(t, nil, "wait", runID, "--timeout", "1500ms").expect(t, exitTimeout, nil, "run "+runID+" has not ended after 1.5s; it goes on")
 	})
 }
 
@@ -185,10 +186,31 @@ func TestWaitCmdRidesOutARestart(t *testing.T) {
 	})
 	start := time.Now()
 	loopctl(t, f, "wait", runID).expect(t, exitOK, lines("COMPLETED: promise"))
-	if n := len(f.requests()); n != 3 {
-		t.Errorf("%d requests, want GET run + 2 waits: %+v", n, f.requests())
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d waits, want 2 (one broken, one answered): %+v", n, f.requests())
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("the retry took %s", time.Since(start))
 	}
+}
+
+// A daemon that is shutting down when wait begins is waited for, and the
+// wait goes on with the daemon that follows it.
+func TestWaitCmdRidesOutADaemonDownAtTheStart(t *testing.T) {
+	f := newFakeAPI(t)
+	var pings atomic.Int32
+	f.handle("GET /v1/daemon", func(w http.ResponseWriter, r *http.Request) {
+		if pings.Add(1) == 1 {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": api.Error{Code: api.CodeShutdown, Message: "shutting down"}})
+			return
+		}
+		writeJSON(w, http.StatusOK, api.DaemonInfo{PID: daemonPID})
+	})
+	f.reply("GET /v1/runs/{ref}", api.Run{ID: runID, Status: api.RunRunning})
+	f.reply("GET /v1/runs/{ref}/wait", endedRun(api.RunCompleted, "promise"))
+	loopctl(t, f, "wait", "0123").expect(t, exitOK, lines("run 0123456789ab COMPLETED: promise"))
+	if n := pings.Load(); n != 2 {
+		t.Errorf("%d pings, want 2 (one refused, one answered)", n)
+	}
+	f.only("GET", "/v1/runs/"+runID+"/wait")
 }

@@ -26,7 +26,9 @@ func newEventsCmd(g *globalOptions) *cobra.Command {
 		Long: `Print a run's events in order. With --follow, the stored events are replayed
 and then new ones are printed as they happen, with nothing missed or repeated,
 until the run's terminal event. --after SEQ starts after that event (resume a
-follower with the last seq it saw). --json prints one event per line.`,
+follower with the last seq it saw). --json prints one event per line.
+A daemon that is down or restarting is waited for, up to a minute, whether
+at the start or while following (then exit 69; the run goes on).`,
 		Args: runArg,
 		RunE: o.run,
 	}
@@ -40,7 +42,17 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 		return usageErrorf("--after must be an event seq ≥ 0")
 	}
 	ctx := cmd.Context()
-	c, ref, err := o.runClient(ctx, args[0])
+	var c *api.Client
+	var ref api.RunRef
+	var run api.Run
+	var err error
+	if o.Follow {
+		// A daemon that is down (restarting) now is waited for as one
+		// that goes down while following.
+		c, run, err = o.reachRun(ctx, args[0], outageLimit)
+	} else {
+		c, ref, err = o.runClient(ctx, args[0])
+	}
 	if err != nil {
 		return err
 	}
@@ -63,12 +75,8 @@ func (o *eventsOptions) run(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	// Following outlives a daemon restart: the stream is resumed after the
-	// last event printed. "last" is resolved once, so a newer run in the
+	// last event printed. "last" was resolved once, so a newer run in the
 	// workspace cannot take over the stream.
-	run, err := c.GetRun(ctx, ref, false)
-	if err != nil {
-		return err
-	}
 	f := newRunFollower(c, api.RunRef{Ref: run.ID})
 	f.after = o.After
 	if _, err := f.follow(ctx, emit, nil); err != nil && ctx.Err() == nil {

@@ -156,7 +156,7 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 		return nil, fmt.Errorf("%w: no daemon at %s (LOOPCTL_NO_AUTOSTART=1)", api.ErrUnavailable, sock)
 	}
 	if err := autostart(ctx, c); err != nil {
-		return nil, err
+		return nil, &autostartError{err}
 	}
 	return c, nil
 }

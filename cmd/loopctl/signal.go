@@ -16,8 +16,12 @@ func newSignalCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "signal RUN",
 		Short: "Raise the run's user_signal stop condition (evaluated after the current step)",
-		Args:  runArg,
-		RunE:  o.run,
+		Long: `Raise the run's user_signal stop condition; it is evaluated after the
+current step. A run with no user_signal condition (in its stop file, at any
+depth) is refused with exit 64: the signal would do nothing. A run's
+conditions are fixed when it starts; loopctl stop ends a run without one.`,
+		Args: runArg,
+		RunE: o.run,
 	}
 }
 

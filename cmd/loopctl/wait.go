@@ -21,8 +21,12 @@ func newWaitCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait RUN",
 		Short: "Wait for a run to end; exit 0 COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED",
-		Args:  runArg,
-		RunE:  o.run,
+		Long: `Wait for a run to end, then print how it ended; the exit code says it (0
+COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED). A daemon that is down or
+restarting is waited for, up to a minute, whether at the start or during the
+wait (then exit 69; the run goes on).`,
+		Args: runArg,
+		RunE: o.run,
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (exit 124; the run goes on)")
 	return cmd
@@ -32,11 +36,19 @@ func (o *waitOptions) run(cmd *cobra.Command, args []string) error {
 	if o.Timeout < 0 {
 		return usageErrorf("--timeout must be positive")
 	}
-	c, ref, err := o.runClient(cmd.Context(), args[0])
-	if err != nil {
-		return err
+	ctx := cmd.Context()
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
 	}
-	return waitAndReport(cmd, o.globalOptions, c, ref, o.Timeout)
+	// A daemon that is down (restarting) now is waited for as one that
+	// goes down during the wait.
+	c, run, err := o.reachRun(ctx, args[0], outageLimit)
+	if err != nil {
+		return waitError(cmd, api.RunRef{Ref: args[0]}, err, o.Timeout)
+	}
+	return waitWithin(ctx, cmd, o.globalOptions, c, api.RunRef{Ref: run.ID}, o.Timeout)
 }
 
 // waitAndReport waits for the run to end, prints how it ended and returns
@@ -49,6 +61,11 @@ func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	return waitWithin(ctx, cmd, g, c, ref, timeout)
+}
+
+// waitWithin is waitAndReport with ctx already bounded by timeout.
+func waitWithin(ctx context.Context, cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.RunRef, timeout time.Duration) error {
 	// "last" is resolved once: a newer run started in the workspace while
 	// we wait must not take this one's place.
 	run, err := c.GetRun(ctx, ref, false)
@@ -68,7 +85,7 @@ func waitAndReport(cmd *cobra.Command, g *globalOptions, c *api.Client, ref api.
 		// is a new outage, with a minute of its own.
 		if failingSince.IsZero() || time.Since(began) > 2*time.Second {
 			failingSince = time.Now()
-		} else if time.Since(failingSince) > time.Minute {
+		} else if time.Since(failingSince) > outageLimit {
 			break
 		}
 		select {
