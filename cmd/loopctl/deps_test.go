@@ -7,10 +7,11 @@ import (
 )
 
 // notLinked are what loopctl must never link: the daemon's storage and
-// anything that opens a database (as tailscale checks for its CLI). A
-// module path bans its packages too; "database/sql" is banned alone, not
-// database/sql/driver, which is only interfaces (terminal libraries such
-// as go-colorful implement its Valuer) and opens nothing.
+// anything that opens a database, SQLite or Postgres (as tailscale checks
+// for its CLI). A module path bans its packages too; "database/sql" is
+// banned alone, not database/sql/driver, which is only interfaces
+// (terminal libraries such as go-colorful implement its Valuer) and opens
+// nothing.
 var notLinked = []struct {
 	path    string
 	subpkgs bool // also every package under path
@@ -21,6 +22,9 @@ var notLinked = []struct {
 	{"github.com/mattn/go-sqlite3", true}, // any other SQLite driver (cgo)
 	{"github.com/jmoiron/sqlx", true},     //
 	{"github.com/jackc/pgx", true},        // Postgres, any major version: pgx/v5 is under it
+	{"github.com/jackc/pgconn", true},     // pgx's connection layer (v4)
+	{"github.com/jackc/puddle", true},     // pgx's pool
+	{"github.com/lib/pq", true},           // the other Postgres driver
 	{"go.uber.org/zap", true},             // the daemon's logger: its arrival means a daemon package came with it
 	{"github.com/loopd/loopd/internal/storage", true},
 	{"github.com/loopd/loopd/internal/scheduler", true},
@@ -43,6 +47,7 @@ func TestBanned(t *testing.T) {
 		"github.com/jackc/pgx/v5/pgxpool": true, "github.com/jackc/pgx": true, "github.com/jackc/pgxlisten": false,
 		"go.uber.org/zap/zapcore": true, "go.uber.org/multierr": false, "github.com/loopd/loopd/internal/api": false,
 		"github.com/loopd/loopd/internal/storage": true, "github.com/loopd/loopd/internal/daemonx": false,
+		"github.com/jackc/puddle/v2": true, "github.com/lib/pq": true, "github.com/jackc/pgconn": true,
 	} {
 		if _, got := banned(pkg); got != want {
 			t.Errorf("banned(%q) = %v, want %v", pkg, got, want)
