@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -105,6 +106,9 @@ func printStatus(w io.Writer, r api.Run) {
 	fmt.Fprintf(tw, "  iteration\t%d  (%d steps, %s running)\n", r.Iteration, r.Steps, ms(r.ElapsedMS))
 	fmt.Fprintf(tw, "  failures\timplementation %d · review %d · verification %d (consecutive)\n",
 		r.Counters.Implementation, r.Counters.Review, r.Counters.Verification)
+	if t := failingTrend(r.FailingTrend); t != "" {
+		fmt.Fprintf(tw, "  tests\t%s\n", t)
+	}
 	fmt.Fprintf(tw, "  usage\t%s\n", usageLine(r.Usage))
 	fmt.Fprintf(tw, "  created\t%s\n", ago(r.CreatedAt))
 	if r.LandedCommit != "" {
@@ -251,4 +255,21 @@ func (o *stepsOptions) run(cmd *cobra.Command, args []string) error {
 			changes, termtext.Quote(truncate(strings.Join(detail, "; "), 90)))
 	}
 	return tw.Flush()
+}
+
+// failingTrend renders the failing-test counts of the verification
+// failures since the last pass: "failing 5 → 4 → 3" ("?" where a count
+// was not parsed), so a falling count reads as progress.
+func failingTrend(counts []int) string {
+	if len(counts) == 0 {
+		return ""
+	}
+	parts := make([]string, len(counts))
+	for i, n := range counts {
+		parts[i] = "?"
+		if n >= 0 {
+			parts[i] = strconv.Itoa(n)
+		}
+	}
+	return "failing " + strings.Join(parts, " → ")
 }

@@ -216,6 +216,12 @@ type Config struct {
 	// max_consecutive_verification_failures, default 3, 0 disables) fails the
 	// run after this many verification failures in a row.
 	MaxConsecutiveVerificationFailures int `json:"max_consecutive_verification_failures"`
+	// ProgressResetsStreak (key progress_resets_streak, default true) makes
+	// a failed verification with fewer failing tests than the previous
+	// failed verification restart the verification failure streak at 1
+	// instead of extending it: a loop fixing one test per iteration is
+	// making progress, not stuck. false counts every failure.
+	ProgressResetsStreak bool `json:"progress_resets_streak"`
 	// MaxTaskFailures (key max_task_failures, default 3, 0 disables) fails the
 	// run when the same plan task failed verification this many times in a
 	// row.
@@ -304,6 +310,7 @@ func Default() Config {
 		MaxConsecutiveImplementationFailures: 3,
 		MaxConsecutiveReviewFailures:         0,
 		MaxConsecutiveVerificationFailures:   3,
+		ProgressResetsStreak:                 true,
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
 		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},

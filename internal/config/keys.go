@@ -74,6 +74,7 @@ var keys = []key{
 	wholeKey("max_consecutive_implementation_failures", func(c *Config) *int { return &c.MaxConsecutiveImplementationFailures }),
 	wholeKey("max_consecutive_review_failures", func(c *Config) *int { return &c.MaxConsecutiveReviewFailures }),
 	wholeKey("max_consecutive_verification_failures", func(c *Config) *int { return &c.MaxConsecutiveVerificationFailures }),
+	boolKey("progress_resets_streak", func(c *Config) *bool { return &c.ProgressResetsStreak }),
 	wholeKey("max_task_failures", func(c *Config) *int { return &c.MaxTaskFailures }),
 	wholeKey("no_progress_iterations", func(c *Config) *int { return &c.NoProgressIterations }),
 	pathKey("stop_file", mustExist, func(c *Config) *string { return &c.StopFile }),

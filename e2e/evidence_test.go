@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// pythonProject writes a small Python project with five bugs, each caught
+// by one unittest test, and an agent script (agent=command) that fixes at
+// most fixes bugs per call, announcing completion once none is left. When
+// hold is set, the agent's fourth call writes .agent-holding and waits for
+// .agent-go before it works.
+func pythonProject(e *env, fixes int, hold bool) {
+	e.t.Helper()
+	var calc, tests strings.Builder
+	tests.WriteString("import unittest\nimport calc\n\n\nclass TestCalc(unittest.TestCase):\n")
+	for i := 1; i <= 5; i++ {
+		fmt.Fprintf(&calc, "def f%d():\n    return 0  # BUG\n\n\n", i)
+		fmt.Fprintf(&tests, "    def test_f%d(self):\n        self.assertEqual(calc.f%d(), 1)\n\n", i, i)
+	}
+	tests.WriteString("\nif __name__ == \"__main__\":\n    unittest.main()\n")
+	e.writeFile("calc.py", calc.String(), 0o644)
+	e.writeFile("test_calc.py", tests.String(), 0o644)
+	holdLines := ""
+	if hold {
+		holdLines = `n=$(cat .agent-calls 2>/dev/null || echo 0); n=$((n+1)); echo $n > .agent-calls
+if [ "$n" = 4 ]; then touch .agent-holding; while [ ! -e .agent-go ]; do sleep 0.05; done; fi
+`
+	}
+	e.writeFile("fix.sh", `#!/bin/sh
+cat > /dev/null
+`+holdLines+`i=0
+while [ $i -lt `+fmt.Sprint(fixes)+` ]; do
+  sed -i '0,/return 0  # BUG/s//return 1/' calc.py
+  i=$((i+1))
+done
+echo "fixed one bug"
+if ! grep -q BUG calc.py; then printf '%s\n' '<promise>COMPLETE</promise>'; fi
+`, 0o755)
+}
+
+// The headline case of a new user's first day: an agent fixing one failing
+// test per iteration (5 → 4 → 3 → 2 → 1) completes with the defaults; an
+// agent that fixes nothing still fails after exactly three verifications.
+func TestProgressIsNotStuck(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	t.Run("an agent fixing one test per call completes", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		pythonProject(e, 1, false)
+		e.config("agent=command", "agent_command=sh fix.sh", "verify_command=python3 -m unittest test_calc")
+		id := e.start("fix the bugs")
+		e.wait(id)
+		r := e.status(id)
+		if r.Status != api.RunCompleted {
+			t.Fatalf("run %s %q, want COMPLETED; steps:\n%s", r.Status, r.Reason, e.must("steps", id))
+		}
+		var failing []int
+		for _, s := range e.steps(id) {
+			if s.Phase == api.PhaseVerification && s.Tests != nil && s.Tests.Failed != nil {
+				failing = append(failing, *s.Tests.Failed)
+			}
+		}
+		if want := []int{4, 3, 2, 1, 0}; !slices.Equal(failing, want) {
+			t.Errorf("failing tests per verification = %v, want %v", failing, want)
+		}
+	})
+	t.Run("an agent fixing nothing fails after exactly 3", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		pythonProject(e, 0, false)
+		e.config("agent=command", "agent_command=sh fix.sh", "verify_command=python3 -m unittest test_calc")
+		id := e.start("fix the bugs")
+		e.wait(id)
+		r := e.status(id)
+		var verifications int
+		for _, s := range e.steps(id) {
+			if s.Phase == api.PhaseVerification {
+				verifications++
+			}
+		}
+		if r.Status != api.RunFailed || r.Reason != "max_consecutive_failures:verification:3" || verifications != 3 {
+			t.Fatalf("run %s %q after %d verifications, want FAILED max_consecutive_failures:verification:3 after 3",
+				r.Status, r.Reason, verifications)
+		}
+		if out := e.must("status", id); !strings.Contains(out, "failing 5 → 5 → 5") {
+			t.Errorf("status does not show the trend:\n%s", out)
+		}
+	})
+	t.Run("a daemon killed mid-run keeps the streak and the trend", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		pythonProject(e, 1, true)
+		// The first call fixes one of five: failing 4, 3, 2 after calls 1-3.
+		e.config("agent=command", "agent_command=sh fix.sh", "verify_command=python3 -m unittest test_calc")
+		id := e.start("fix the bugs")
+		eventually(t, "the agent's fourth call", 60*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(e.ws, ".agent-holding"))
+			return err == nil
+		})
+		e.killDaemon()
+		e.startDaemon()
+		r := e.status(id)
+		if r.Counters.Verification != 1 || !slices.Equal(r.FailingTrend, []int{4, 3, 2}) {
+			t.Errorf("after a restart: verification streak %d, trend %v; want 1, [4 3 2]", r.Counters.Verification, r.FailingTrend)
+		}
+		if out := e.must("status", id); !strings.Contains(out, "failing 4 → 3 → 2") {
+			t.Errorf("status does not show the trend:\n%s", out)
+		}
+		e.writeFile(".agent-go", "", 0o644)
+		e.wait(id)
+		if r := e.status(id); r.Status != api.RunCompleted {
+			t.Fatalf("run %s %q, want COMPLETED; steps:\n%s", r.Status, r.Reason, e.must("steps", id))
+		}
+	})
+}
