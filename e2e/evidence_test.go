@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -123,4 +124,41 @@ func TestProgressIsNotStuck(t *testing.T) {
 			t.Fatalf("run %s %q, want COMPLETED; steps:\n%s", r.Status, r.Reason, e.must("steps", id))
 		}
 	})
+}
+
+// A command agent that reports its own cost ($0.02 a call, for usage that
+// Sonnet's rates would price at $0.105) is charged what it reports: no
+// default model prices it, and max_cost enforces the real figure.
+func TestCommandAgentCostIsItsOwn(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.writeFile("agent.sh", `#!/bin/sh
+cat > /dev/null
+echo "call" >> .calls
+printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"duration_ms":5,"num_turns":1,"result":"worked on it","session_id":"s1","total_cost_usd":0.02,"usage":{"input_tokens":10000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":5000}}'
+`, 0o755)
+	e.config("agent=command", "agent_command=sh agent.sh", "max_cost=0.05", "max_iterations=10")
+	id := e.start("work")
+	e.wait(id)
+	r := e.status(id)
+	var impl int
+	for _, s := range e.steps(id) {
+		if s.Phase == api.PhaseImplementation {
+			impl++
+		}
+	}
+	// $0.02 a call reaches $0.05 on the third call; priced as Sonnet the
+	// first call alone ($0.105) would have ended the run.
+	if r.Status != api.RunAborted || r.Reason != "max_cost:0.05" || impl != 3 {
+		t.Fatalf("run %s %q after %d agent calls, want ABORTED max_cost:0.05 after 3; usage %+v", r.Status, r.Reason, impl, r.Usage)
+	}
+	if r.Usage.CostUSD < 0.0599 || r.Usage.CostUSD > 0.0601 || r.Usage.CostUnknown {
+		t.Errorf("cost = %v (unknown %v), want the reported 0.06", r.Usage.CostUSD, r.Usage.CostUnknown)
+	}
+	var cfg struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(r.Config, &cfg); err != nil || cfg.Model != "" {
+		t.Errorf("frozen model = %q (%v), want none", cfg.Model, err)
+	}
 }

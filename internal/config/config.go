@@ -137,8 +137,9 @@ type Config struct {
 	// replaces the preset's command line; required when Agent is
 	// AgentCommand. Use [Config.AgentCommandLine] to get the command to run.
 	AgentCommand string `json:"agent_command"`
-	// Model (key model, default "claude-sonnet-4-5") is passed to the presets
-	// and selects the price used for max_cost.
+	// Model (key model, default "claude-sonnet-4-5"; none for agent=command)
+	// is passed to the presets and selects the price used for max_cost. A
+	// run without one counts the cost its agent reports.
 	Model string `json:"model"`
 
 	// Prompt (key prompt, default none) is the goal as text. Prompt and

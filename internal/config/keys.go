@@ -52,7 +52,7 @@ type key struct {
 var keys = []key{
 	{name: "agent", set: setAgent, check: checkAgent},
 	textKey("agent_command", func(c *Config) *string { return &c.AgentCommand }),
-	lineKey("model", func(c *Config) *string { return &c.Model }),
+	modelKey(),
 	textKey("prompt", func(c *Config) *string { return &c.Prompt }),
 	pathKey("prompt_file", mustExist, func(c *Config) *string { return &c.PromptFile }),
 	pathKey("spec_file", mustExist, func(c *Config) *string { return &c.SpecFile }),
@@ -130,6 +130,20 @@ func lineKey(name string, field func(*Config) *string) key {
 		},
 		check: func(c *Config) string { return check(*field(c)) },
 	}
+}
+
+// modelKey is model: a single line that a config may not set empty, and
+// that only agent=command may leave unset (its agent reports its own cost).
+func modelKey() key {
+	k := lineKey("model", func(c *Config) *string { return &c.Model })
+	check := k.check
+	k.check = func(c *Config) string {
+		if c.Model == "" && c.Agent == AgentCommand {
+			return ""
+		}
+		return check(c)
+	}
+	return k
 }
 
 // pathKey is a file path, relative to the workspace unless absolute; empty

@@ -83,7 +83,9 @@ var keyDocs = map[string]keyDoc{
 		"`gemini` (Gemini CLI), or `command` (your own `agent_command`). See [agents](agents.md)."},
 	"agent_command": {def: "from the preset", meaning: "A shell command (`sh -c`) that replaces the preset's command line. " +
 		"The prompt arrives on stdin and in `$LOOP_PROMPT_FILE`. Required with `agent=command`."},
-	"model":  {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},
+	"model": {def: "`claude-sonnet-4-5`; none for `agent=command`", meaning: "The model passed to the presets; also " +
+		"selects the price used for cost and `max_cost`. A run with no model (an `agent=command` run that sets none) " +
+		"counts the cost its agent reports."},
 	"prompt": {meaning: "The goal, as text. `loopctl start \"text\"` sets it. Only one of `prompt` and `prompt_file` may be set."},
 	"prompt_file": {def: "`PROMPT.md` if present", meaning: "A file holding the goal, re-read at every iteration (edit it to steer the loop). " +
 		"Relative to the workspace. When the workspace chooses the file (the default `PROMPT.md`, its `.loop/config`, or a " +
