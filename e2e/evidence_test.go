@@ -162,3 +162,46 @@ printf '%s\n' '{"type":"result","subtype":"success","is_error":false,"duration_m
 		t.Errorf("frozen model = %q (%v), want none", cfg.Model, err)
 	}
 }
+
+// The changes gate through the binaries: an agent that promises completion
+// without changing anything does not complete a run with changes in its
+// gate; one that changes a file does. Without git the gate is refused.
+func TestChangesGateThroughTheBinaries(t *testing.T) {
+	for _, tc := range []struct {
+		name, agent, status, reason string
+	}{
+		{"a promise with no change", `cat > /dev/null; echo '<promise>COMPLETE</promise>'`, "ABORTED", "max_iterations:2"},
+		{"a promise with a change", `cat > /dev/null; echo fixed > a.txt; echo '<promise>COMPLETE</promise>'`, "COMPLETED", "completed:promise+changes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.startDaemon()
+			e.writeFile("a.txt", "base\n", 0o644)
+			for _, args := range [][]string{{"init", "-q"}, {"add", "a.txt"},
+				{"-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "-m", "0"}} {
+				cmd := exec.Command("git", args...)
+				cmd.Dir = e.ws
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v %s", args, err, out)
+				}
+			}
+			e.writeFile("agent.sh", tc.agent+"\n", 0o755)
+			e.config("agent=command", "agent_command=sh agent.sh", "max_iterations=2", "completion=promise,changes")
+			id := e.start("work")
+			e.wait(id)
+			if r := e.status(id); string(r.Status) != tc.status || r.Reason != tc.reason {
+				t.Fatalf("run %s %q, want %s %q", r.Status, r.Reason, tc.status, tc.reason)
+			}
+		})
+	}
+	t.Run("refused without git", func(t *testing.T) {
+		e := newEnv(t)
+		e.startDaemon()
+		e.config("agent=command", "agent_command=true", "completion=promise,changes")
+		e.trust()
+		r := e.loopctl("start", "work")
+		if r.code != 64 || !strings.Contains(r.stderr, `completion gate "changes" needs a git repository`) {
+			t.Fatalf("start: exit %d, stderr %q; want 64 naming the gate", r.code, r.stderr)
+		}
+	})
+}

@@ -71,10 +71,14 @@ const (
 	// GatePlan holds when the plan file has no unchecked "- [ ]" item. It
 	// requires plan_file.
 	GatePlan Gate = "plan"
+	// GateChanges holds when the run changed something against its base,
+	// as the change ledger records it: "done" with no change is not done.
+	// It requires a git repository.
+	GateChanges Gate = "changes"
 )
 
 // gates lists the valid gates in the order error messages name them.
-var gates = []Gate{GatePromise, GateVerify, GateReview, GatePlan}
+var gates = []Gate{GatePromise, GateVerify, GateReview, GatePlan, GateChanges}
 
 // Duration is a time.Duration that reads and writes humantime strings in JSON
 // and text ("60m" reads as an hour and writes as "1h"), so the frozen

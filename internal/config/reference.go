@@ -104,7 +104,8 @@ var keyDocs = map[string]keyDoc{
 		"Repeatable: each line adds a command; a layer that sets it replaces the list of the layers below; " +
 		"an empty value clears the list."},
 	"verify_report": {meaning: "A JUnit XML file the verify commands write; test counts and failing test names are read from it."},
-	"completion": {meaning: "The completion gates that must all hold after the same iteration: `promise`, `verify`, `review`, `plan`. " +
+	"completion": {meaning: "The completion gates that must all hold after the same iteration: `promise`, `verify`, `review`, `plan`, " +
+		"`changes` (the run changed something against its base; needs a git repository). " +
 		"`verify` and `review` hold vacuously when not configured, so at least one gate must check something."},
 	"completion_promise": {meaning: "The line the agent's final message must end with to claim completion (`promise` gate). " +
 		"A mention inside prose does not count."},

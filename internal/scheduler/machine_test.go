@@ -503,3 +503,55 @@ func TestLedgerRecordsEachIterationsChange(t *testing.T) {
 		t.Fatalf("files changed per step %v, want [1 0 2 0]", changed)
 	}
 }
+
+// The changes gate: a promise with nothing changed does not complete; a
+// change that is later undone is no change; a real change completes. The
+// workspace is a real git repository and the ledger records the steps.
+func TestChangesGate(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	const promise = "<promise>COMPLETE</promise>\n"
+	tests := []struct {
+		name   string
+		files  map[int]map[string]string // by step seq
+		status api.RunStatus
+		reason string
+	}{
+		{name: "a promise with no change does not complete", status: api.RunAborted, reason: "max_iterations:3"},
+		{name: "a change made and undone is no change",
+			files:  map[int]map[string]string{1: {"a.txt": "one\n"}, 2: {"a.txt": "base\n"}},
+			status: api.RunAborted, reason: "max_iterations:3"},
+		{name: "a change completes", files: map[int]map[string]string{2: {"a.txt": "two\n"}},
+			status: api.RunCompleted, reason: "completed:promise+changes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			t.Setenv("HOME", t.TempDir())
+			if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("base\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"init", "-q"}, {"add", "a.txt"},
+				{"-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "-m", "0"}} {
+				cmd := exec.Command("git", args...)
+				cmd.Dir = ws
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v %s", args, err, out)
+				}
+			}
+			fx := newFakeExec(t, func(phase api.Phase, seq int) fakeStep {
+				if seq == 1 {
+					return fakeStep{output: "working\n", files: tt.files[seq]}
+				}
+				return fakeStep{output: promise, files: tt.files[seq]}
+			})
+			h := newHarness(t, fx)
+			id := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=3", "completion=promise,changes")
+			run := h.drive(id, false)
+			if run.Status != tt.status || run.Reason != tt.reason {
+				t.Fatalf("run %s %q (%s), want %s %q", run.Status, run.Reason, run.Description, tt.status, tt.reason)
+			}
+		})
+	}
+}
