@@ -158,9 +158,20 @@ func newTCPServer(h http.Handler, log *zap.Logger) *http.Server {
 // wrong Host, a login code over its limit) with Connection: close, which
 // makes net/http close the connection after the answer instead of keeping
 // it for another request.
+//
+// A refused request that announced a body (Content-Length, chunked,
+// Expect: 100-continue) and never sends it would still hold its
+// connection: after the handler, net/http reads the unread body to
+// discard it, with no deadline (there is no ReadTimeout, see
+// newTCPServer). Its read deadline is therefore set to now once the
+// refusal is answered, and the connection closes at once.
 func closeOnError(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&errorCloser{ResponseWriter: w}, r)
+		ec := &errorCloser{ResponseWriter: w}
+		next.ServeHTTP(ec, r)
+		if ec.status >= 400 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
 	})
 }
 
@@ -169,12 +180,14 @@ func closeOnError(next http.Handler) http.Handler {
 // (their write deadlines).
 type errorCloser struct {
 	http.ResponseWriter
-	wrote bool
+	wrote  bool
+	status int // the error status answered, 0 for none
 }
 
 func (c *errorCloser) WriteHeader(code int) {
 	if !c.wrote && code >= 400 {
 		c.Header().Set("Connection", "close")
+		c.status = code
 	}
 	if code >= 200 {
 		c.wrote = true
@@ -200,16 +213,47 @@ func (c *errorCloser) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 // accepted beyond the cap is closed at once (its descriptor is back before
 // the next accept), so whatever is done to the TCP port, it holds at most
 // cap descriptors and the Unix socket keeps the rest.
+//
+// Before a connection counts, the owner of its other end is looked up
+// when that end is on this machine (tcpPeerUID): another user's connection
+// is closed at once, as the Unix socket refuses them. Otherwise any local
+// user could fill the cap with silent connections (each lives up to the
+// header timeout, and is replaced as soon as it is closed), and the
+// owner's own requests would find no slot for as long as they kept at it.
+// A peer on another machine (--http-allow-remote) has no local owner and
+// is served as before: its requests need the bearer token.
 type capListener struct {
 	net.Listener
 	cap     int
+	owner   int // the uid whose local connections are served
 	open    atomic.Int64
 	log     *zap.Logger
 	refused *refusals
+	others  *refusals
 }
 
 func newCapListener(l net.Listener, cap int, log *zap.Logger) *capListener {
-	return &capListener{Listener: l, cap: cap, log: log, refused: newRefusals()}
+	return &capListener{Listener: l, cap: cap, owner: os.Getuid(), log: log, refused: newRefusals(), others: newRefusals()}
+}
+
+// fromAnotherUser reports whether c's other end is a socket on this
+// machine that another user owns. A lookup that fails for any other reason
+// than "not here" lets the connection through: the bearer token and the
+// session still guard every request on it.
+func (l *capListener) fromAnotherUser(c net.Conn) (int, bool) {
+	la, ok1 := c.LocalAddr().(*net.TCPAddr)
+	ra, ok2 := c.RemoteAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	uid, err := tcpPeerUID(la, ra)
+	if err != nil {
+		if !errors.Is(err, errPeerNotLocal) {
+			l.refused.note(l.log, "could not look up a TCP peer's owner; serving it", zap.String("remote", ra.String()), zap.Error(err))
+		}
+		return 0, false
+	}
+	return uid, uid != l.owner
 }
 
 // Accept returns the next connection within the cap. Errors (EMFILE
@@ -219,6 +263,12 @@ func (l *capListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
+		}
+		if uid, other := l.fromAnotherUser(c); other {
+			c.Close()
+			l.others.note(l.log, "closed a TCP connection from another user", zap.Int("peer_uid", uid),
+				zap.String("remote", c.RemoteAddr().String()))
+			continue
 		}
 		if n := l.open.Add(1); n > int64(l.cap) {
 			l.open.Add(-1)
