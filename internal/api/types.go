@@ -216,6 +216,11 @@ type Run struct {
 	Warnings      []string        `json:"warnings,omitempty"`
 	Evaluations   []Evaluation    `json:"evaluations,omitempty"` // --debug: the last 100 evaluations
 
+	// FailingTrend is the failing-test counts of the verification failures
+	// since the last passing one, oldest first (at most eight; -1 where not
+	// parsed): "failing 5 → 4 → 3" in status.
+	FailingTrend []int `json:"failing_trend,omitempty"`
+
 	// Workspace isolation and landing (docs/workspaces.md).
 	Isolation     string `json:"isolation"`      // "in_place" or "worktree"
 	Worktree      string `json:"worktree"`       // the run's worktree; "" for in_place

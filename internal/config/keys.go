@@ -52,7 +52,7 @@ type key struct {
 var keys = []key{
 	{name: "agent", set: setAgent, check: checkAgent},
 	textKey("agent_command", func(c *Config) *string { return &c.AgentCommand }),
-	lineKey("model", func(c *Config) *string { return &c.Model }),
+	modelKey(),
 	textKey("prompt", func(c *Config) *string { return &c.Prompt }),
 	pathKey("prompt_file", mustExist, func(c *Config) *string { return &c.PromptFile }),
 	pathKey("spec_file", mustExist, func(c *Config) *string { return &c.SpecFile }),
@@ -74,6 +74,7 @@ var keys = []key{
 	wholeKey("max_consecutive_implementation_failures", func(c *Config) *int { return &c.MaxConsecutiveImplementationFailures }),
 	wholeKey("max_consecutive_review_failures", func(c *Config) *int { return &c.MaxConsecutiveReviewFailures }),
 	wholeKey("max_consecutive_verification_failures", func(c *Config) *int { return &c.MaxConsecutiveVerificationFailures }),
+	boolKey("progress_resets_streak", func(c *Config) *bool { return &c.ProgressResetsStreak }),
 	wholeKey("max_task_failures", func(c *Config) *int { return &c.MaxTaskFailures }),
 	wholeKey("no_progress_iterations", func(c *Config) *int { return &c.NoProgressIterations }),
 	pathKey("stop_file", mustExist, func(c *Config) *string { return &c.StopFile }),
@@ -129,6 +130,20 @@ func lineKey(name string, field func(*Config) *string) key {
 		},
 		check: func(c *Config) string { return check(*field(c)) },
 	}
+}
+
+// modelKey is model: a single line that a config may not set empty, and
+// that only agent=command may leave unset (its agent reports its own cost).
+func modelKey() key {
+	k := lineKey("model", func(c *Config) *string { return &c.Model })
+	check := k.check
+	k.check = func(c *Config) string {
+		if c.Model == "" && c.Agent == AgentCommand {
+			return ""
+		}
+		return check(c)
+	}
+	return k
 }
 
 // pathKey is a file path, relative to the workspace unless absolute; empty

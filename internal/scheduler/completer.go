@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/views"
@@ -381,6 +383,10 @@ func (r *runner) completed() ([]string, bool) {
 			if err != nil || p.Unchecked > 0 {
 				return nil, false
 			}
+		case config.GateChanges:
+			if !r.changedAgainstBase() {
+				return nil, false
+			}
 		}
 		gates = append(gates, string(g))
 	}
@@ -392,6 +398,41 @@ func (r *runner) completed() ([]string, bool) {
 		}
 	}
 	return gates, true
+}
+
+// changedAgainstBase reports whether the run's recorded changes differ
+// from its base (the changes gate): the newest ledger commit's tree
+// against the base's (a worktree run's base commit, an in-place run's
+// baseline snapshot). Changes made and then undone are no change. With no
+// ledger, or a ledger that cannot be read, it does not hold: the gate
+// never passes on what it could not see.
+func (r *runner) changedAgainstBase() bool {
+	if r.ledger == nil {
+		return false
+	}
+	var point string
+	for i := len(r.hist.Steps) - 1; i >= 0 && point == ""; i-- {
+		point = r.hist.Steps[i].ChangeCommit
+	}
+	if point == "" {
+		return false // no step recorded a change
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)
+	defer cancel()
+	base := r.run.BaseCommit
+	if !r.isWorktree() {
+		base = r.ledgerPoint0(ctx)
+	}
+	if base == "" {
+		return true // a recorded change and no base to compare it with
+	}
+	trees, err := git.Cmd{Dir: r.workdir}.Output(ctx, "rev-parse", point+"^{tree}", base+"^{tree}")
+	if err != nil {
+		r.log.Warn("changes gate: compare with the base", zap.Error(err))
+		return false
+	}
+	t := strings.Fields(trees)
+	return len(t) == 2 && t[0] != t[1]
 }
 
 func completionDescription(gates []string, iteration int) string {
@@ -406,6 +447,8 @@ func completionDescription(gates []string, iteration int) string {
 			parts = append(parts, "the review approved")
 		case string(config.GatePlan):
 			parts = append(parts, "every plan item is checked")
+		case string(config.GateChanges):
+			parts = append(parts, "the run changed the workspace")
 		}
 	}
 	return fmt.Sprintf("%s in iteration %d", joinAnd(parts), iteration)

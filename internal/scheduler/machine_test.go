@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +90,71 @@ func TestStateMachine(t *testing.T) {
 				"implementation:SUCCEEDED verification:FAILED implementation:SUCCEEDED verification:FAILED",
 		},
 		{
+			name: "failing tests going 5, 4, 3, 2, 1, 0 is progress, not a streak (progress_resets_streak default)",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					return unittestRun(5 - (seq/2 - 1)) // seq 2, 4, …: 5, 4, 3, 2, 1, 0 failing
+				}
+				return fakeStep{}
+			},
+			status: api.RunCompleted, reason: "completed:verify",
+			steps: strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 5) +
+				"implementation:SUCCEEDED verification:SUCCEEDED",
+		},
+		{
+			name: "failing tests that do not fall still fail after exactly 3",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					return unittestRun(5)
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 3)),
+		},
+		{
+			name: "a rise then a fall restarts the streak only on the fall",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					// 5, 6 (streak 2), 4 (restarts: 1), 4 (2), 4 (3: fails)
+					return unittestRun([]int{5, 6, 4, 4, 4}[seq/2-1])
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 5)),
+		},
+		{
+			name: "progress_resets_streak=false counts every failure, falling or not",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify", "progress_resets_streak=false"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					return unittestRun(5 - (seq/2 - 1))
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 3)),
+		},
+		{
+			name: "a failure whose tests could not be counted is never progress",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification && seq == 2 {
+					return unittestRun(5)
+				}
+				if phase == api.PhaseVerification {
+					return fakeStep{code: 1, output: "segmentation fault\n"}
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 3)),
+		},
+		{
 			name: "a failed implementation skips verification and counts toward its streak",
 			sets: []string{"max_iterations=10", "verify_command=true", "max_consecutive_implementation_failures=2"},
 			script: func(phase api.Phase, seq int) fakeStep {
@@ -154,6 +220,25 @@ func TestStateMachine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unittestRun is a verification step's `python -m unittest` output with
+// failing of five tests failing (exit 1), or all passing (exit 0).
+func unittestRun(failing int) fakeStep {
+	var b strings.Builder
+	for i := range failing {
+		fmt.Fprintf(&b, "======================================================================\n"+
+			"FAIL: test_%d (tests.test_calc.TestCalc.test_%d)\n"+
+			"----------------------------------------------------------------------\n"+
+			"AssertionError: 2 != 3\n\n", i, i)
+	}
+	b.WriteString("----------------------------------------------------------------------\nRan 5 tests in 0.001s\n\n")
+	if failing == 0 {
+		b.WriteString("OK\n")
+		return fakeStep{output: b.String()}
+	}
+	fmt.Fprintf(&b, "FAILED (failures=%d)\n", failing)
+	return fakeStep{code: 1, output: b.String()}
 }
 
 func TestStateMachineRequests(t *testing.T) {
@@ -416,5 +501,57 @@ func TestLedgerRecordsEachIterationsChange(t *testing.T) {
 	}
 	if !slices.Equal(changed, []int{1, 0, 2, 0}) {
 		t.Fatalf("files changed per step %v, want [1 0 2 0]", changed)
+	}
+}
+
+// The changes gate: a promise with nothing changed does not complete; a
+// change that is later undone is no change; a real change completes. The
+// workspace is a real git repository and the ledger records the steps.
+func TestChangesGate(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	const promise = "<promise>COMPLETE</promise>\n"
+	tests := []struct {
+		name   string
+		files  map[int]map[string]string // by step seq
+		status api.RunStatus
+		reason string
+	}{
+		{name: "a promise with no change does not complete", status: api.RunAborted, reason: "max_iterations:3"},
+		{name: "a change made and undone is no change",
+			files:  map[int]map[string]string{1: {"a.txt": "one\n"}, 2: {"a.txt": "base\n"}},
+			status: api.RunAborted, reason: "max_iterations:3"},
+		{name: "a change completes", files: map[int]map[string]string{2: {"a.txt": "two\n"}},
+			status: api.RunCompleted, reason: "completed:promise+changes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			t.Setenv("HOME", t.TempDir())
+			if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("base\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"init", "-q"}, {"add", "a.txt"},
+				{"-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "-m", "0"}} {
+				cmd := exec.Command("git", args...)
+				cmd.Dir = ws
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v %s", args, err, out)
+				}
+			}
+			fx := newFakeExec(t, func(phase api.Phase, seq int) fakeStep {
+				if seq == 1 {
+					return fakeStep{output: "working\n", files: tt.files[seq]}
+				}
+				return fakeStep{output: promise, files: tt.files[seq]}
+			})
+			h := newHarness(t, fx)
+			id := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=3", "completion=promise,changes")
+			run := h.drive(id, false)
+			if run.Status != tt.status || run.Reason != tt.reason {
+				t.Fatalf("run %s %q (%s), want %s %q", run.Status, run.Reason, run.Description, tt.status, tt.reason)
+			}
+		})
 	}
 }
