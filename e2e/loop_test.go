@@ -168,20 +168,6 @@ func TestFailingVerificationReachesNextPrompt(t *testing.T) {
 	}
 }
 
-func TestAgentNotFoundAborts(t *testing.T) {
-	e := newEnv(t)
-	e.startDaemon()
-	e.config("agent=claude") // the preset; no claude binary on this PATH
-	id := e.start("goal")
-	if code := e.wait(id); code != 2 {
-		t.Fatalf("wait exit %d, want 2", code)
-	}
-	r := e.status(id)
-	if r.Reason != "fatal:agent_not_found" || !strings.Contains(r.Description, "install Claude Code") {
-		t.Errorf("run = %q: %q", r.Reason, r.Description)
-	}
-}
-
 func TestBadConfigCreatesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()

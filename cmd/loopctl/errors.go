@@ -12,7 +12,7 @@ import (
 // Exit codes (docs/reference.md, "loopctl exit codes").
 const (
 	exitOK          = 0
-	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `resume` of a run whose worktree is gone)
+	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `start` of an agent whose program is not on the PATH, `signal` of a run with no user_signal condition, `resume` of a run whose worktree is gone)
 	exitNotFound    = 66  // no such run
 	exitUnavailable = 69  // the daemon is not reachable, refuses this user, or does not answer within 10s
 	exitInternal    = 70  // a daemon-side or unexpected failure
@@ -63,7 +63,8 @@ func classify(err error) (int, string) {
 func isCobraUsage(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
-		"invalid argument", "accepts ", "requires at least", "requires at most", "bad flag syntax"} {
+		"invalid argument", "accepts ", "requires at least", "requires at most", "bad flag syntax",
+		"if any flags in the group", "at least one of the flags in the group"} {
 		if strings.HasPrefix(msg, p) || strings.Contains(msg, p) {
 			return true
 		}

@@ -36,7 +36,7 @@ type runFollower struct {
 func newRunFollower(c watchClient, ref api.RunRef) *runFollower {
 	// A daemon restart (an upgrade, a crash and relaunch) takes seconds, and
 	// runs survive it: a watcher should too, rather than exit 69 mid-run.
-	return &runFollower{client: c, ref: ref, retryFor: time.Minute, pause: time.Second}
+	return &runFollower{client: c, ref: ref, retryFor: outageLimit, pause: time.Second}
 }
 
 // follow calls onEvent for each of the run's events in order, from the

@@ -243,9 +243,16 @@ func ApplyLand(ctx context.Context, p *LandPlan) error {
 }
 
 // CheckoutDetached puts worktree on commit, detached, so that a combination
-// can be tested there without moving the run's branch.
+// can be tested there without moving the run's branch. Like every git
+// command that writes a working tree, it is never cancelled once started:
+// a git killed mid-checkout (by a shutdown ending the land's request)
+// leaves its index.lock behind, and git refuses the worktree from then on.
+// ctx only bounds what comes before it; the caller checks it after.
 func CheckoutDetached(ctx context.Context, worktree, commit string) error {
-	_, err := Cmd{Dir: worktree}.Run(ctx, "checkout", "--quiet", "--detach", commit)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := Cmd{Dir: worktree}.Run(context.WithoutCancel(ctx), "checkout", "--quiet", "--detach", commit)
 	return err
 }
 

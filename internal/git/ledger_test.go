@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -258,11 +259,20 @@ func TestInspect(t *testing.T) {
 	if _, err := Inspect(ctx, t.TempDir()); err != ErrNotRepository {
 		t.Fatalf("not a repository: %v", err)
 	}
-	if dirty, err := Dirty(ctx, dir); err != nil || dirty {
-		t.Fatalf("clean repo dirty=%v %v", dirty, err)
+	if ch, err := Uncommitted(ctx, dir); err != nil || len(ch) != 0 {
+		t.Fatalf("clean repo: %v %v", ch, err)
 	}
 	write(t, dir, "new.txt", "n")
-	if dirty, _ := Dirty(ctx, dir); !dirty {
-		t.Fatal("untracked file not dirty")
+	write(t, dir, "src/deep/x.go", "package y\n")
+	write(t, dir, "moved.go", "package x\n")
+	gitT(t, dir, "mv", "src/deep/x.go", "src/deep/renamed.go")
+	write(t, dir, "dir/a", "a")
+	ch, err := Uncommitted(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(ch)
+	if want := "[{src/deep/renamed.go false} {dir/ true} {moved.go true} {new.txt true}]"; got != want {
+		t.Fatalf("Uncommitted = %s, want %s", got, want)
 	}
 }

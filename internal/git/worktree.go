@@ -44,15 +44,35 @@ func Inspect(ctx context.Context, dir string) (Repo, error) {
 	return r, nil
 }
 
-// Dirty reports whether the working tree holding dir has uncommitted
-// changes or untracked files (not ignored ones). It takes no lock and
+// StatusEntry is a file with uncommitted changes in a working tree, as git
+// status lists it: Path relative to the top level ("dir/" for a whole
+// untracked directory), Untracked when git does not track it.
+type StatusEntry struct {
+	Path      string
+	Untracked bool
+}
+
+// Uncommitted lists the uncommitted changes and untracked files (not
+// ignored ones) of the working tree holding dir. It takes no lock and
 // writes nothing (GIT_OPTIONAL_LOCKS=0: no index refresh).
-func Dirty(ctx context.Context, dir string) (bool, error) {
-	out, err := Cmd{Dir: dir}.Run(ctx, "status", "--porcelain", "-z", "--untracked-files=normal")
+func Uncommitted(ctx context.Context, dir string) ([]StatusEntry, error) {
+	out, err := Cmd{Dir: dir}.Run(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=normal")
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return len(out) > 0, nil
+	var changes []StatusEntry
+	fields := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	for i := 0; i < len(fields); i++ {
+		e := fields[i]
+		if len(e) < 4 {
+			continue
+		}
+		changes = append(changes, StatusEntry{Path: e[3:], Untracked: e[:2] == "??"})
+		if e[0] == 'R' || e[0] == 'C' {
+			i++ // a rename's or copy's source path is the next field
+		}
+	}
+	return changes, nil
 }
 
 // BranchExists reports whether refs/heads/<branch> exists.

@@ -336,6 +336,7 @@ func (l *Lander) branchMissing(ctx context.Context, run storage.Run, ref *git.Re
 func (l *Lander) verifyCombination(ctx context.Context, run storage.Run, plan *git.LandPlan, lv Verification, progress func(string)) error {
 	hand := []string{"cd " + run.Workspace, "git merge " + run.Branch + "   # resolve, run your tests, git commit",
 		"# or land without testing the combination: loopctl land " + shortID(run.ID) + " --no-verify"}
+	l.clearStaleLocks(ctx, run.Worktree)
 	if err := prepareWorktree(ctx, run, hand); err != nil {
 		return err
 	}
@@ -364,6 +365,9 @@ func (l *Lander) verifyCombination(ctx context.Context, run storage.Run, plan *g
 		}
 		_ = os.Remove(filepath.Join(dir, landMarkerFile))
 	}()
+	if err := ctx.Err(); err != nil { // the checkout was let finish; what follows is not started
+		return fmt.Errorf("land abandoned before verification, nothing landed: %w", err)
+	}
 	proc, err := supervise.Start(supervise.Spec{
 		Dir: lv.Dir, Commands: lv.Commands, Env: lv.Env, LogPath: logPath,
 		StatusPath: mark.StatusPath, Tag: mark.Tag,
@@ -461,4 +465,21 @@ func LastVerification(steps []storage.Step) (passed bool, seq int) {
 		}
 	}
 	return false, 0
+}
+
+// clearStaleLocks removes the git locks a git killed mid-write (by an
+// older loopd's shutdown, a crash, an OOM kill) left in a run's worktree,
+// which loopd made: every land of the run would fail on them until they
+// were removed by hand. A lock a live git holds stays.
+func (l *Lander) clearStaleLocks(ctx context.Context, worktree string) {
+	if fi, err := os.Stat(worktree); err != nil || !fi.IsDir() {
+		return
+	}
+	removed, err := git.ClearStaleLocks(ctx, worktree)
+	if err != nil {
+		l.log.Warn("could not check the worktree for stale git locks", zap.String("worktree", worktree), zap.Error(err))
+	}
+	for _, lock := range removed {
+		l.log.Info("removed a stale git lock a killed git left in a run's worktree", zap.String("lock", lock))
+	}
 }

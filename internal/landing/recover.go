@@ -115,6 +115,7 @@ func (l *Lander) recoverLands(ctx context.Context) {
 			}
 		}
 		if _, err := os.Stat(m.Worktree); err == nil {
+			l.clearStaleLocks(ctx, m.Worktree)
 			if err := git.RestoreBranch(ctx, m.Worktree, m.Branch); err != nil {
 				l.log.Error("could not put a worktree back on its branch after a cut-short land",
 					zap.String("worktree", m.Worktree), zap.Error(err))

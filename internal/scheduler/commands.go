@@ -165,6 +165,11 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	// After the trust check: the PATH an untrusted env file sets says
+	// nothing until the user has reviewed it.
+	if err := checkAgentAtStart(cfg, ws); err != nil {
+		return storage.Run{}, nil, err
+	}
 	warnings = append(warnings, startWarnings(cfg, full)...)
 	// The event has every warning; the response gets the unpriced budget
 	// from Describe, which says it as long as it holds.
@@ -450,7 +455,19 @@ func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) err
 // Signal raises the run's user_signal condition; it is evaluated after the
 // current step.
 func (s *Scheduler) Signal(ctx context.Context, runID string) error {
-	err := s.store.Write(ctx, func(tx *storage.Tx) error { return tx.SetUserSignal(runID) })
+	run, err := s.store.Run(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if _, set, err := decodeFrozen(run); err != nil {
+		return err
+	} else if !set.Uses(stop.TypeUserSignal) {
+		// Raised, it would do nothing: no condition of the run reads it.
+		return &StateError{Msg: fmt.Sprintf("run %s has no user_signal stop condition, so a signal would do nothing; "+
+			"a run's conditions are fixed when it starts: add {\"type\": \"user_signal\"} to the conditions of the stop file "+
+			"(.loop/stop.json) for the next run; to end this one, loopctl stop %s", runID, shortOf(runID))}
+	}
+	err = s.store.Write(ctx, func(tx *storage.Tx) error { return tx.SetUserSignal(runID) })
 	if errors.Is(err, storage.ErrConflict) {
 		return &StateError{Msg: fmt.Sprintf("run %s has ended; nothing to signal", runID)}
 	}

@@ -174,8 +174,7 @@ func newBenchHarness(t testing.TB, fx *fakeExec) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, store: store, fx: fx}
-	h.s = New(Options{Store: store, Home: home, Executor: fx, RetryBackoff: 10 * time.Millisecond,
-		LookPath: func(bin string) (string, error) { return "", errors.New("not installed: " + bin) }})
+	h.s = New(Options{Store: store, Home: home, Executor: fx, RetryBackoff: 10 * time.Millisecond})
 	t.Cleanup(func() {
 		h.s.shutdown() // waits for the postmortem writers
 		store.Close()

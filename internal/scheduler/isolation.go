@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // shortLen is the length of a run's short id: in its branch name
@@ -58,9 +60,9 @@ func (s *Scheduler) isolate(ctx context.Context, run *storage.Run, cfg config.Co
 	run.Branch = "loop/" + shortOf(run.ID)
 	run.BaseCommit, run.BaseBranch = repo.Head, repo.Branch
 	var warnings []string
-	if dirty, err := git.Dirty(ctx, repo.TopLevel); err == nil && dirty {
-		warnings = append(warnings, fmt.Sprintf("the checkout %s has uncommitted changes; they are not part of this run, which starts from %s (%s)",
-			repo.TopLevel, shortOf(repo.Head), branchOrDetached(repo.Branch)))
+	if files := changesThatMatter(ctx, repo.TopLevel, run.Workspace, cfg); len(files) > 0 {
+		warnings = append(warnings, fmt.Sprintf("the checkout %s has uncommitted changes in %s; they are not part of this run, which starts from %s (%s)",
+			repo.TopLevel, fileCount(files), shortOf(repo.Head), branchOrDetached(repo.Branch)))
 	}
 	if repo.Branch == "" {
 		// Found out only at the end otherwise: land has no base branch to
@@ -69,6 +71,51 @@ func (s *Scheduler) isolate(ctx context.Context, run *storage.Run, cfg config.Co
 			"merge %s by hand when the run ends (or switch to a branch and start again)", repo.TopLevel, run.Branch))
 	}
 	return repo.CommonDir, warnings, nil
+}
+
+// changesThatMatter lists the checkout's uncommitted changes that the user
+// may expect in a worktree run: every tracked file, and the untracked ones
+// that are not loopd's own. The untracked .loop/, env file and prompt file
+// the getting-started guide has the user create are not part of the
+// project, and warning of them at every start teaches users to skip the
+// warning.
+func changesThatMatter(ctx context.Context, top, ws string, cfg config.Config) []string {
+	changes, err := git.Uncommitted(ctx, top)
+	if err != nil {
+		return nil
+	}
+	own := map[string]bool{filepath.Join(ws, ".loop") + "/": true}
+	for _, f := range []string{cfg.EnvFile, cfg.PromptFile} {
+		if f != "" {
+			own[f] = true
+		}
+	}
+	var files []string
+	for _, c := range changes {
+		abs := filepath.Join(top, c.Path)
+		if strings.HasSuffix(c.Path, "/") {
+			abs += "/"
+		}
+		if c.Untracked && (own[abs] || strings.HasPrefix(abs, filepath.Join(ws, ".loop")+"/")) {
+			continue
+		}
+		files = append(files, c.Path)
+	}
+	return files
+}
+
+// fileCount names up to three files and counts the rest.
+func fileCount(files []string) string {
+	const shown = 3
+	quoted := make([]string, 0, shown)
+	for _, f := range files[:min(len(files), shown)] {
+		quoted = append(quoted, termtext.Quote(f))
+	}
+	s := strings.Join(quoted, ", ")
+	if len(files) > shown {
+		s += fmt.Sprintf(" and %d more", len(files)-shown)
+	}
+	return s
 }
 
 func branchOrDetached(b string) string {

@@ -249,10 +249,21 @@ func TestResumeAtTheLimitEndsAgainWithoutAStep(t *testing.T) {
 	}
 }
 
+// An agent that start found on the PATH and that is gone by the first
+// step ends the run before any step runs.
 func TestAgentNotFoundAbortsBeforeAnyStep(t *testing.T) {
 	fx := newFakeExec(t, func(api.Phase, int) fakeStep { return fakeStep{} })
 	h := newHarness(t, fx)
+	bin := t.TempDir()
+	codex := filepath.Join(bin, "codex")
+	if err := os.WriteFile(codex, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	id := h.start("", "agent=codex", "model=gpt-5-codex", "max_iterations=3")
+	if err := os.Remove(codex); err != nil {
+		t.Fatal(err)
+	}
 	run := h.drive(id, false)
 	if run.Status != api.RunAborted || run.Reason != "fatal:agent_not_found" || !strings.Contains(run.Description, "npm install -g @openai/codex") {
 		t.Fatalf("%s %q %s", run.Status, run.Reason, run.Description)

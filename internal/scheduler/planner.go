@@ -43,11 +43,6 @@ func (r *runner) planNext() (*planned, []string, *decision, error) {
 		return nil, nil, d, nil
 	}
 	next := r.hist.Next()
-	if next.Phase == api.PhaseImplementation {
-		if d := r.checkAgent(); d != nil {
-			return nil, nil, d, nil
-		}
-	}
 	if next.Phase == api.PhaseImplementation || next.Phase == api.PhaseReview {
 		// The agent (or a reviewer that is one) reads its own project
 		// files at every start.
@@ -60,6 +55,9 @@ func (r *runner) planNext() (*planned, []string, *decision, error) {
 		return nil, nil, r.envFileDecision(err), nil
 	}
 	if next.Phase == api.PhaseImplementation {
+		if d := r.checkAgent(env); d != nil {
+			return nil, nil, d, nil
+		}
 		if d := r.checkRoot(env); d != nil {
 			return nil, nil, d, nil
 		}
@@ -127,13 +125,12 @@ func (r *runner) interrupted(kind string, killed bool) *decision {
 	return &decision{status: api.RunInterrupted, reason: "user_stop", description: desc, event: events.RunInterrupted}
 }
 
-// checkAgent ends the run when the agent preset's binary is not installed.
-func (r *runner) checkAgent() *decision {
+// checkAgent ends the run when the agent preset's binary is not on the
+// PATH the step would have (env: the daemon's environment and the env
+// file's): start checked it, but it may have been removed since.
+func (r *runner) checkAgent(env []string) *decision {
 	bin := r.cfg.AgentBinary()
-	if bin == "" {
-		return nil
-	}
-	if _, err := r.s.opts.LookPath(bin); err == nil {
+	if bin == "" || onPath(bin, stepPath(env), r.workdir) {
 		return nil
 	}
 	return &decision{status: api.RunAborted, reason: "fatal:agent_not_found", event: events.RunAborted,

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"runtime"
 	"sync"
 	"time"
@@ -47,8 +46,6 @@ type Options struct {
 	RetryBackoff time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// LookPath finds an agent binary; default exec.LookPath.
-	LookPath func(string) (string, error)
 	// DebugConditions logs every stop-condition evaluation.
 	DebugConditions bool
 	// Executor runs the steps' processes; default: package supervise.
@@ -113,9 +110,6 @@ func New(opts Options) *Scheduler {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if opts.LookPath == nil {
-		opts.LookPath = exec.LookPath
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()

@@ -294,7 +294,7 @@ var userSignalKind = &kind[UserSignal]{
 	priority: priorityUserSignal,
 	describe: func(UserSignal) string { return "on user signal" },
 	measure:  measureUserSignal,
-	summary:  "You ran `loopctl signal RUN`.",
+	summary:  "You ran `loopctl signal RUN`. A run with no `user_signal` condition refuses the signal (exit 64): it would do nothing.",
 	example:  UserSignal{},
 }
 
