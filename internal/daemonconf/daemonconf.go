@@ -46,28 +46,28 @@ type Setting struct {
 	Key  string // in daemon.conf
 	Flag string // loopd's flag, without dashes
 	Env  string // its LOOPD_* variable, "" when it has none
-	Doc  string // what it sets, for the docs and errors
 
 	// check validates a value and returns it in the form loopd's flag
 	// parses, or a problem worded for "key: problem".
 	check func(v string) (string, string)
 }
 
-// Settings are the keys of daemon.conf, in the order the docs list them.
+// Settings are the keys of daemon.conf, in the order docs/service.md lists
+// them (a test holds the two together).
 // The socket and the home are not among them: loopctl finds the daemon
 // through them before it could read the file.
 var Settings = []Setting{
-	{Key: "http", Flag: "http", Env: "LOOPD_HTTP", Doc: "serve the dashboard and the API over TCP on this loopback host:port (`127.0.0.1:7777`; port 0 picks a free one)", check: checkHTTP},
-	{Key: "http_allow_remote", Flag: "http-allow-remote", Doc: "allow `http` on a non-loopback address", check: checkBool},
-	{Key: "max_concurrent_runs", Flag: "max-concurrent-runs", Env: "LOOPD_MAX_CONCURRENT_RUNS", Doc: "runs executing at once (default 4)", check: checkRuns},
-	{Key: "log_level", Flag: "log-level", Env: "LOOPD_LOG_LEVEL", Doc: "`debug`, `info` (default), `warn` or `error`", check: checkLevel},
-	{Key: "log_format", Flag: "log-format", Env: "LOOPD_LOG_FORMAT", Doc: "`console` (default) or `json`", check: checkFormat},
-	{Key: "log_file", Flag: "log-file", Env: "LOOPD_LOG_FILE", Doc: "also append logs to this file (an absolute path)", check: checkAbsPath},
-	{Key: "dashboard_code_ttl", Flag: "dashboard-code-ttl", Env: "LOOPD_DASHBOARD_CODE_TTL", Doc: "how long a `loopctl dashboard` login link stays valid (default 1m, at most 10m)", check: checkTTL},
-	{Key: "kill_grace", Flag: "kill-grace", Doc: "time between SIGTERM and SIGKILL when a step is stopped (default 5s)", check: checkPositive},
-	{Key: "retry_backoff", Flag: "retry-backoff", Doc: "wait before a run retries after an internal error (default 5s)", check: checkPositive},
-	{Key: "notify_backoff", Flag: "notify-backoff", Env: "LOOPD_NOTIFY_BACKOFF", Doc: "delay before a failed notification webhook is retried (default 2s)", check: checkPositive},
-	{Key: "api_backoff", Flag: "api-backoff", Env: "LOOPD_API_BACKOFF", Doc: "first wait of a run whose model API is unavailable (default 1m)", check: checkPositive},
+	{Key: "http", Flag: "http", Env: "LOOPD_HTTP", check: checkHTTP},
+	{Key: "http_allow_remote", Flag: "http-allow-remote", check: checkBool},
+	{Key: "max_concurrent_runs", Flag: "max-concurrent-runs", Env: "LOOPD_MAX_CONCURRENT_RUNS", check: checkRuns},
+	{Key: "log_level", Flag: "log-level", Env: "LOOPD_LOG_LEVEL", check: checkLevel},
+	{Key: "log_format", Flag: "log-format", Env: "LOOPD_LOG_FORMAT", check: checkFormat},
+	{Key: "log_file", Flag: "log-file", Env: "LOOPD_LOG_FILE", check: checkAbsPath},
+	{Key: "dashboard_code_ttl", Flag: "dashboard-code-ttl", Env: "LOOPD_DASHBOARD_CODE_TTL", check: checkTTL},
+	{Key: "kill_grace", Flag: "kill-grace", check: checkPositive},
+	{Key: "retry_backoff", Flag: "retry-backoff", check: checkPositive},
+	{Key: "notify_backoff", Flag: "notify-backoff", Env: "LOOPD_NOTIFY_BACKOFF", check: checkPositive},
+	{Key: "api_backoff", Flag: "api-backoff", Env: "LOOPD_API_BACKOFF", check: checkPositive},
 }
 
 // Value is one setting as the file gives it.

@@ -142,3 +142,21 @@ func TestLoadRefusesAFileOthersCanChange(t *testing.T) {
 		}
 	}
 }
+
+// docs/service.md lists every setting with its flag and variable: a key
+// added here and not there would be one users cannot find.
+func TestServiceDocListsEverySetting(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "service.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Settings {
+		row := "| `" + s.Key + "` | `--" + s.Flag + "` | |"
+		if s.Env != "" {
+			row = "| `" + s.Key + "` | `--" + s.Flag + "` | `" + s.Env + "` |"
+		}
+		if !strings.Contains(string(b), row) {
+			t.Errorf("docs/service.md lacks the row %q", row)
+		}
+	}
+}
