@@ -323,6 +323,13 @@ type DaemonInfo struct {
 	ActiveRuns    int    `json:"active_runs"`
 	MaxConcurrent int    `json:"max_concurrent_runs"`
 
+	// HTTP is the address the TCP listener (dashboard and API) is bound
+	// to, "" when the daemon has none; Dashboard is the dashboard's URL
+	// there (`loopctl dashboard` prints a login link to it), "" when that
+	// address serves no dashboard.
+	HTTP      string `json:"http,omitempty"`
+	Dashboard string `json:"dashboard,omitempty"`
+
 	// Worktrees is the disk the run worktrees take.
 	Worktrees *WorktreeDisk `json:"worktrees,omitempty"`
 }

@@ -210,6 +210,9 @@ func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
 		PID: os.Getpid(), Version: d.opts.Version, Home: d.opts.Home, Socket: d.opts.Socket,
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
 	}
+	if info.HTTP = d.tcpAddr; d.httpAddr != "" && d.noDashboard == nil {
+		info.Dashboard = "http://" + d.httpAddr + "/"
+	}
 	if r.URL.Query().Get("disk") != "" { // a walk of the worktrees: only when asked (every loopctl pings)
 		info.Worktrees = d.lander.WorktreeDisk(r.Context())
 	}
