@@ -41,6 +41,10 @@ func (o *daemonStatusOptions) run(cmd *cobra.Command, _ []string) error {
 	}
 	info, err := o.newClient(sock).DaemonStatus(cmd.Context())
 	if err != nil {
+		if peer := (*api.PeerError)(nil); errors.As(err, &peer) {
+			// Another user's process serves the socket: say so, not "no daemon".
+			return &exitError{code: exitUnavailable, msg: peer.Error()}
+		}
 		if isUnavailable(err) {
 			if o.JSON {
 				_ = printJSON(o.Out, map[string]any{"running": false, "socket": sock})
@@ -98,6 +102,9 @@ func (o *daemonStopOptions) run(cmd *cobra.Command, _ []string) error {
 	c := o.newClient(sock)
 	info, err := c.Ping(cmd.Context())
 	if err != nil {
+		if peer := (*api.PeerError)(nil); errors.As(err, &peer) {
+			return &exitError{code: exitUnavailable, msg: peer.Error()}
+		}
 		if isUnavailable(err) {
 			if o.JSON {
 				return printJSON(o.Out, map[string]any{"stopped": false, "running": false, "socket": sock})
