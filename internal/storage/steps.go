@@ -92,6 +92,9 @@ type Outcome struct {
 	Question string `db:"question"`
 	// Answer is the user's answer to Question (loopctl answer), redacted.
 	Answer string `db:"answer"`
+	// Credential is the fingerprint of an agent step's preset and
+	// credentials (SHA-256, never the key itself); "" when unknown.
+	Credential string `db:"credential"`
 
 	TestsFormat      string  `db:"tests_format"`
 	TestsPassed      *int    `db:"tests_passed"`
@@ -131,7 +134,7 @@ const (
 const stepLight = `id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
 	pid, pgid, proc_start, boot_id, cancel_cause, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
 	usage_found, reported_cost_usd, priced_cost_usd, promise, rate_limited_until, api_unavailable, reasoning_tokens,
-	question, answer, tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
+	question, answer, credential, tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
 	change_commit, files_changed, insertions, deletions, binary_files`
 
 const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names, change_files`
@@ -220,8 +223,8 @@ func (s *Store) Step(ctx context.Context, runID string, seq int) (Step, error) {
 
 // Statements of the step path, prepared when the store opens (hotWrites).
 const qInsertStep = `INSERT INTO steps (run_id, seq, phase, iteration, status, started_at,
-		log_path, plan_task, plan_checked) VALUES (:run_id, :seq, :phase, :iteration, :status, :started_at,
-		:log_path, :plan_task, :plan_checked)`
+		log_path, plan_task, plan_checked, credential) VALUES (:run_id, :seq, :phase, :iteration, :status, :started_at,
+		:log_path, :plan_task, :plan_checked, :credential)`
 const qSetStepProcess = `UPDATE steps SET pid = ?, pgid = ?, proc_start = ?, boot_id = ?
 		WHERE id = ? AND status = 'RUNNING'`
 
@@ -254,6 +257,29 @@ func (t *Tx) SetAnswer(runID, answer string) (int, error) {
 		return 0, fmt.Errorf("record answer: %w", err)
 	}
 	return seq, nil
+}
+
+// SharedLimit is a usage limit another run hit with the same agent
+// credentials.
+type SharedLimit struct {
+	RunID string `db:"run_id"`
+	Until int64  `db:"rate_limited_until"`
+}
+
+// SharedLimit returns the latest-resetting usage limit, still in effect at
+// now (Unix ms), that a run other than runID hit with credential; ErrNotFound
+// when there is none. It reads the partial index steps_credential_limit:
+// only limited steps are in it.
+func (s *Store) SharedLimit(ctx context.Context, credential, runID string, now int64) (SharedLimit, error) {
+	var l SharedLimit
+	err := s.get(ctx, &l, `SELECT run_id, rate_limited_until FROM steps
+		WHERE credential = ? AND credential <> '' AND rate_limited_until IS NOT NULL AND api_unavailable = 0
+		AND rate_limited_until > ? AND run_id <> ?
+		ORDER BY rate_limited_until DESC LIMIT 1`, credential, now, runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, ErrNotFound
+	}
+	return l, err
 }
 
 const qSetCancelCause = `UPDATE steps SET cancel_cause = ? WHERE id = ? AND status = 'RUNNING'`
