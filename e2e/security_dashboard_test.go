@@ -49,6 +49,7 @@ var localhostClient = &http.Client{
 const (
 	otherUserServerEnv = "LOOPD_E2E_OTHER_USER_SERVER"
 	otherUserPageEnv   = "LOOPD_E2E_OTHER_USER_PAGE"
+	otherUserAddrEnv   = "LOOPD_E2E_OTHER_USER_ADDR" // where it listens; 127.0.0.1:0 when unset
 )
 
 func init() {
@@ -68,11 +69,16 @@ type received struct {
 	Origin    string `json:"origin,omitempty"`
 }
 
-// serveAsOtherUser listens on 127.0.0.1, says where on stdout, then
+// serveAsOtherUser listens on otherUserAddrEnv's address (127.0.0.1:0
+// when unset), says where on stdout, then
 // serves the page at / (OWN_PORT replaced by its port) and a pixel at
 // every other path, writing one JSON line per request to stdout.
 func serveAsOtherUser() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := os.Getenv(otherUserAddrEnv)
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -130,6 +136,12 @@ func (s *otherUserServer) requests() []received {
 // page (see serveAsOtherUser).
 func startOtherUserServer(t *testing.T, page string) *otherUserServer {
 	t.Helper()
+	return startOtherUserServerOn(t, "127.0.0.1:0", page)
+}
+
+// startOtherUserServerOn is startOtherUserServer listening on addr.
+func startOtherUserServerOn(t *testing.T, addr, page string) *otherUserServer {
+	t.Helper()
 	as := otherUser(t)
 	// A copy of the test binary that the other user can run: go test's own
 	// build directory is private.
@@ -154,7 +166,7 @@ func startOtherUserServer(t *testing.T, page string) *otherUserServer {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(as[0], append(as[1:], bin)...)
-	cmd.Env = []string{otherUserServerEnv + "=1", otherUserPageEnv + "=" + page, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{otherUserServerEnv + "=1", otherUserPageEnv + "=" + page, otherUserAddrEnv + "=" + addr, "PATH=/usr/bin:/bin"}
 	cmd.Dir = "/"
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

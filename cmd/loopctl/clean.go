@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -114,29 +113,4 @@ func (o *cleanOptions) nothingCleaned(ctx context.Context, c *api.Client, ref ap
 		return fmt.Sprintf("run %s never had its worktree made: nothing to clean", shortID(run.ID))
 	}
 	return "no worktree to clean"
-}
-
-// printWorktreeDisk adds the run worktrees' disk use to `daemon status`.
-func printWorktreeDisk(w io.Writer, d *api.WorktreeDisk) {
-	if d == nil {
-		return
-	}
-	size := bytesHuman(d.Bytes)
-	if !d.Complete {
-		size = "at least " + size + " (measure cut short on a large tree)"
-	}
-	fmt.Fprintf(w, "  disk    %d run worktree(s), %s\n", d.Count, size)
-}
-
-func bytesHuman(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -46,11 +46,24 @@ type Client struct {
 
 // NewClient returns a Client for the daemon listening on socket.
 func NewClient(socket string) *Client {
+	return NewClientDial(socket, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	})
+}
+
+// Dialer opens a connection to the daemon.
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// NewClientDial returns a Client that reaches the daemon through dial
+// instead of the Unix socket; socket only names the daemon in errors. It
+// is the seam that lets loopctl's commands be tested against an
+// in-process server (net/http/httptest): everything above the connection,
+// the timeouts and how a failed dial or a lost connection is classified
+// (ErrUnavailable, ErrNoAnswer), is the same as with a real daemon.
+func NewClientDial(socket string, dial Dialer) *Client {
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
+		DialContext:     func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 		MaxIdleConns:    4,
 		IdleConnTimeout: 30 * time.Second,
 	}

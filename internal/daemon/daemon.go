@@ -80,6 +80,9 @@ type Daemon struct {
 
 	dash     *dashboard.Server // the web dashboard, served on the TCP listener
 	httpAddr string            // host:port of the TCP listener for login URLs, "" without one
+	// noDashboard says why the TCP listener serves no dashboard (a
+	// loopback address other than 127.0.0.1 and ::1), nil when it does.
+	noDashboard error
 
 	stopOnce  sync.Once
 	stopCh    chan struct{} // closed by POST /v1/daemon/stop
@@ -189,9 +192,13 @@ func Run(ctx context.Context, opts Options) error {
 			ln.Close()
 			return err
 		}
-		d.httpAddr = dashboardHost(tcp)
+		d.httpAddr, d.noDashboard = dashboardHost(tcp)
 		d.log.Info("serving the API over TCP", zap.String("addr", tcp.Addr().String()),
 			zap.String("token_file", filepath.Join(opts.Home, TokenFile)))
+		if d.noDashboard != nil {
+			d.log.Warn("no dashboard on this address: only the bearer token is accepted", zap.String("addr", tcp.Addr().String()),
+				zap.String("why", d.noDashboard.Error()))
+		}
 	}
 	err = d.store.Write(ctx, func(tx *storage.Tx) error {
 		_, err := tx.Event("", nil, events.DaemonStarted, map[string]any{"pid": os.Getpid(), "version": opts.Version,

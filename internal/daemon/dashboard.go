@@ -123,6 +123,10 @@ func (d *Daemon) handleDashboardLogin(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if d.noDashboard != nil {
+		d.fail(w, r, d.noDashboard)
+		return
+	}
 	if d.httpAddr == "" {
 		d.fail(w, r, api.Errorf(api.CodeConflict, "this loopd serves no dashboard: it was started without --http; "+
 			"stop it (`loopctl daemon stop`) and start it with `loopd --http 127.0.0.1:7777` (or LOOPD_HTTP=127.0.0.1:7777)"))
@@ -155,17 +159,27 @@ func (d *Daemon) handleDashboardLogin(w http.ResponseWriter, r *http.Request) {
 // (--http-allow-remote) it is that address: a browser elsewhere cannot
 // resolve a .localhost name to this machine, and that address's cookies
 // go to its every port.
-func dashboardHost(l net.Listener) string {
+//
+// Any other loopback address (127.0.0.2, 127.1.2.3) serves no dashboard:
+// a .localhost name resolves to 127.0.0.1 and ::1, not to it, and a
+// cookie of the address itself would reach every server another user runs
+// on it (an <img> of theirs that the owner's browser loads is enough). The
+// error says so; the bearer token still opens the API there.
+func dashboardHost(l net.Listener) (string, error) {
 	host, port, err := net.SplitHostPort(l.Addr().String())
 	if err != nil {
-		return l.Addr().String()
+		return l.Addr().String(), nil
 	}
-	// Only where listenLoopback holds both addresses a .localhost name
-	// resolves to; 127.0.0.2 is loopback too, but not what that name means.
-	if ip := net.ParseIP(host); ip != nil && (ip.IsUnspecified() || ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback)) {
-		return dashboard.NewLoopbackHost(port)
+	ip := net.ParseIP(host)
+	switch {
+	case ip != nil && (ip.IsUnspecified() || ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback)):
+		return dashboard.NewLoopbackHost(port), nil
+	case ip != nil && ip.IsLoopback():
+		return "", api.Errorf(api.CodeConflict, "this loopd serves no dashboard on %s: a browser's cookie for that address "+
+			"would reach every server another user runs on it; start loopd with --http 127.0.0.1:%s (or ::1, localhost) "+
+			"for the dashboard (the bearer token still opens the API on %s)", net.JoinHostPort(host, port), port, host)
 	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(host, port), nil
 }
 
 // sessionResumeKeys are the settings a dashboard session may change when

@@ -36,6 +36,15 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	// The dashboard's Land button never skips verification: a session
+	// (perhaps another user's page driving it) must not fast-forward
+	// unverified agent code into the user's checkout. Only loopctl land
+	// --no-verify (or the bearer token) may.
+	if req.NoVerify && d.sessionOnly(r) {
+		d.fail(w, r, api.Errorf(api.CodeForbidden, "refused: the dashboard lands only verified work; "+
+			"skipping verification needs `loopctl land --no-verify`"))
+		return
+	}
 	run, err := d.resolve(r)
 	if err != nil {
 		d.fail(w, r, err)

@@ -200,16 +200,47 @@ func (c *errorCloser) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 // accepted beyond the cap is closed at once (its descriptor is back before
 // the next accept), so whatever is done to the TCP port, it holds at most
 // cap descriptors and the Unix socket keeps the rest.
+//
+// Before a connection counts, the owner of its other end is looked up
+// when that end is on this machine (tcpPeerUID): another user's connection
+// is closed at once, as the Unix socket refuses them. Otherwise any local
+// user could fill the cap with silent connections (each lives up to the
+// header timeout, and is replaced as soon as it is closed), and the
+// owner's own requests would find no slot for as long as they kept at it.
+// A peer on another machine (--http-allow-remote) has no local owner and
+// is served as before: its requests need the bearer token.
 type capListener struct {
 	net.Listener
 	cap     int
+	owner   int // the uid whose local connections are served
 	open    atomic.Int64
 	log     *zap.Logger
 	refused *refusals
+	others  *refusals
 }
 
 func newCapListener(l net.Listener, cap int, log *zap.Logger) *capListener {
-	return &capListener{Listener: l, cap: cap, log: log, refused: newRefusals()}
+	return &capListener{Listener: l, cap: cap, owner: os.Getuid(), log: log, refused: newRefusals(), others: newRefusals()}
+}
+
+// fromAnotherUser reports whether c's other end is a socket on this
+// machine that another user owns. A lookup that fails for any other reason
+// than "not here" lets the connection through: the bearer token and the
+// session still guard every request on it.
+func (l *capListener) fromAnotherUser(c net.Conn) (int, bool) {
+	la, ok1 := c.LocalAddr().(*net.TCPAddr)
+	ra, ok2 := c.RemoteAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	uid, err := tcpPeerUID(la, ra)
+	if err != nil {
+		if !errors.Is(err, errPeerNotLocal) {
+			l.refused.note(l.log, "could not look up a TCP peer's owner; serving it", zap.String("remote", ra.String()), zap.Error(err))
+		}
+		return 0, false
+	}
+	return uid, uid != l.owner
 }
 
 // Accept returns the next connection within the cap. Errors (EMFILE
@@ -219,6 +250,12 @@ func (l *capListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
+		}
+		if uid, other := l.fromAnotherUser(c); other {
+			c.Close()
+			l.others.note(l.log, "closed a TCP connection from another user", zap.Int("peer_uid", uid),
+				zap.String("remote", c.RemoteAddr().String()))
+			continue
 		}
 		if n := l.open.Add(1); n > int64(l.cap) {
 			l.open.Add(-1)

@@ -207,3 +207,88 @@ func TestTCPTimeoutsSpareStreams(t *testing.T) {
 		t.Errorf("silent connection: read %v, want it closed", err)
 	}
 }
+
+// The dashboard is served at a random .localhost name on 127.0.0.1 and
+// ::1, and not at all on another loopback address, where the cookie of the
+// address would reach every other user's server on it.
+func TestDashboardHostOnlyWhereALocalhostNameLeads(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "127.0.0.2:0", "127.3.4.5:0"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("%s: %v (skipped)", addr, err)
+			continue
+		}
+		host, err := dashboardHost(l)
+		l.Close()
+		switch addr {
+		case "127.0.0.1:0", "[::1]:0":
+			if err != nil || !strings.HasSuffix(strings.Split(host, ":")[0], ".localhost") {
+				t.Errorf("%s: %q %v, want a .localhost name", addr, host, err)
+			}
+		default:
+			if err == nil || host != "" || !strings.Contains(err.Error(), "--http 127.0.0.1:") {
+				t.Errorf("%s: %q %v, want no dashboard and how to get one", addr, host, err)
+			}
+		}
+	}
+}
+
+// tcpPeerUID names the owner of the other end of a loopback connection
+// (this process's uid here, on IPv4 and IPv6), and says "not local" for a
+// socket that is not there.
+func TestTCPPeerUID(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("%s: %v (skipped)", addr, err)
+			continue
+		}
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, err := tcpPeerUID(s.LocalAddr().(*net.TCPAddr), s.RemoteAddr().(*net.TCPAddr))
+		if err != nil || uid != os.Getuid() {
+			t.Errorf("%s: peer uid %d %v, want %d", addr, uid, err, os.Getuid())
+		}
+		gone := *s.RemoteAddr().(*net.TCPAddr)
+		c.Close()
+		s.Close()
+		l.Close()
+		gone.Port = 1 // nobody's
+		if _, err := tcpPeerUID(s.LocalAddr().(*net.TCPAddr), &gone); !errors.Is(err, errPeerNotLocal) {
+			t.Errorf("%s: a socket that is not there: %v, want errPeerNotLocal", addr, err)
+		}
+	}
+}
+
+// BenchmarkTCPPeerUID is the cost the peer-owner lookup adds to each TCP
+// connection accepted (not to each request: a kept-alive connection is
+// looked up once).
+func BenchmarkTCPPeerUID(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	la, ra := s.LocalAddr().(*net.TCPAddr), s.RemoteAddr().(*net.TCPAddr)
+	for b.Loop() {
+		if _, err := tcpPeerUID(la, ra); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

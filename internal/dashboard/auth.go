@@ -59,7 +59,7 @@ const (
 	GrantNone    Grant = iota // refused
 	GrantToken                // the bearer token: the whole API
 	GrantSession              // a dashboard session: its pages, streams, diffs and run actions
-	GrantLogin                // the login page, which admits only a valid login code
+	GrantLogin                // the login page, which admits only a valid login code (and the empty favicon)
 )
 
 // LocalhostSuffix ends the name of a dashboard served on loopback: browsers
@@ -87,6 +87,12 @@ func NewLoopbackHost(port string) string {
 // every request's path, and allocates nothing.
 func inSessionScope(r *http.Request) bool {
 	p := r.URL.Path
+	if r.URL.RawPath != "" {
+		// An escaped path (/v1/runs/<id>%2Fdiff) is checked here decoded
+		// but routed by the mux as escaped, to another handler than the
+		// one this check meant. No page of the dashboard sends one.
+		return false
+	}
 	if path.Clean(p) != p {
 		return false // the mux redirects it; the redirected request is checked
 	}
@@ -274,7 +280,8 @@ func (a *Auth) Authorize(r *http.Request, bearer bool) error {
 // needs the session's CSRF token in the X-CSRF-Token header and an Origin
 // header naming this very host: the cookie is sent by the browser whatever
 // page asks, the token and the origin only by our own pages. The login
-// page itself is let through: it admits only a valid login code.
+// page itself is let through: it admits only a valid login code; so is
+// the browser's own favicon request, answered with nothing.
 func (a *Auth) Check(r *http.Request, bearer bool) (Grant, error) {
 	if bearer {
 		return GrantToken, nil
@@ -282,8 +289,8 @@ func (a *Auth) Check(r *http.Request, bearer bool) (Grant, error) {
 	if a.host == "" || !strings.EqualFold(r.Host, a.host) {
 		return GrantNone, ErrHost
 	}
-	if r.URL.Path == LoginPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		return GrantLogin, nil
+	if (r.URL.Path == LoginPath || r.URL.Path == FaviconPath) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return GrantLogin, nil // the favicon is an empty answer: nothing to protect
 	}
 	s, ok := a.session(r)
 	if !ok {

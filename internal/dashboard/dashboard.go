@@ -136,6 +136,20 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /live/runs/{id}", s.streamRun)
 	mux.HandleFunc("GET /live/runs/{id}/log", s.streamLog)
 	mux.HandleFunc("GET /assets/", s.handleAsset)
+	mux.HandleFunc("GET "+FaviconPath, handleFavicon)
+}
+
+// FaviconPath is where browsers look for a site's icon by themselves,
+// after every page, the login and refusal pages included.
+const FaviconPath = "/favicon.ico"
+
+// handleFavicon answers a browser's own icon request with nothing (the
+// dashboard has no icon), cached for a day: refused, it would be logged as
+// a refused request after every login.
+func handleFavicon(w http.ResponseWriter, _ *http.Request) {
+	setSecurityHeaders(w)
+	w.Header().Set("Cache-Control", "private, max-age=86400")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) handleAsset(w http.ResponseWriter, r *http.Request) {

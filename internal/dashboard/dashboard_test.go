@@ -480,6 +480,8 @@ func TestSessionScope(t *testing.T) {
 		{"GET", "/v1/runs/abc/logs", false}, {"GET", "/v1/runs/abc/events", false},
 		{"GET", "/v1/runs/abc/stop", false}, {"POST", "/runs/abc", false}, {"PUT", "/v1/runs/abc/stop", false},
 		{"POST", "/v1/runs/abc/../../runs", false}, {"GET", "/v1/runs/abc/diff/../../../daemon", false},
+		// Escaped: checked decoded, routed escaped (to GET /v1/runs/{ref}).
+		{"GET", "/v1/runs/abc%2Fdiff", false}, {"POST", "/v1/runs/abc%2Fstop", false}, {"GET", "/runs/a%62c", false},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(tt.method, "http://loopd-x.localhost:7777"+tt.path, nil)

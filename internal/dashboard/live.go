@@ -149,6 +149,23 @@ func (s *Server) follow(ctx context.Context, st *stream, after int64, update fun
 	}
 }
 
+// byeEvent is the last event of every stream the daemon ends by shutting
+// down. The page closes its EventSource on it: an EventSource left to
+// reconnect would keep knocking on the port with the session cookie, and
+// whoever binds that port after the daemon (another user) would get it,
+// and the page would show their answers.
+const byeEvent = "bye"
+
+// bye sends byeEvent when st ends because the daemon is shutting down;
+// deferred by every stream right after startStream.
+func (s *Server) bye(st *stream) {
+	select {
+	case <-s.closing:
+		_ = st.send(byeEvent, 0, map[string]string{"message": "the daemon stopped: start it again, then open the link `loopctl dashboard` prints"})
+	default:
+	}
+}
+
 // pause waits d unless the client leaves or the daemon shuts down.
 func (s *Server) pause(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -183,6 +200,7 @@ func (s *Server) streamRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := startStream(w)
+	defer s.bye(st)
 	ctx := r.Context()
 	s.follow(ctx, st, after, func(ids []string, seq int64) error {
 		for _, id := range ids {
@@ -236,6 +254,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 	// Only the newest page of the ledger changes; older pages stay as read.
 	withLedger := r.URL.Query().Get("page") == "" || r.URL.Query().Get("page") == "1"
 	st := startStream(w)
+	defer s.bye(st)
 	ctx := r.Context()
 	s.follow(ctx, st, after, func(ids []string, seq int64) error {
 		for _, id := range ids {
@@ -290,6 +309,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := startStream(w)
+	defer s.bye(st)
 	var (
 		cur   *api.Step
 		fl    *filetail.Follower // cur's log

@@ -50,6 +50,7 @@ func (s *Server) streamStepLog(w http.ResponseWriter, r *http.Request, run api.R
 		return
 	}
 	st := startStream(w)
+	defer s.bye(st)
 	if err := st.send("log", 0, logUpdate{Start: true, Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration}); err != nil {
 		return
 	}

@@ -20,6 +20,17 @@ func BenchmarkStepWrites(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
+	stepWrites(b, s)
+}
+
+// BenchmarkStepWritesPostgres is BenchmarkStepWrites on the PostgreSQL
+// dialect, over the throwaway cluster's Unix socket (default durability:
+// fsync and synchronous_commit on).
+func BenchmarkStepWritesPostgres(b *testing.B) {
+	stepWrites(b, openDialect(b, postgresDialect, Options{}))
+}
+
+func stepWrites(b *testing.B, s *Store) {
 	ctx := b.Context()
 	newStep := func(seq int) *Step {
 		return &Step{RunID: "bench", Seq: seq, Phase: api.PhaseImplementation, Iteration: seq, LogPath: "/x/" + strconv.Itoa(seq)}

@@ -35,14 +35,20 @@ func (t *Tx) Event(runID string, stepID *int64, typ events.Type, payload any) (i
 			return 0, fmt.Errorf("encode %s payload: %w", typ, err)
 		}
 	}
-	res, err := t.exec(qInsertEvent,
-		runID, stepID, typ, t.now, string(body))
-	if err != nil {
-		return 0, fmt.Errorf("insert %s event: %w", typ, err)
-	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return 0, err
+	var seq int64
+	if t.pg {
+		if err := t.get(&seq, qInsertEventPG, runID, stepID, typ, t.now, string(body)); err != nil {
+			return 0, fmt.Errorf("insert %s event: %w", typ, err)
+		}
+	} else {
+		res, err := t.exec(qInsertEvent,
+			runID, stepID, typ, t.now, string(body))
+		if err != nil {
+			return 0, fmt.Errorf("insert %s event: %w", typ, err)
+		}
+		if seq, err = res.LastInsertId(); err != nil {
+			return 0, err
+		}
 	}
 	t.lastSeq = seq
 	if !slices.Contains(t.runs, runID) {
@@ -128,3 +134,11 @@ func (s *Store) LastTerminalEvent(ctx context.Context, runID string) (int64, err
 
 // Statements of the step path, prepared when the store opens (hotWrites).
 const qInsertEvent = `INSERT INTO events (run_id, step_id, type, ts, payload) VALUES (?, ?, ?, ?, ?)`
+
+// qInsertEventPG numbers the event from the one-row counter (see the
+// PostgreSQL migration 0001): the counter's row stays locked until the
+// transaction ends, so events commit in seq order, gap-free, as SQLite's
+// single writer guarantees.
+const qInsertEventPG = `WITH c AS (UPDATE event_counter SET last = last + 1 WHERE id = 1 RETURNING last)
+	INSERT INTO events (seq, run_id, step_id, type, ts, payload)
+	SELECT c.last, ?::text, ?::bigint, ?::text, ?::bigint, ?::text FROM c RETURNING seq`

@@ -43,9 +43,11 @@ func (s *Store) RunWorktrees(ctx context.Context, runID string) ([]GitObject, er
 // oldest first: what `loopctl clean --ended` visits.
 func (s *Store) EndedWorktreeRuns(ctx context.Context, endedBefore int64) ([]string, error) {
 	var ids []string
-	err := s.sel(ctx, &ids, `SELECT DISTINCT r.id FROM runs r JOIN git_objects g ON g.run_id = r.id
-		WHERE g.kind = 'worktree' AND g.removed_at IS NULL
-		AND r.status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED') AND r.ended_at <= ?
+	// EXISTS rather than DISTINCT over a join: PostgreSQL refuses ORDER BY
+	// columns a SELECT DISTINCT does not select.
+	err := s.sel(ctx, &ids, `SELECT r.id FROM runs r
+		WHERE r.status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED') AND r.ended_at <= ?
+		AND EXISTS (SELECT 1 FROM git_objects g WHERE g.run_id = r.id AND g.kind = 'worktree' AND g.removed_at IS NULL)
 		ORDER BY r.ended_at, r.id`, endedBefore)
 	if err != nil {
 		return nil, fmt.Errorf("list ended runs with worktrees: %w", err)

@@ -33,7 +33,13 @@ func (s *Store) StepTotals(ctx context.Context, bounds []float64) ([]StepTotals,
 		COALESCE(SUM(COALESCE(priced_cost_usd, reported_cost_usd, 0)), 0)`)
 	for _, b := range bounds {
 		// Bounds are numbers formatted here, never user input.
-		fmt.Fprintf(&q, ", SUM(ended_at IS NOT NULL AND ended_at - started_at <= %s)", strconv.FormatFloat(b*1000, 'f', -1, 64))
+		le := strconv.FormatFloat(b*1000, 'f', -1, 64)
+		if s.pg {
+			// PostgreSQL sums no booleans.
+			fmt.Fprintf(&q, ", COUNT(*) FILTER (WHERE ended_at IS NOT NULL AND ended_at - started_at <= %s)", le)
+		} else {
+			fmt.Fprintf(&q, ", SUM(ended_at IS NOT NULL AND ended_at - started_at <= %s)", le)
+		}
 	}
 	q.WriteString(` FROM steps GROUP BY phase, status ORDER BY phase, status`)
 	rows, err := s.r.QueryContext(ctx, q.String())

@@ -124,8 +124,13 @@ func (t *Tx) WaitingAgain(runID string, seq int64) (bool, error) {
 		return false, nil
 	}
 	var succeeded int
-	if err := t.get(&succeeded, `SELECT COUNT(*) FROM events WHERE run_id = ? AND seq > ? AND seq < ? AND type = 'STEP_FINISHED'
-		AND json_extract(payload, '$.status') = 'SUCCEEDED'`, runID, prev.Int64, seq); err != nil {
+	q := `SELECT COUNT(*) FROM events WHERE run_id = ? AND seq > ? AND seq < ? AND type = 'STEP_FINISHED'
+		AND json_extract(payload, '$.status') = 'SUCCEEDED'`
+	if t.pg {
+		q = `SELECT COUNT(*) FROM events WHERE run_id = ? AND seq > ? AND seq < ? AND type = 'STEP_FINISHED'
+		AND payload::jsonb ->> 'status' = 'SUCCEEDED'`
+	}
+	if err := t.get(&succeeded, q, runID, prev.Int64, seq); err != nil {
 		return false, fmt.Errorf("read steps since the last wait: %w", err)
 	}
 	return succeeded == 0, nil

@@ -123,6 +123,12 @@ const qRunViews = `SELECT s.run_id, s.body, st.id AS step_id, st.seq, st.status 
 	WHERE s.run_id IN (SELECT value FROM json_each(?)) AND st.status = s.last_status
 	AND NOT EXISTS (SELECT 1 FROM steps x WHERE x.run_id = s.run_id AND x.seq > s.last_seq)`
 
+// qRunViewsPG is qRunViews with PostgreSQL's JSON array expansion.
+const qRunViewsPG = `SELECT s.run_id, s.body, st.id AS step_id, st.seq, st.status FROM run_stats s
+	JOIN steps st ON st.run_id = s.run_id AND st.seq = s.last_seq
+	WHERE s.run_id IN (SELECT jsonb_array_elements_text(?::jsonb)) AND st.status = s.last_status
+	AND NOT EXISTS (SELECT 1 FROM steps x WHERE x.run_id = s.run_id AND x.seq > s.last_seq)`
+
 // RunViews returns the current RunView of each of the runs that has one:
 // a run missing from the map is to be derived from its steps.
 func (s *Store) RunViews(ctx context.Context, ids []string) (map[string]RunView, error) {
@@ -131,7 +137,11 @@ func (s *Store) RunViews(ctx context.Context, ids []string) (map[string]RunView,
 		return nil, err
 	}
 	var rows []runViewRow
-	if err := s.sel(ctx, &rows, qRunViews, string(names)); err != nil {
+	q := qRunViews
+	if s.pg {
+		q = qRunViewsPG
+	}
+	if err := s.sel(ctx, &rows, q, string(names)); err != nil {
 		return nil, fmt.Errorf("read run aggregates: %w", err)
 	}
 	out := make(map[string]RunView, len(rows))
@@ -167,8 +177,12 @@ func (s *Store) LastEvaluations(ctx context.Context, ids []string) (map[string]E
 		return nil, err
 	}
 	var evs []Evaluation
+	in := `SELECT value FROM json_each(?)`
+	if s.pg {
+		in = `SELECT jsonb_array_elements_text(?::jsonb)`
+	}
 	err = s.sel(ctx, &evs, `SELECT `+evaluationColumns+` FROM evaluations
-		WHERE id IN (SELECT MAX(id) FROM evaluations WHERE run_id IN (SELECT value FROM json_each(?)) GROUP BY run_id)`, string(names))
+		WHERE id IN (SELECT MAX(id) FROM evaluations WHERE run_id IN (`+in+`) GROUP BY run_id)`, string(names))
 	if err != nil {
 		return nil, fmt.Errorf("read last evaluations: %w", err)
 	}

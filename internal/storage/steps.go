@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
 )
@@ -145,14 +147,25 @@ const stepColumns = stepLight + `, final_message, tests_failed_names, tests_pass
 func (t *Tx) InsertStep(s *Step, payload any) error {
 	s.StartedAt = t.now
 	s.Status = api.StepRunning
-	res, err := t.namedExec(qInsertStep, s)
-	if err != nil {
-		return fmt.Errorf("insert step: %w", err)
+	if t.pg {
+		// pgx has no LastInsertId: the id comes back with RETURNING.
+		q, args, err := sqlx.Named(qInsertStep+` RETURNING id`, s)
+		if err == nil {
+			err = t.get(&s.ID, q, args...)
+		}
+		if err != nil {
+			return fmt.Errorf("insert step: %w", err)
+		}
+	} else {
+		res, err := t.namedExec(qInsertStep, s)
+		if err != nil {
+			return fmt.Errorf("insert step: %w", err)
+		}
+		if s.ID, err = res.LastInsertId(); err != nil {
+			return err
+		}
 	}
-	if s.ID, err = res.LastInsertId(); err != nil {
-		return err
-	}
-	_, err = t.Event(s.RunID, &s.ID, events.StepStarted, payload)
+	_, err := t.Event(s.RunID, &s.ID, events.StepStarted, payload)
 	return err
 }
 

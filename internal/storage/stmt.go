@@ -20,16 +20,54 @@ import (
 // whose parameter list is compiled then too); any other write is prepared
 // on the spot. The reader pool prepares lazily, once per statement and
 // connection.
+//
+// On PostgreSQL nothing is prepared here: pgx prepares and caches every
+// statement per connection by itself. stmts then only rewrites each
+// statement's ? placeholders to $n, once per text (sql).
 type stmts struct {
 	db    *sqlx.DB
 	lazy  bool
+	pg    bool
+	bound sync.Map // PostgreSQL: statement text with ? → with $n
 	mu    sync.Mutex
 	m     map[string]*sqlx.Stmt
 	named map[string]*sqlx.NamedStmt // by their :name text; filled before any use, read-only after
 }
 
-func newStmts(db *sqlx.DB, lazy bool) *stmts {
-	return &stmts{db: db, lazy: lazy, m: map[string]*sqlx.Stmt{}, named: map[string]*sqlx.NamedStmt{}}
+func newStmts(db *sqlx.DB, lazy, pg bool) *stmts {
+	return &stmts{db: db, lazy: lazy, pg: pg, m: map[string]*sqlx.Stmt{}, named: map[string]*sqlx.NamedStmt{}}
+}
+
+// sql is q in the dialect's placeholder syntax.
+func (c *stmts) sql(q string) string {
+	if !c.pg {
+		return q
+	}
+	if b, ok := c.bound.Load(q); ok {
+		return b.(string)
+	}
+	b := sqlx.Rebind(sqlx.DOLLAR, q)
+	c.bound.Store(q, b)
+	return b
+}
+
+// args converts the arguments for the dialect: PostgreSQL keeps SQLite's
+// 0/1 integer flags (BIGINT with CHECK constraints), and pgx does not
+// encode a Go bool into an integer column.
+func (c *stmts) args(args []any) []any {
+	if !c.pg {
+		return args
+	}
+	for i, a := range args {
+		if b, ok := a.(bool); ok {
+			if b {
+				args[i] = int64(1)
+			} else {
+				args[i] = int64(0)
+			}
+		}
+	}
+	return args
 }
 
 // hotWrites and hotNamed are the statements every step executes.
@@ -61,6 +99,9 @@ func (c *stmts) prepare(ctx context.Context, qs, named []string) error {
 // get returns q's statement, or nil when it is not prepared and may not
 // be prepared now.
 func (c *stmts) get(ctx context.Context, q string) (*sqlx.Stmt, error) {
+	if c.pg {
+		return nil, nil
+	}
 	c.mu.Lock()
 	st, ok := c.m[q]
 	c.mu.Unlock()
@@ -101,7 +142,7 @@ func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
 		return nil, err
 	}
 	if st == nil {
-		return t.tx.ExecContext(t.ctx, q, args...)
+		return t.tx.ExecContext(t.ctx, t.writes.sql(q), t.writes.args(args)...)
 	}
 	return t.tx.StmtxContext(t.ctx, st).ExecContext(t.ctx, args...)
 }
@@ -124,6 +165,9 @@ func (s *Store) get(ctx context.Context, dest any, q string, args ...any) error 
 	if err != nil {
 		return err
 	}
+	if st == nil {
+		return s.r.GetContext(ctx, dest, s.reads.sql(q), s.reads.args(args)...)
+	}
 	return st.GetContext(ctx, dest, args...)
 }
 
@@ -132,6 +176,9 @@ func (s *Store) sel(ctx context.Context, dest any, q string, args ...any) error 
 	st, err := s.reads.get(ctx, q)
 	if err != nil {
 		return err
+	}
+	if st == nil {
+		return s.r.SelectContext(ctx, dest, s.reads.sql(q), s.reads.args(args)...)
 	}
 	return st.SelectContext(ctx, dest, args...)
 }
@@ -143,7 +190,12 @@ func (t *Tx) get(dest any, q string, args ...any) error {
 		return err
 	}
 	if st == nil {
-		return t.tx.GetContext(t.ctx, dest, q, args...)
+		return t.tx.GetContext(t.ctx, dest, t.writes.sql(q), t.writes.args(args)...)
 	}
 	return t.tx.StmtxContext(t.ctx, st).GetContext(t.ctx, dest, args...)
+}
+
+// sel reads rows in the transaction, unprepared.
+func (t *Tx) sel(dest any, q string, args ...any) error {
+	return t.tx.SelectContext(t.ctx, dest, t.writes.sql(q), t.writes.args(args)...)
 }

@@ -1,12 +1,32 @@
-// Package storage is loopd's SQLite persistence: runs, steps, events and
+// Package storage is loopd's persistence: runs, steps, events and
 // stop-condition evaluations. It is the only package that writes SQL.
 //
-// One database file is opened three times: a writer pool with exactly one
-// connection (WAL, immediate transactions, busy timeout), a reader pool
-// whose connections are query_only, and the checkpointer's connection
-// (checkpoint.go). Every state change is written together
-// with its event row in one transaction (see Store.Write), and followers are
+// Two dialects share one API and one set of statements. SQLite (Open) is
+// the embedded store: one database file is opened three times, a writer
+// pool with exactly one connection (WAL, immediate transactions, busy
+// timeout), a reader pool whose connections are query_only, and the
+// checkpointer's connection (checkpoint.go). PostgreSQL (OpenPostgres,
+// postgres.go) opens a one-connection writer pool and a read-only reader
+// pool over pgx's database/sql adapter, migrates from migrations/postgres
+// (schema_migrations, under an advisory lock), rewrites ? placeholders to
+// $n, and numbers events from a one-row counter held to commit, so that in
+// both dialects events commit in seq order without gaps. The few
+// statements SQLite and PostgreSQL spell differently (JSON functions,
+// RETURNING instead of LastInsertId, sums of booleans) choose their form
+// by Store.pg, fixed at open. Every state change is written together with
+// its event row in one transaction (see Store.Write), and followers are
 // woken through the Notify hook after the commit.
+//
+// PostgreSQL is not reachable from loopd yet: it is the seam for a fleet
+// of workers over a shared database. What comes next, here, before loopd
+// gets a --store flag: leases on runs (lease_owner, lease_epoch,
+// lease_expires_at on the database clock; a FOR UPDATE SKIP LOCKED claim
+// and one-statement renewals), every runner transaction fenced by its
+// run's owner and epoch, takeover of expired leases, the worker role's
+// idle_in_transaction_session_timeout and statement/lock timeouts, events
+// numbered as the last statement before COMMIT (shorter counter lock) and
+// woken across nodes by LISTEN/NOTIFY, and a writer pool of more than one
+// connection once leases, not the single writer, keep runs apart.
 package storage
 
 import (
@@ -74,6 +94,7 @@ type Store struct {
 	notifyRuns func(seq int64, runs []string)
 	now        func() time.Time
 	hook       EventHook // called in the transaction of every event; nil for none
+	pg         bool      // the PostgreSQL dialect (OpenPostgres); SQLite otherwise
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -129,7 +150,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		r.Close()
 		return nil, err
 	}
-	s := &Store{w: w, r: r, writes: newStmts(w, false), reads: newStmts(r, true), ckpt: ckpt, notify: opts.Notify, now: opts.Now}
+	s := &Store{w: w, r: r, writes: newStmts(w, false, false), reads: newStmts(r, true, false), ckpt: ckpt, notify: opts.Notify, now: opts.Now}
 	if err := s.writes.prepare(ctx, hotWrites, hotNamed); err != nil {
 		s.Close()
 		return nil, err
@@ -154,7 +175,10 @@ func (s *Store) SetNotifyRuns(fn func(seq int64, runs []string)) { s.notifyRuns 
 
 // Close stops the checkpointer and closes the pools.
 func (s *Store) Close() error {
-	err := s.ckpt.close()
+	var err error
+	if s.ckpt != nil {
+		err = s.ckpt.close()
+	}
 	s.reads.close()
 	s.writes.close()
 	return errors.Join(err, s.r.Close(), s.w.Close())
@@ -166,6 +190,9 @@ func (s *Store) Now() int64 { return s.now().UnixMilli() }
 // IntegrityCheck runs PRAGMA integrity_check and returns its verdict ("ok"
 // when healthy).
 func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	if s.pg {
+		return "", errors.New("integrity check: PRAGMA integrity_check is SQLite's; PostgreSQL checks its own pages (data checksums, amcheck)")
+	}
 	var res string
 	err := s.r.GetContext(ctx, &res, "PRAGMA integrity_check")
 	return res, err
@@ -180,6 +207,7 @@ type Tx struct {
 	lastSeq int64
 	runs    []string // the runs whose events this transaction wrote
 	hook    EventHook
+	pg      bool
 }
 
 // Now is the transaction's timestamp in Unix milliseconds: every row a
@@ -194,7 +222,7 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook}
+	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook, pg: s.pg}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err
@@ -202,7 +230,9 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	s.ckpt.committed()
+	if s.ckpt != nil {
+		s.ckpt.committed()
+	}
 	if tx.lastSeq > 0 {
 		s.notify(tx.lastSeq)
 		if s.notifyRuns != nil {
@@ -228,6 +258,9 @@ const (
 // unchanged: the disk is full, the file system is read-only or failing, or
 // the database is locked. Constraint violations and bugs are not transient.
 func Transient(err error) bool {
+	if pgTransient(err) {
+		return true
+	}
 	var se interface{ Code() int }
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
@@ -241,6 +274,9 @@ func Transient(err error) bool {
 // Explain rewrites a storage error for a user: a full disk or a read-only
 // LOOPD_HOME are named as such, with what to do.
 func Explain(err error) string {
+	if msg, ok := pgExplain(err); ok {
+		return msg
+	}
 	var se interface{ Code() int }
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {

@@ -16,18 +16,14 @@ import (
 	"github.com/loopd/loopd/internal/events"
 )
 
-func openTest(t *testing.T) (*Store, *[]int64) {
+func openTest(t *testing.T, d dialect) (*Store, *[]int64) {
 	t.Helper()
 	var mu sync.Mutex
 	var notified []int64
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "loopd.db"), Options{
+	s := openDialect(t, d, Options{
 		Notify: func(seq int64) { mu.Lock(); notified = append(notified, seq); mu.Unlock() },
 		Now:    func() time.Time { return time.UnixMilli(1_700_000_000_000) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
 	return s, &notified
 }
 
@@ -45,7 +41,7 @@ func newRun(t *testing.T, s *Store, id string) Run {
 }
 
 func TestMigrateFromEmpty(t *testing.T) {
-	s, _ := openTest(t)
+	s, _ := openTest(t, sqliteDialect)
 	var v int
 	if err := s.r.Get(&v, "PRAGMA user_version"); err != nil {
 		t.Fatal(err)
@@ -121,158 +117,169 @@ func TestMigrationsRollBackAsAUnit(t *testing.T) {
 }
 
 func TestTransitionCompareAndSet(t *testing.T) {
-	s, _ := openTest(t)
-	newRun(t, s, "aaaa1111")
-	start := Transition{RunID: "aaaa1111", From: []api.RunStatus{api.RunPending}, To: api.RunRunning, Event: events.RunStarted}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(start) }); err != nil {
-		t.Fatal(err)
-	}
-	// The same transition again no longer applies.
-	err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(start) })
-	if !errors.Is(err, ErrConflict) {
-		t.Fatalf("second claim = %v, want ErrConflict", err)
-	}
-	r, _ := s.Run(t.Context(), "aaaa1111")
-	if r.Status != api.RunRunning || r.StartedAt == nil {
-		t.Errorf("run = %+v", r)
-	}
-	evs, _ := s.Events(t.Context(), "aaaa1111", 0, 0)
-	if len(evs) != 2 || evs[1].Type != events.RunStarted {
-		t.Errorf("events = %+v; the failed CAS must not have added one", evs)
-	}
-	end := Transition{RunID: "aaaa1111", From: []api.RunStatus{api.RunRunning}, To: api.RunFailed,
-		Reason: "max_consecutive_failures:verification:3", Event: events.RunFailed}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(end) }); err != nil {
-		t.Fatal(err)
-	}
-	r, _ = s.Run(t.Context(), "aaaa1111")
-	if r.ExitCode == nil || *r.ExitCode != 1 || r.EndedAt == nil || r.Reason != end.Reason {
-		t.Errorf("terminal run = %+v", r)
-	}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetStopRequest("aaaa1111", StopNow) }); !errors.Is(err, ErrConflict) {
-		t.Errorf("stop request on an ended run = %v, want ErrConflict", err)
-	}
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		newRun(t, s, "aaaa1111")
+		start := Transition{RunID: "aaaa1111", From: []api.RunStatus{api.RunPending}, To: api.RunRunning, Event: events.RunStarted}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(start) }); err != nil {
+			t.Fatal(err)
+		}
+		// The same transition again no longer applies.
+		err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(start) })
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("second claim = %v, want ErrConflict", err)
+		}
+		r, _ := s.Run(t.Context(), "aaaa1111")
+		if r.Status != api.RunRunning || r.StartedAt == nil {
+			t.Errorf("run = %+v", r)
+		}
+		evs, _ := s.Events(t.Context(), "aaaa1111", 0, 0)
+		if len(evs) != 2 || evs[1].Type != events.RunStarted {
+			t.Errorf("events = %+v; the failed CAS must not have added one", evs)
+		}
+		end := Transition{RunID: "aaaa1111", From: []api.RunStatus{api.RunRunning}, To: api.RunFailed,
+			Reason: "max_consecutive_failures:verification:3", Event: events.RunFailed}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(end) }); err != nil {
+			t.Fatal(err)
+		}
+		r, _ = s.Run(t.Context(), "aaaa1111")
+		if r.ExitCode == nil || *r.ExitCode != 1 || r.EndedAt == nil || r.Reason != end.Reason {
+			t.Errorf("terminal run = %+v", r)
+		}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetStopRequest("aaaa1111", StopNow) }); !errors.Is(err, ErrConflict) {
+			t.Errorf("stop request on an ended run = %v, want ErrConflict", err)
+		}
+	})
 }
 
 func TestCheckConstraints(t *testing.T) {
-	s, _ := openTest(t)
-	err := s.Write(t.Context(), func(tx *Tx) error {
-		return tx.InsertRun(Run{ID: "bad", Workspace: "/", Goal: "g", Config: "{}", Status: "DANCING"}, nil)
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		err := s.Write(t.Context(), func(tx *Tx) error {
+			return tx.InsertRun(Run{ID: "bad", Workspace: "/", Goal: "g", Config: "{}", Status: "DANCING"}, nil)
+		})
+		// SQLite: "CHECK constraint failed"; PostgreSQL: "violates check constraint".
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "check constraint") {
+			t.Errorf("insert with a bad status = %v, want a CHECK failure", err)
+		}
+		if _, err := s.Run(t.Context(), "bad"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the failed insert left a row: %v", err)
+		}
 	})
-	if err == nil || !strings.Contains(err.Error(), "CHECK") {
-		t.Errorf("insert with a bad status = %v, want a CHECK failure", err)
-	}
-	if _, err := s.Run(t.Context(), "bad"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("the failed insert left a row: %v", err)
-	}
 }
 
 func TestEventCommitsWithStateChange(t *testing.T) {
-	s, notified := openTest(t)
-	newRun(t, s, "bbbb2222")
-	boom := errors.New("boom")
-	err := s.Write(t.Context(), func(tx *Tx) error {
-		if err := tx.TransitionRun(Transition{RunID: "bbbb2222", From: []api.RunStatus{api.RunPending},
-			To: api.RunRunning, Event: events.RunStarted}); err != nil {
-			return err
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, notified := openTest(t, d)
+		newRun(t, s, "bbbb2222")
+		boom := errors.New("boom")
+		err := s.Write(t.Context(), func(tx *Tx) error {
+			if err := tx.TransitionRun(Transition{RunID: "bbbb2222", From: []api.RunStatus{api.RunPending},
+				To: api.RunRunning, Event: events.RunStarted}); err != nil {
+				return err
+			}
+			return boom // roll back
+		})
+		if !errors.Is(err, boom) {
+			t.Fatal(err)
 		}
-		return boom // roll back
+		r, _ := s.Run(t.Context(), "bbbb2222")
+		evs, _ := s.Events(t.Context(), "bbbb2222", 0, 0)
+		if r.Status != api.RunPending || len(evs) != 1 {
+			t.Errorf("after rollback: status %s, %d events; want PENDING and only RUN_CREATED", r.Status, len(evs))
+		}
+		if len(*notified) != 1 {
+			t.Errorf("notified %v; a rolled-back transaction must not wake followers", *notified)
+		}
+		seq, _ := s.LastEventSeq(t.Context())
+		if (*notified)[0] != seq {
+			t.Errorf("notified seq %d, last seq %d", (*notified)[0], seq)
+		}
 	})
-	if !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	r, _ := s.Run(t.Context(), "bbbb2222")
-	evs, _ := s.Events(t.Context(), "bbbb2222", 0, 0)
-	if r.Status != api.RunPending || len(evs) != 1 {
-		t.Errorf("after rollback: status %s, %d events; want PENDING and only RUN_CREATED", r.Status, len(evs))
-	}
-	if len(*notified) != 1 {
-		t.Errorf("notified %v; a rolled-back transaction must not wake followers", *notified)
-	}
-	seq, _ := s.LastEventSeq(t.Context())
-	if (*notified)[0] != seq {
-		t.Errorf("notified seq %d, last seq %d", (*notified)[0], seq)
-	}
 }
 
 func TestEventSeqIsGapFreeAndOrdered(t *testing.T) {
-	s, _ := openTest(t)
-	newRun(t, s, "cccc3333")
-	var wg sync.WaitGroup
-	for i := range 20 {
-		wg.Go(func() {
-			_ = s.Write(context.Background(), func(tx *Tx) error {
-				if _, err := tx.Event("cccc3333", nil, events.ConditionProgressed, map[string]int{"i": i}); err != nil {
-					return err
-				}
-				if i%3 == 0 {
-					return errors.New("rolled back")
-				}
-				return nil
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		newRun(t, s, "cccc3333")
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				_ = s.Write(context.Background(), func(tx *Tx) error {
+					if _, err := tx.Event("cccc3333", nil, events.ConditionProgressed, map[string]int{"i": i}); err != nil {
+						return err
+					}
+					if i%3 == 0 {
+						return errors.New("rolled back")
+					}
+					return nil
+				})
 			})
-		})
-	}
-	wg.Wait()
-	evs, _ := s.Events(t.Context(), "", 0, 0)
-	for i, ev := range evs {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d: seqs must be gap-free", i, ev.Seq)
 		}
-	}
-	if len(evs) != 1+13 {
-		t.Errorf("%d events, want 14", len(evs))
-	}
+		wg.Wait()
+		evs, _ := s.Events(t.Context(), "", 0, 0)
+		for i, ev := range evs {
+			if ev.Seq != int64(i+1) {
+				t.Fatalf("event %d has seq %d: seqs must be gap-free", i, ev.Seq)
+			}
+		}
+		if len(evs) != 1+13 {
+			t.Errorf("%d events, want 14", len(evs))
+		}
+	})
 }
 
 func TestStepLifecycle(t *testing.T) {
-	s, _ := openTest(t)
-	newRun(t, s, "dddd4444")
-	st := &Step{RunID: "dddd4444", Seq: 1, Phase: api.PhaseImplementation, Iteration: 1, LogPath: "/x.log"}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.InsertStep(st, nil) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetStepProcess(st.ID, 42, 42, 777, "boot") }); err != nil {
-		t.Fatal(err)
-	}
-	running, _ := s.Steps(t.Context(), "dddd4444")
-	if len(running) != 1 || running[0].Status != api.StepRunning || *running[0].Pid != 42 || *running[0].ProcStart != 777 {
-		t.Fatalf("running = %+v", running)
-	}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetCancelCause(st.ID, CancelUser) }); err != nil {
-		t.Fatal(err)
-	}
-	code, cost, passed := 0, 0.25, 3
-	st.Status, st.ExitCode = api.StepSucceeded, &code
-	st.InputTokens, st.ReportedCostUSD, st.TestsPassed = 100, &cost, &passed
-	st.TestsFailedNames = Strings{"TestA", "TestB/x"}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.FinishStep(st, events.StepFinished, nil) }); err != nil {
-		t.Fatal(err)
-	}
-	// Finishing twice is a conflict, not a silent double record.
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.FinishStep(st, events.StepFinished, nil) }); !errors.Is(err, ErrConflict) {
-		t.Errorf("second finish = %v, want ErrConflict", err)
-	}
-	got, err := s.Step(t.Context(), "dddd4444", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status != api.StepSucceeded || got.InputTokens != 100 || *got.ReportedCostUSD != 0.25 ||
-		*got.TestsPassed != 3 || got.TestsFailed != nil || len(got.TestsFailedNames) != 2 || got.TestsFailedNames[1] != "TestB/x" {
-		t.Errorf("step = %+v", got)
-	}
-	if light, _ := s.StepsLight(t.Context(), "dddd4444"); len(light) != 1 || light[0].CancelCause != CancelUser ||
-		light[0].TestsFailedNames != nil || *light[0].TestsPassed != 3 {
-		t.Errorf("light step = %+v", light)
-	}
-	evs, _ := s.Events(t.Context(), "dddd4444", 0, 0)
-	types := []events.Type{}
-	for _, e := range evs {
-		types = append(types, e.Type)
-	}
-	want := []events.Type{events.RunCreated, events.StepStarted, events.StepFinished}
-	if strings.Join(toStrings(types), ",") != strings.Join(toStrings(want), ",") {
-		t.Errorf("events %v, want %v", types, want)
-	}
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		newRun(t, s, "dddd4444")
+		st := &Step{RunID: "dddd4444", Seq: 1, Phase: api.PhaseImplementation, Iteration: 1, LogPath: "/x.log"}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.InsertStep(st, nil) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetStepProcess(st.ID, 42, 42, 777, "boot") }); err != nil {
+			t.Fatal(err)
+		}
+		running, _ := s.Steps(t.Context(), "dddd4444")
+		if len(running) != 1 || running[0].Status != api.StepRunning || *running[0].Pid != 42 || *running[0].ProcStart != 777 {
+			t.Fatalf("running = %+v", running)
+		}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.SetCancelCause(st.ID, CancelUser) }); err != nil {
+			t.Fatal(err)
+		}
+		code, cost, passed := 0, 0.25, 3
+		st.Status, st.ExitCode = api.StepSucceeded, &code
+		st.InputTokens, st.ReportedCostUSD, st.TestsPassed = 100, &cost, &passed
+		st.TestsFailedNames = Strings{"TestA", "TestB/x"}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.FinishStep(st, events.StepFinished, nil) }); err != nil {
+			t.Fatal(err)
+		}
+		// Finishing twice is a conflict, not a silent double record.
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.FinishStep(st, events.StepFinished, nil) }); !errors.Is(err, ErrConflict) {
+			t.Errorf("second finish = %v, want ErrConflict", err)
+		}
+		got, err := s.Step(t.Context(), "dddd4444", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != api.StepSucceeded || got.InputTokens != 100 || *got.ReportedCostUSD != 0.25 ||
+			*got.TestsPassed != 3 || got.TestsFailed != nil || len(got.TestsFailedNames) != 2 || got.TestsFailedNames[1] != "TestB/x" {
+			t.Errorf("step = %+v", got)
+		}
+		if light, _ := s.StepsLight(t.Context(), "dddd4444"); len(light) != 1 || light[0].CancelCause != CancelUser ||
+			light[0].TestsFailedNames != nil || *light[0].TestsPassed != 3 {
+			t.Errorf("light step = %+v", light)
+		}
+		evs, _ := s.Events(t.Context(), "dddd4444", 0, 0)
+		types := []events.Type{}
+		for _, e := range evs {
+			types = append(types, e.Type)
+		}
+		want := []events.Type{events.RunCreated, events.StepStarted, events.StepFinished}
+		if strings.Join(toStrings(types), ",") != strings.Join(toStrings(want), ",") {
+			t.Errorf("events %v, want %v", types, want)
+		}
+	})
 }
 
 func toStrings(ts []events.Type) []string {
@@ -284,86 +291,92 @@ func toStrings(ts []events.Type) []string {
 }
 
 func TestResolveRun(t *testing.T) {
-	s, _ := openTest(t)
-	for _, id := range []string{"abc123", "abd456", "ffff00"} {
-		newRun(t, s, id)
-	}
-	tests := []struct {
-		ref, workspace, want string
-		wantErr              error
-	}{
-		{"abc123", "", "abc123", nil},
-		{"abc", "", "abc123", nil},
-		{"ABD", "", "abd456", nil},
-		{"ab", "", "", &AmbiguousError{}},
-		{"zzz", "", "", ErrNotFound},
-		{"last", "/ws", "ffff00", nil},
-		{"last", "/elsewhere", "", ErrNotFound},
-		{"", "", "", ErrNotFound},
-	}
-	for _, tt := range tests {
-		t.Run(tt.ref+"@"+tt.workspace, func(t *testing.T) {
-			r, err := s.ResolveRun(t.Context(), tt.ref, tt.workspace)
-			switch want := tt.wantErr.(type) {
-			case nil:
-				if err != nil || r.ID != tt.want {
-					t.Errorf("got %q, %v; want %q", r.ID, err, tt.want)
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		for _, id := range []string{"abc123", "abd456", "ffff00"} {
+			newRun(t, s, id)
+		}
+		tests := []struct {
+			ref, workspace, want string
+			wantErr              error
+		}{
+			{"abc123", "", "abc123", nil},
+			{"abc", "", "abc123", nil},
+			{"ABD", "", "abd456", nil},
+			{"ab", "", "", &AmbiguousError{}},
+			{"zzz", "", "", ErrNotFound},
+			{"last", "/ws", "ffff00", nil},
+			{"last", "/elsewhere", "", ErrNotFound},
+			{"", "", "", ErrNotFound},
+		}
+		for _, tt := range tests {
+			t.Run(tt.ref+"@"+tt.workspace, func(t *testing.T) {
+				r, err := s.ResolveRun(t.Context(), tt.ref, tt.workspace)
+				switch want := tt.wantErr.(type) {
+				case nil:
+					if err != nil || r.ID != tt.want {
+						t.Errorf("got %q, %v; want %q", r.ID, err, tt.want)
+					}
+				case *AmbiguousError:
+					var amb *AmbiguousError
+					if !errors.As(err, &amb) || len(amb.Matches) != 2 {
+						t.Errorf("got %v; want ambiguous with 2 matches", err)
+					}
+				default:
+					if !errors.Is(err, want) {
+						t.Errorf("got %v; want %v", err, want)
+					}
 				}
-			case *AmbiguousError:
-				var amb *AmbiguousError
-				if !errors.As(err, &amb) || len(amb.Matches) != 2 {
-					t.Errorf("got %v; want ambiguous with 2 matches", err)
-				}
-			default:
-				if !errors.Is(err, want) {
-					t.Errorf("got %v; want %v", err, want)
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 func TestEvaluationsArePruned(t *testing.T) {
-	s, _ := openTest(t)
-	newRun(t, s, "eeee5555")
-	for i := range EvaluationsKept + 30 {
-		err := s.Write(t.Context(), func(tx *Tx) error {
-			return tx.InsertEvaluation(Evaluation{RunID: "eeee5555", Iteration: i, Results: "[]"}, i%7 == 0)
-		})
-		if err != nil {
-			t.Fatal(err)
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		newRun(t, s, "eeee5555")
+		for i := range EvaluationsKept + 30 {
+			err := s.Write(t.Context(), func(tx *Tx) error {
+				return tx.InsertEvaluation(Evaluation{RunID: "eeee5555", Iteration: i, Results: "[]"}, i%7 == 0)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	evs, _ := s.Evaluations(t.Context(), "eeee5555")
-	if len(evs) != EvaluationsKept || evs[0].Iteration != 30 || evs[len(evs)-1].Iteration != EvaluationsKept+29 {
-		t.Errorf("%d evaluations kept, first iteration %d", len(evs), evs[0].Iteration)
-	}
+		evs, _ := s.Evaluations(t.Context(), "eeee5555")
+		if len(evs) != EvaluationsKept || evs[0].Iteration != 30 || evs[len(evs)-1].Iteration != EvaluationsKept+29 {
+			t.Errorf("%d evaluations kept, first iteration %d", len(evs), evs[0].Iteration)
+		}
+	})
 }
 
 func TestMarkPostmortemOncePerEnding(t *testing.T) {
-	s, _ := openTest(t)
-	newRun(t, s, "ffff6666")
-	end := Transition{RunID: "ffff6666", From: []api.RunStatus{api.RunPending}, To: api.RunInterrupted, Event: events.RunInterrupted}
-	if err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(end) }); err != nil {
-		t.Fatal(err)
-	}
-	mark := func() error {
-		return s.Write(t.Context(), func(tx *Tx) error { return tx.MarkPostmortem("ffff6666", api.RunInterrupted, nil) })
-	}
-	if err := mark(); err != nil {
-		t.Fatal(err)
-	}
-	if err := mark(); !errors.Is(err, ErrConflict) {
-		t.Errorf("second MarkPostmortem = %v, want ErrConflict", err)
-	}
-	evs, _ := s.Events(t.Context(), "ffff6666", 0, 0)
-	n := 0
-	for _, e := range evs {
-		if e.Type == events.PostmortemWritten {
-			n++
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		newRun(t, s, "ffff6666")
+		end := Transition{RunID: "ffff6666", From: []api.RunStatus{api.RunPending}, To: api.RunInterrupted, Event: events.RunInterrupted}
+		if err := s.Write(t.Context(), func(tx *Tx) error { return tx.TransitionRun(end) }); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n != 1 {
-		t.Errorf("%d POSTMORTEM_WRITTEN events, want 1", n)
-	}
+		mark := func() error {
+			return s.Write(t.Context(), func(tx *Tx) error { return tx.MarkPostmortem("ffff6666", api.RunInterrupted, nil) })
+		}
+		if err := mark(); err != nil {
+			t.Fatal(err)
+		}
+		if err := mark(); !errors.Is(err, ErrConflict) {
+			t.Errorf("second MarkPostmortem = %v, want ErrConflict", err)
+		}
+		evs, _ := s.Events(t.Context(), "ffff6666", 0, 0)
+		n := 0
+		for _, e := range evs {
+			if e.Type == events.PostmortemWritten {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d POSTMORTEM_WRITTEN events, want 1", n)
+		}
+	})
 }

@@ -65,7 +65,7 @@ func (t *Tx) TrustFiles(workspace string, files []TrustedFile) error {
 // paths.
 func (t *Tx) RevokeTrust(workspace string) ([]string, error) {
 	var paths []string
-	if err := t.tx.SelectContext(t.ctx, &paths, `SELECT path FROM trusted_files WHERE workspace = ? ORDER BY path`, workspace); err != nil {
+	if err := t.sel(&paths, `SELECT path FROM trusted_files WHERE workspace = ? ORDER BY path`, workspace); err != nil {
 		return nil, fmt.Errorf("revoke trust: %w", err)
 	}
 	if _, err := t.exec(`DELETE FROM trusted_files WHERE workspace = ?`, workspace); err != nil {

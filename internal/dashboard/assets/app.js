@@ -29,9 +29,30 @@
   }
   setInterval(tick, 1000);
 
+  // When the daemon shuts down, each stream's last event is "bye": every
+  // stream is closed for good and the page says so. Left to reconnect, an
+  // EventSource would keep knocking on the port with the session cookie,
+  // and whoever listens there after the daemon (another user) would get it.
+  var sources = [], stopped = false;
+  function daemonStopped(msg) {
+    if (stopped) return;
+    stopped = true;
+    sources.forEach(function (es) { es.close(); });
+    setLive(false);
+    body.dataset.stopped = "1";
+    var note = document.createElement("p");
+    note.id = "daemon-stopped";
+    note.setAttribute("role", "alert");
+    note.textContent = msg;
+    body.prepend(note);
+  }
+
   function stream(url, handlers) {
-    if (!url || !window.EventSource) return null;
+    if (!url || !window.EventSource || stopped) return null;
     var es = new EventSource(url);
+    sources = sources.filter(function (o) { return o.readyState !== EventSource.CLOSED; });
+    sources.push(es);
+    es.addEventListener("bye", function (ev) { daemonStopped(JSON.parse(ev.data).message); });
     es.onopen = function () { setLive(true); };
     es.onerror = function () { setLive(false); if (handlers.error) handlers.error(es); };
     Object.keys(handlers).forEach(function (k) {
