@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/loopd/loopd/internal/api"
 )
 
@@ -98,4 +100,33 @@ func TestQuestionRoundTripSurvivesKill9(t *testing.T) {
 	if res.code != 64 || !strings.Contains(res.stderr, "not waiting for an answer") {
 		t.Errorf("answer to a COMPLETED run: exit %d: %s%s", res.code, res.stdout, res.stderr)
 	}
+}
+
+// TestDashboardAnswer answers a question from the run page: the page shows
+// the question and offers Answer to a run WAITING needs_answer, and the
+// answer reaches the agent's next prompt.
+func TestDashboardAnswer(t *testing.T) {
+	b := newBrowser(t)
+	e := dashboardEnv(t)
+	e.writeFile("agent.sh", questionAgent, 0o755)
+	e.config("agent=command", "agent_command=sh "+filepath.Join(e.ws, "agent.sh"), "completion=promise", "max_iterations=5")
+	id := e.start("pick a database")
+	eventually(t, "WAITING needs_answer", 20*time.Second, func() bool {
+		r := e.status(id)
+		return r.Status == api.RunWaiting && r.Reason == "needs_answer"
+	})
+	e.login(b, "run", id)
+	b.waitText("#reason", "Postgres or SQLite?")
+	b.waitOffered("stop pause answer resume")
+	b.run("type the answer", chromedp.SendKeys("#answer-text", "SQLite, no server", chromedp.ByQuery))
+	b.act(`form.answer button`, "answer: done")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("wait exit %d: %+v", code, e.status(id))
+	}
+	got, err := os.ReadFile(filepath.Join(e.ws, "answer.txt"))
+	if err != nil || strings.TrimSpace(string(got)) != "SQLite, no server" {
+		t.Fatalf("the agent's answer.txt = %q, %v", got, err)
+	}
+	b.waitText("#status", "COMPLETED")
+	b.waitOffered("")
 }
