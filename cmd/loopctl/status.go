@@ -88,6 +88,8 @@ func printStatus(w io.Writer, r api.Run) {
 			why = "model API unavailable"
 		}
 		state += "  (" + why + "; resumes at " + r.WaitUntil.Local().Format(time.DateTime) + ")"
+	case r.Status == api.RunWaiting && r.Reason == "needs_answer":
+		state += "  (the agent asked a question: loopctl answer " + shortID(r.ID) + " TEXT)"
 	}
 	if r.StopRequested != "" {
 		state += "  [stop requested: " + r.StopRequested + "]"

@@ -268,8 +268,12 @@ type Step struct {
 	Usage      Usage      `json:"usage"`
 	Tests      *Tests     `json:"tests"`
 	Promise    bool       `json:"promise,omitempty"`
-	Pid        int        `json:"pid,omitempty"`
-	Changes    *Changes   `json:"changes"` // nil: nothing is known (not an implementation step, or no ledger)
+	// Question is what the agent asked at the end of this step (the run
+	// WAITs with reason needs_answer); Answer is the user's answer.
+	Question string   `json:"question,omitempty"`
+	Answer   string   `json:"answer,omitempty"`
+	Pid      int      `json:"pid,omitempty"`
+	Changes  *Changes `json:"changes"` // nil: nothing is known (not an implementation step, or no ledger)
 }
 
 // Event is one entry of the durable event log (docs/reference.md, "Events").
@@ -306,6 +310,12 @@ type ResumeRequest struct {
 	// OntoBase merges the current base branch into an ended worktree
 	// run's branch first (conflicts left in the files for the agent).
 	OntoBase bool `json:"onto_base,omitempty"`
+}
+
+// AnswerRequest answers the question of a run WAITING with reason
+// needs_answer, and resumes it.
+type AnswerRequest struct {
+	Text string `json:"text"`
 }
 
 // DaemonStopRequest asks the daemon to exit.

@@ -183,6 +183,10 @@ type Config struct {
 	// "<promise>COMPLETE</promise>") is the line the agent's final message
 	// ends with when it believes the work is done.
 	CompletionPromise string `json:"completion_promise"`
+	// QuestionTag (key question_tag, default "question") names the tag of
+	// a question: a final message ending with <question>…</question> on
+	// its own lines makes the run WAIT (needs_answer) for `loopctl answer`.
+	QuestionTag string `json:"question_tag"`
 
 	// StepTimeout (key step_timeout, default 60m, at least 1s) fails a step
 	// that runs longer.
@@ -309,6 +313,7 @@ func Default() Config {
 		ReviewApprovePattern:                 "APPROVED",
 		Completion:                           []Gate{GatePromise, GateVerify, GateReview},
 		CompletionPromise:                    "<promise>COMPLETE</promise>",
+		QuestionTag:                          "question",
 		StepTimeout:                          Duration(60 * time.Minute),
 		IdleTimeout:                          Duration(15 * time.Minute),
 		MaxIterations:                        50,

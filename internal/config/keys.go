@@ -63,6 +63,7 @@ var keys = []key{
 	pathKey("verify_report", notADir, func(c *Config) *string { return &c.VerifyReport }),
 	{name: "completion", set: setCompletion, check: checkCompletion},
 	lineKey("completion_promise", func(c *Config) *string { return &c.CompletionPromise }),
+	{name: "question_tag", set: setQuestionTag, check: checkQuestionTag},
 	durationKey("step_timeout", atLeastASecond, func(c *Config) *Duration { return &c.StepTimeout }),
 	durationKey("idle_timeout", offOrAtLeastASecond, func(c *Config) *Duration { return &c.IdleTimeout }),
 	wholeKey("max_iterations", func(c *Config) *int { return &c.MaxIterations }),
@@ -377,6 +378,34 @@ func checkApprovePattern(c *Config) string { return approvePatternProblem(c.Revi
 func approvePatternProblem(p string) string {
 	if _, err := regexp.Compile(p); err != nil {
 		return "must be a valid regular expression (Go RE2 syntax): " + err.Error()
+	}
+	return ""
+}
+
+func setQuestionTag(c *Config, v, _ string) string {
+	if msg := questionTagProblem(v); msg != "" {
+		return msg
+	}
+	c.QuestionTag = v
+	return ""
+}
+
+// checkQuestionTag accepts an empty tag in a config frozen before the key
+// existed: such a run reads questions with the default tag.
+func checkQuestionTag(c *Config) string {
+	if c.QuestionTag == "" {
+		return ""
+	}
+	return questionTagProblem(c.QuestionTag)
+}
+
+// questionTagRE is a tag name: it goes between < and > as it is, so
+// nothing that would change the markup's meaning is allowed.
+var questionTagRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
+func questionTagProblem(v string) string {
+	if !questionTagRE.MatchString(v) {
+		return fmt.Sprintf("must be a tag name (a letter, then letters, digits, _ or -), such as question; got %q", v)
 	}
 	return ""
 }

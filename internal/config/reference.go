@@ -109,6 +109,9 @@ var keyDocs = map[string]keyDoc{
 		"`verify` and `review` hold vacuously when not configured, so at least one gate must check something."},
 	"completion_promise": {meaning: "The line the agent's final message must end with to claim completion (`promise` gate). " +
 		"A mention inside prose does not count."},
+	"question_tag": {meaning: "The tag of a question: when the agent's final message ends with `<question>…</question>` " +
+		"on its own lines, the run goes WAITING (`needs_answer`) until `loopctl answer RUN TEXT`; the next prompt carries " +
+		"the question and the answer. No failure is counted."},
 	"step_timeout":   {meaning: "A step that runs longer fails (its processes are stopped). At least 1s."},
 	"idle_timeout":   {meaning: "A step that writes no output for this long fails. `0` disables it."},
 	"max_iterations": {meaning: "The run is ABORTED (`max_iterations:<n>`) after this many iterations. `0` is unlimited."},

@@ -42,6 +42,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.HandleFunc("POST /v1/runs/{ref}/answer", d.handleAnswer)
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
 	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log, d.stepGap))
@@ -360,6 +361,11 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handleSignal(w http.ResponseWriter, r *http.Request) {
 	d.command(w, r, &struct{}{}, func(id string) error { return d.sched.Signal(r.Context(), id) })
+}
+
+func (d *Daemon) handleAnswer(w http.ResponseWriter, r *http.Request) {
+	var req api.AnswerRequest
+	d.command(w, r, &req, func(id string) error { return d.sched.Answer(r.Context(), id, req.Text) })
 }
 
 // command decodes a request, resolves its run, applies fn and answers with

@@ -292,6 +292,18 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	if v != nil && v.Class == stop.ClassFailure {
 		return r.verdictDecision(v)
 	}
+	if st != nil && st.Question != "" && st.Answer == "" {
+		// The agent asked instead of finishing: a condition that was met
+		// still ends the run, else it waits for the answer. Never a
+		// completion: the agent said it needs more.
+		if v != nil {
+			return r.verdictDecision(v)
+		}
+		if d := r.userRequests(r.run, false); d != nil {
+			return d
+		}
+		return r.needsAnswer(st)
+	}
 	if gates, ok := r.completed(); ok {
 		return &decision{status: api.RunCompleted, event: events.RunCompleted,
 			reason:      "completed:" + strings.Join(gates, "+"),
@@ -317,6 +329,16 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 			payload: map[string]any{"run_id": r.id, "until": api.Millis(*st.RateLimitedUntil), "reason": st.Error, "kind": reason}}
 	}
 	return nil
+}
+
+// needsAnswer is the decision to wait for the user's answer to the
+// question step st asked: WAITING needs_answer with no reset time, until
+// `loopctl answer` (Scheduler.Answer).
+func (r *runner) needsAnswer(st *storage.Step) *decision {
+	desc := fmt.Sprintf("the agent asks: %s — answer with `loopctl answer %s TEXT`", st.Question, shortOf(r.id))
+	return &decision{status: api.RunWaiting, event: events.RunWaiting, reason: storage.ReasonNeedsAnswer, description: desc,
+		payload: map[string]any{"run_id": r.id, "kind": storage.ReasonNeedsAnswer, "reason": desc, "question": st.Question,
+			"seq": st.Seq, "iteration": st.Iteration}}
 }
 
 func (r *runner) verdictDecision(v *stop.Verdict) *decision {

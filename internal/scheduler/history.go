@@ -319,7 +319,9 @@ func (h *History) setupDone() bool {
 // iteration: the loop goes back to implementation, never review after
 // review.
 func (h *History) following(s *storage.Step) (api.Phase, bool) {
-	if s.Status != api.StepSucceeded {
+	if s.Status != api.StepSucceeded || s.Question != "" {
+		// A question ends the iteration: nothing is verified or reviewed
+		// until the answer came and the agent went on.
 		return "", false
 	}
 	switch s.Phase {

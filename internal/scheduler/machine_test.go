@@ -189,6 +189,24 @@ func TestStateMachine(t *testing.T) {
 			steps: "implementation:FAILED",
 		},
 		{
+			name: "a question makes the run wait for an answer, with no verification and no failure",
+			sets: []string{"max_iterations=5", "verify_command=false", "max_consecutive_implementation_failures=1"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				return fakeStep{output: "I found two schemas.\n<question>Migrate the old one or drop it?</question>\n"}
+			},
+			status: api.RunWaiting, reason: "needs_answer", desc: "the agent asks: Migrate the old one or drop it?",
+			steps: "implementation:SUCCEEDED",
+		},
+		{
+			name: "a question quoted in prose is no question",
+			sets: []string{"max_iterations=1"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				return fakeStep{output: "I could ask <question>why?</question> but I will not\n"}
+			},
+			status: api.RunAborted, reason: "max_iterations:1",
+			steps: "implementation:SUCCEEDED",
+		},
+		{
 			name: "a step that cannot start fails without running",
 			sets: []string{"max_iterations=5", "max_consecutive_implementation_failures=1"},
 			script: func(phase api.Phase, seq int) fakeStep {
@@ -553,5 +571,76 @@ func TestChangesGate(t *testing.T) {
 				t.Fatalf("run %s %q (%s), want %s %q", run.Status, run.Reason, run.Description, tt.status, tt.reason)
 			}
 		})
+	}
+}
+
+// A question round-trip: the run waits (never claimed by itself), an
+// answer to a run that does not wait is refused, the answer resumes it,
+// and the next prompt carries the question and the answer.
+func TestQuestionAnswer(t *testing.T) {
+	const promise = "<promise>COMPLETE</promise>"
+	var prompts []string
+	fx := newFakeExec(t, nil)
+	fx.script = func(phase api.Phase, seq int) fakeStep {
+		if seq == 1 {
+			return fakeStep{output: "<question>\nWhich port, token sk-live-123?\n</question>\n"}
+		}
+		return fakeStep{output: "done\n" + promise + "\n"}
+	}
+	h := newHarness(t, fx)
+	ctx := context.Background()
+	other := h.start("", "agent=command", "agent_command=agent", "max_iterations=1")
+	h.drive(other, false)
+	var se *StateError
+	if err := h.s.Answer(ctx, other, "8080"); !errors.As(err, &se) || !strings.Contains(se.Msg, "not waiting for an answer") {
+		t.Fatalf("answer to an ended run: %v", err)
+	}
+
+	ws := t.TempDir()
+	envFile := filepath.Join(ws, "secrets.env")
+	if err := os.WriteFile(envFile, []byte("DEPLOY_TOKEN=sk-live-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=5", "completion=promise", "env_file="+envFile)
+	run := h.drive(id, false)
+	if run.Status != api.RunWaiting || run.Reason != "needs_answer" || run.WaitUntil != nil {
+		t.Fatalf("after the question: %s %q wait_until %v", run.Status, run.Reason, run.WaitUntil)
+	}
+	if _, err := h.store.Claimable(ctx, 1<<62); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a run waiting for an answer is claimable by itself: %v", err)
+	}
+	if err := h.s.Answer(ctx, id, "  "); err == nil {
+		t.Fatal("an empty answer was accepted")
+	}
+	if err := h.s.Answer(ctx, id, "Use 8080, not sk-live-123."); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.Answer(ctx, id, "again"); !errors.As(err, &se) {
+		t.Fatalf("a second answer: %v", err)
+	}
+	h.claim(id)
+	run = h.drive(id, false)
+	if run.Status != api.RunCompleted || run.Reason != "completed:promise" {
+		t.Fatalf("after the answer: %s %q (%s)", run.Status, run.Reason, run.Description)
+	}
+	steps := h.steps(id)
+	if got := statuses(steps); got != "implementation:SUCCEEDED implementation:SUCCEEDED" || steps[1].Iteration != 2 {
+		t.Fatalf("steps %s", got)
+	}
+	if steps[0].Question != "Which port, token [REDACTED:DEPLOY_TOKEN]?" || steps[0].Answer != "Use 8080, not [REDACTED:DEPLOY_TOKEN]." {
+		t.Fatalf("stored question %q answer %q", steps[0].Question, steps[0].Answer)
+	}
+	b, err := os.ReadFile(strings.TrimSuffix(steps[1].LogPath, ".log") + ".prompt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts = append(prompts, string(b))
+	for _, want := range []string{"## Your question from iteration 1\n\nWhich port, token [REDACTED:DEPLOY_TOKEN]?", "## The answer\n\nUse 8080, not [REDACTED:DEPLOY_TOKEN]."} {
+		if !strings.Contains(prompts[0], want) {
+			t.Errorf("the next prompt lacks %q:\n%s", want, prompts[0])
+		}
+	}
+	if strings.Contains(prompts[0], "Feedback from iteration") {
+		t.Errorf("the question's iteration got failure feedback:\n%s", prompts[0])
 	}
 }

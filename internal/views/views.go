@@ -52,6 +52,7 @@ func Step(st *storage.Step, now int64) api.Step {
 		ID: st.ID, RunID: st.RunID, Seq: st.Seq, Phase: st.Phase, Iteration: st.Iteration, Status: st.Status,
 		ExitCode: st.ExitCode, Error: st.Error, StartedAt: api.Millis(st.StartedAt), LogPath: st.LogPath,
 		Usage: StepUsage(st), Tests: StepTests(st), Promise: st.Promise,
+		Question: st.Question, Answer: st.Answer,
 	}
 	if st.EndedAt != nil {
 		out.EndedAt = api.Millis(*st.EndedAt)
