@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -170,34 +171,14 @@ func (l *Lander) offerOntoBase(run storage.Run, ref *Refusal) {
 		LogPath: ref.LogPath, BaseBranch: run.BaseBranch, At: time.Now().UnixMilli()}
 	dir := l.runDir(run.ID)
 	if err := os.MkdirAll(dir, 0o700); err == nil {
-		err = writeJSONFileAtomic(filepath.Join(dir, LastRefusalFile), rec)
+		b, err := json.Marshal(rec)
+		if err == nil {
+			err = atomicfile.Write(filepath.Join(dir, LastRefusalFile), b)
+		}
 		if err != nil {
 			l.log.Warn("could not keep the land refusal for resume --onto-base", zap.String("run_id", run.ID), zap.Error(err))
 		}
 	}
-}
-
-// writeJSONFileAtomic writes v whole or not at all (temp file, rename).
-func writeJSONFileAtomic(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }
 
 // refuseEarly refuses the runs that have nothing to land, or not yet.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/landing"
@@ -115,7 +116,8 @@ func (s *Scheduler) ResumeOntoBase(ctx context.Context, runID string, sets []str
 	m, err := ledger.MergeBase(gctx, git.MergeBaseInput{BaseBranch: run.BaseBranch, Base: base, SnapshotRef: onto.SnapshotRef,
 		AfterMerge: func() {
 			if hold := os.Getenv(holdAfterOntoBaseEnv); hold != "" {
-				_ = writeHookFile(hold, []byte(base+"\n"))
+				// Whole: a test polls for the file and reads it at once.
+				_ = atomicfile.Write(hold, []byte(base+"\n"))
 				<-s.detach
 			}
 		}})
@@ -138,7 +140,7 @@ func (s *Scheduler) ResumeOntoBase(ctx context.Context, runID string, sets []str
 		return err
 	}
 	// Before the run is resumed: a runner that starts finds it.
-	if err := writeHookFile(filepath.Join(dir, ontoBaseFile), b); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, ontoBaseFile), b); err != nil {
 		return fmt.Errorf("record the merge of %s: %w", run.BaseBranch, err)
 	}
 	s.log.Info("merged the base branch into the run's branch", zap.String("run", run.ID), zap.String("base", base),

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/git"
@@ -184,7 +185,9 @@ func (r *runner) recordChanges(st *storage.Step) {
 	st.Fingerprint = "ledger:" + point
 	r.log.Debug("ledger recorded", zap.Int("seq", st.Seq), zap.String("commit", ch.Commit), zap.Int("files", ch.FilesChanged))
 	if hold := os.Getenv(holdAfterLedgerEnv); hold != "" {
-		_ = writeHookFile(hold, fmt.Appendf(nil, "%d %s\n", st.Seq, ch.Commit))
+		// Whole or not at all: a test polls for the file and reads it as
+		// soon as it exists.
+		_ = atomicfile.Write(hold, fmt.Appendf(nil, "%d %s\n", st.Seq, ch.Commit))
 		<-r.s.detach
 	}
 }

@@ -1,4 +1,4 @@
-package scheduler
+package atomicfile
 
 import (
 	"bytes"
@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// A reader that polls for a hook file, as the end-to-end tests do, never
-// finds it empty or short: it appears with its content.
-func TestWriteHookFileWhole(t *testing.T) {
+// A reader that polls for a file, as the end-to-end tests do for the
+// scheduler's test hook files, never finds it empty or short: it appears
+// with its content.
+func TestWriteWhole(t *testing.T) {
 	dir := t.TempDir()
 	content := bytes.Repeat([]byte("1 0123456789abcdef\n"), 4096)
 	const files = 300
@@ -35,13 +36,13 @@ func TestWriteHookFileWhole(t *testing.T) {
 	}()
 	for i := range files {
 		p := filepath.Join(dir, "hold"+string(rune('a'+i%26))+string(rune('a'+i/26)))
-		if err := writeHookFile(p, content); err != nil {
+		if err := Write(p, content); err != nil {
 			t.Fatal(err)
 		}
 	}
 	<-done
 	if torn.Load() > 0 {
-		t.Fatalf("%d of %d reads found a hook file without its whole content", torn.Load(), seen.Load())
+		t.Fatalf("%d of %d reads found a file without its whole content", torn.Load(), seen.Load())
 	}
 	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
 	if len(left) > 0 {
