@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -105,25 +104,18 @@ func codexStepUsage(res transcript.Result, env func(string) string, since time.T
 //
 // ok is false when no session file or no usage record was found (the
 // caller keeps what the output said).
-func CodexSessionUsage(codexHome string, threads []string, since time.Time) (u transcript.Usage, ok bool, err error) {
+func CodexSessionUsage(codexHome string, threads []string, since time.Time) (transcript.Usage, bool, error) {
+	var files []string
 	for _, th := range threads {
 		if th == "" || filepath.Base(th) != th {
 			continue // not a thread id: never a path
 		}
-		files, _ := filepath.Glob(filepath.Join(codexHome, "sessions", "*", "*", "*", "rollout-*-"+th+".jsonl"))
-		for _, f := range files {
-			fu, fok, ferr := codexSessionFile(f, since)
-			if ferr != nil {
-				err = errors.Join(err, ferr)
-				continue
-			}
-			if fok {
-				u.Add(fu)
-				ok = true
-			}
-		}
+		matches, _ := filepath.Glob(filepath.Join(codexHome, "sessions", "*", "*", "*", "rollout-*-"+th+".jsonl"))
+		files = append(files, matches...)
 	}
-	return u, ok, err
+	return sumSessionFiles(files, func(f string) (transcript.Usage, bool, error) {
+		return codexSessionFile(f, since)
+	})
 }
 
 // rolloutLine declares what is read of a session file line.

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,23 +98,14 @@ func geminiStepUsage(res transcript.Result, env func(string) string, since time.
 // keeps its tokens. Thoughts are billed as output and counted so.
 //
 // ok is false when no file of that session, or no response in it, was found.
-func GeminiSessionUsage(geminiDir, sessionID string, since time.Time) (u transcript.Usage, ok bool, err error) {
+func GeminiSessionUsage(geminiDir, sessionID string, since time.Time) (transcript.Usage, bool, error) {
 	if sessionID == "" || filepath.Base(sessionID) != sessionID {
 		return transcript.Usage{}, false, nil
 	}
 	files, _ := filepath.Glob(filepath.Join(geminiDir, "tmp", "*", "chats", "session-*.jsonl"))
-	for _, f := range files {
-		fu, fok, ferr := geminiSessionFile(f, sessionID, since)
-		if ferr != nil {
-			err = errors.Join(err, ferr)
-			continue
-		}
-		if fok {
-			u.Add(fu)
-			ok = true
-		}
-	}
-	return u, ok, err
+	return sumSessionFiles(files, func(f string) (transcript.Usage, bool, error) {
+		return geminiSessionFile(f, sessionID, since)
+	})
 }
 
 // geminiRecord declares what is read of a session file line.

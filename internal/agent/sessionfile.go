@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+
+	"github.com/loopd/loopd/internal/transcript"
 )
 
 // maxRolloutLine bounds one buffered session file line; longer lines (a
@@ -50,4 +52,23 @@ func sessionLines(r io.Reader) iter.Seq2[[]byte, error] {
 			}
 		}
 	}
+}
+
+// sumSessionFiles adds up the usage that read finds in each of files, in
+// order: ok when any file held usage. A file that cannot be read adds its
+// error to err and the others still count, so one unreadable session file
+// does not lose the tokens the rest recorded.
+func sumSessionFiles(files []string, read func(path string) (transcript.Usage, bool, error)) (u transcript.Usage, ok bool, err error) {
+	for _, f := range files {
+		fu, fok, ferr := read(f)
+		if ferr != nil {
+			err = errors.Join(err, ferr)
+			continue
+		}
+		if fok {
+			u.Add(fu)
+			ok = true
+		}
+	}
+	return u, ok, err
 }
