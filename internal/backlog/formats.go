@@ -18,28 +18,9 @@ var (
 // by hand, and a typo ("depends-on") silently ignored would start a task
 // before its dependency.
 func (p *parser) tasksJSON(data []byte) {
-	raw, ok := p.top(data)
-	if !ok {
-		return
-	}
-	ms, ok := p.object(raw, "")
-	if !ok {
-		return
-	}
-	var list json.RawMessage
-	for _, m := range ms {
-		if m.key == "tasks" {
-			list = m.value
-			continue
-		}
+	items, ok := p.listField(data, "tasks", "an array of tasks", func(m member) {
 		p.unknownField(m, "the task list", listFields)
-	}
-	if list == nil {
-		p.fail("", `missing field "tasks"`)
-		return
-	}
-	p.list = "tasks"
-	items, ok := p.array(list, "tasks", "an array of tasks")
+	})
 	if !ok {
 		return
 	}
@@ -79,15 +60,50 @@ func (p *parser) tasksJSONTask(raw json.RawMessage, path string) {
 			p.unknownField(m, "a task", taskFields)
 		}
 	}
-	if !hasID && !p.has(path+".id") {
-		p.fail(path, `missing field "id"`)
-	}
-	if !hasTitle && !p.has(path+".title") {
-		p.fail(path, `missing field "title"`)
-	}
+	p.required(hasID, path, "id")
+	p.required(hasTitle, path, "title")
 	t.DependsOn, src.depIdx = dedupe(deps)
 	p.tasks = append(p.tasks, t)
 	p.srcs = append(p.srcs, src)
+}
+
+// listField reads a backlog whose top level is an object holding its list
+// of tasks in field, an array of what; other, when not nil, is called with
+// every other member. ok is false when there is no such array, the problem
+// reported.
+func (p *parser) listField(data []byte, field, what string, other func(member)) (items []json.RawMessage, ok bool) {
+	raw, ok := p.top(data)
+	if !ok {
+		return nil, false
+	}
+	ms, ok := p.object(raw, "")
+	if !ok {
+		return nil, false
+	}
+	var list json.RawMessage
+	for _, m := range ms {
+		if m.key == field {
+			list = m.value
+			continue
+		}
+		if other != nil {
+			other(m)
+		}
+	}
+	if list == nil {
+		p.fail("", "missing field %q", field)
+		return nil, false
+	}
+	p.list = field
+	return p.array(list, field, what)
+}
+
+// required reports the object at path missing field, unless the field is
+// there and its value was already reported (a wrong type says more).
+func (p *parser) required(have bool, path, field string) {
+	if !have && !p.has(path+"."+field) {
+		p.fail(path, "missing field %q", field)
+	}
 }
 
 // has reports whether a problem was already reported at path.
@@ -143,26 +159,7 @@ func (p *parser) settings(raw json.RawMessage, path string) map[string]string {
 // loopd uses must have their types, the rest (project, branchName, notes
 // and what other ralph variants add) is ralph's.
 func (p *parser) prdJSON(data []byte) {
-	raw, ok := p.top(data)
-	if !ok {
-		return
-	}
-	ms, ok := p.object(raw, "")
-	if !ok {
-		return
-	}
-	var list json.RawMessage
-	for _, m := range ms {
-		if m.key == "userStories" {
-			list = m.value
-		}
-	}
-	if list == nil {
-		p.fail("", `missing field "userStories"`)
-		return
-	}
-	p.list = "userStories"
-	items, ok := p.array(list, "userStories", "an array of user stories")
+	items, ok := p.listField(data, "userStories", "an array of user stories", nil)
 	if !ok {
 		return
 	}
@@ -198,12 +195,8 @@ func (p *parser) prdStory(raw json.RawMessage, path string) {
 			notes, _ = p.optString(m.value, m.path)
 		}
 	}
-	if !hasID && !p.has(path+".id") {
-		p.fail(path, `missing field "id"`)
-	}
-	if !hasTitle && !p.has(path+".title") {
-		p.fail(path, `missing field "title"`)
-	}
+	p.required(hasID, path, "id")
+	p.required(hasTitle, path, "title")
 	var b strings.Builder
 	b.WriteString(strings.TrimSpace(t.Description))
 	if len(criteria) > 0 {
@@ -274,9 +267,7 @@ func (p *parser) githubIssue(raw json.RawMessage, path string) {
 	if !hasNumber && !p.has(path+".number") {
 		p.fail(path, `missing field "number" (list the issues with gh issue list --json number,title,body,labels)`)
 	}
-	if !hasTitle && !p.has(path+".title") {
-		p.fail(path, `missing field "title"`)
-	}
+	p.required(hasTitle, path, "title")
 	p.tasks = append(p.tasks, t)
 	p.srcs = append(p.srcs, source{base: path, idField: "number"})
 }
