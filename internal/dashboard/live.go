@@ -180,6 +180,21 @@ func (s *Server) pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// waitLogPoll waits one log poll, as a log stream does between reads, and
+// sends a keep-alive comment when the stream has been quiet for keepAlive
+// (quiet counts that time, reset by the ping). It is false when the browser
+// is gone or the daemon shuts down.
+func (s *Server) waitLogPoll(ctx context.Context, st *stream, quiet *time.Duration) bool {
+	*quiet += logPoll
+	if *quiet >= keepAlive {
+		*quiet = 0
+		if st.ping() != nil {
+			return false
+		}
+	}
+	return s.pause(ctx, logPoll)
+}
+
 // rowUpdate replaces (or inserts, or with HTML "" removes) one run's row.
 type rowUpdate struct {
 	ID   string `json:"id"`
@@ -348,14 +363,7 @@ func (s *Server) streamLog(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		quiet += logPoll
-		if quiet >= keepAlive {
-			quiet = 0
-			if st.ping() != nil {
-				return
-			}
-		}
-		if !s.pause(ctx, logPoll) {
+		if !s.waitLogPoll(ctx, st, &quiet) {
 			return
 		}
 	}

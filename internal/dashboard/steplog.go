@@ -70,14 +70,7 @@ func (s *Server) streamStepLog(w http.ResponseWriter, r *http.Request, run api.R
 			_ = st.send("end", 0, logUpdate{Seq: cur.Seq, Phase: string(cur.Phase), Iteration: cur.Iteration})
 			return
 		}
-		quiet += logPoll
-		if quiet >= keepAlive {
-			quiet = 0
-			if st.ping() != nil {
-				return
-			}
-		}
-		if !s.pause(ctx, logPoll) {
+		if !s.waitLogPoll(ctx, st, &quiet) {
 			return
 		}
 		if now := s.src.Seq(); now != seen { // something committed: maybe the step's end
