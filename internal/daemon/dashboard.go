@@ -154,8 +154,8 @@ func (d *Daemon) handleDashboardLogin(w http.ResponseWriter, r *http.Request) {
 // wildcard address, which includes it) that is a fresh, unguessable
 // <random>.localhost name, so the session cookie, which browsers send to
 // every port of its host, reaches no other user's server on 127.0.0.1;
-// listenLoopback holds the port on both loopback addresses, since a browser
-// tries ::1 first for a .localhost name. On a network address
+// tcpguard.ListenLoopback holds the port on both loopback addresses,
+// since a browser tries ::1 first for a .localhost name. On a network address
 // (--http-allow-remote) it is that address: a browser elsewhere cannot
 // resolve a .localhost name to this machine, and that address's cookies
 // go to its every port.

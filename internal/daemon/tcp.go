@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loopd/loopd/internal/tcpguard"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -38,7 +39,7 @@ func listenTCP(addr string, allowRemote bool) (net.Listener, error) {
 				"so binding it elsewhere needs --http-allow-remote", addr)
 		}
 	}
-	l, err := listenLoopback(addr)
+	l, err := tcpguard.ListenLoopback(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
@@ -202,7 +203,7 @@ func (c *errorCloser) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 // cap descriptors and the Unix socket keeps the rest.
 //
 // Before a connection counts, the owner of its other end is looked up
-// when that end is on this machine (tcpPeerUID): another user's connection
+// when that end is on this machine (tcpguard.PeerUID): another user's connection
 // is closed at once, as the Unix socket refuses them. Otherwise any local
 // user could fill the cap with silent connections (each lives up to the
 // header timeout, and is replaced as soon as it is closed), and the
@@ -215,12 +216,12 @@ type capListener struct {
 	owner   int // the uid whose local connections are served
 	open    atomic.Int64
 	log     *zap.Logger
-	refused *refusals
-	others  *refusals
+	refused *tcpguard.Refusals
+	others  *tcpguard.Refusals
 }
 
 func newCapListener(l net.Listener, cap int, log *zap.Logger) *capListener {
-	return &capListener{Listener: l, cap: cap, owner: os.Getuid(), log: log, refused: newRefusals(), others: newRefusals()}
+	return &capListener{Listener: l, cap: cap, owner: os.Getuid(), log: log, refused: tcpguard.NewRefusals(), others: tcpguard.NewRefusals()}
 }
 
 // fromAnotherUser reports whether c's other end is a socket on this
@@ -233,10 +234,10 @@ func (l *capListener) fromAnotherUser(c net.Conn) (int, bool) {
 	if !ok1 || !ok2 {
 		return 0, false
 	}
-	uid, err := tcpPeerUID(la, ra)
+	uid, err := tcpguard.PeerUID(la, ra)
 	if err != nil {
-		if !errors.Is(err, errPeerNotLocal) {
-			l.refused.note(l.log, "could not look up a TCP peer's owner; serving it", zap.String("remote", ra.String()), zap.Error(err))
+		if !errors.Is(err, tcpguard.ErrPeerNotLocal) {
+			l.refused.Note(l.log, "could not look up a TCP peer's owner; serving it", zap.String("remote", ra.String()), zap.Error(err))
 		}
 		return 0, false
 	}
@@ -253,14 +254,14 @@ func (l *capListener) Accept() (net.Conn, error) {
 		}
 		if uid, other := l.fromAnotherUser(c); other {
 			c.Close()
-			l.others.note(l.log, "closed a TCP connection from another user", zap.Int("peer_uid", uid),
+			l.others.Note(l.log, "closed a TCP connection from another user", zap.Int("peer_uid", uid),
 				zap.String("remote", c.RemoteAddr().String()))
 			continue
 		}
 		if n := l.open.Add(1); n > int64(l.cap) {
 			l.open.Add(-1)
 			c.Close()
-			l.refused.note(l.log, "closed a TCP connection: too many open", zap.Int("max_tcp_connections", l.cap),
+			l.refused.Note(l.log, "closed a TCP connection: too many open", zap.Int("max_tcp_connections", l.cap),
 				zap.String("remote", c.RemoteAddr().String()))
 			continue
 		}
