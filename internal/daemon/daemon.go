@@ -22,6 +22,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
+	"github.com/loopd/loopd/internal/dashsource"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/metrics"
@@ -166,7 +167,7 @@ func Run(ctx context.Context, opts Options) error {
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
 	})
 	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace})
-	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
+	d.dash = dashboard.New(dashboard.Options{Source: dashsource.New(d.store, d.sched, d.bus), Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 	// The outbox hook is installed before the first write: every state
 	// change from now on enqueues its notifications in its own transaction.

@@ -1,119 +1,15 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/scheduler"
-	"github.com/loopd/loopd/internal/storage"
-	"github.com/loopd/loopd/internal/views"
 )
-
-// dashSource is the dashboard's view of the daemon: the same store reads
-// and scheduler views the JSON API uses.
-type dashSource struct{ d *Daemon }
-
-var _ dashboard.Source = dashSource{}
-
-// apiErr turns the store's user-facing errors into the API errors the JSON
-// API would answer with, so a page says what loopctl would.
-func apiErr(err error) error {
-	var amb *storage.AmbiguousError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &amb):
-		return api.Errorf(api.CodeAmbiguous, "%s; give more characters of the id", amb.Error())
-	case errors.Is(err, storage.ErrNotFound):
-		return api.Errorf(api.CodeNotFound, "%v", err)
-	}
-	return err
-}
-
-func (s dashSource) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run, error) {
-	ws := f.Workspace
-	if ws != "" {
-		ws = scheduler.CanonicalWorkspace(ws)
-	}
-	runs, err := s.d.store.ListRuns(ctx, storage.RunFilter{Status: f.Status, Workspace: ws, Limit: f.Limit})
-	if err != nil {
-		return nil, err
-	}
-	// The same views as `loopctl list`: aggregates read for all the runs
-	// together, whatever their number of steps.
-	out, err := s.d.sched.DescribeList(ctx, runs)
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		out[i].Config = nil
-	}
-	return out, nil
-}
-
-func (s dashSource) Run(ctx context.Context, ref string) (api.Run, error) {
-	run, err := s.d.store.ResolveRun(ctx, ref, "")
-	if err != nil {
-		return api.Run{}, apiErr(err)
-	}
-	view, err := s.d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
-	view.Config = nil
-	return view, err
-}
-
-func (s dashSource) Steps(ctx context.Context, runID string) ([]api.Step, error) {
-	steps, err := s.d.store.StepsLight(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now().UnixMilli()
-	out := make([]api.Step, len(steps))
-	for i := range steps {
-		out[i] = views.Step(&steps[i], now)
-	}
-	return out, nil
-}
-
-func (s dashSource) StepsBetween(ctx context.Context, runID string, fromSeq, toSeq int) ([]dashboard.Step, error) {
-	steps, err := s.d.store.StepsBetween(ctx, runID, fromSeq, toSeq)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now().UnixMilli()
-	out := make([]dashboard.Step, len(steps))
-	for i := range steps {
-		out[i] = dashboard.Step{Step: views.Step(&steps[i], now), FinalMessage: steps[i].FinalMessage}
-	}
-	return out, nil
-}
-
-func (s dashSource) LastStep(ctx context.Context, runID string) (*api.Step, error) {
-	st, err := s.d.store.LastStep(ctx, runID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := views.Step(&st, time.Now().UnixMilli())
-	return &out, nil
-}
-
-func (s dashSource) ChangedRuns(ctx context.Context, after int64, limit int) ([]string, int64, error) {
-	return s.d.store.ChangedRuns(ctx, after, limit)
-}
-
-func (s dashSource) Seq() int64 { return s.d.bus.Seq() }
-
-func (s dashSource) Wait(ctx context.Context, after int64) (int64, error) {
-	return s.d.bus.Wait(ctx, after)
-}
 
 // handleDashboardLogin mints a one-time login code for `loopctl
 // dashboard` and answers with the URL that redeems it.
