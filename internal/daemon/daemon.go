@@ -30,6 +30,7 @@ import (
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
+	"github.com/loopd/loopd/internal/tcpguard"
 )
 
 // Options configure the daemon.
@@ -237,7 +238,7 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	var tcpSrv *http.Server
 	if tcp != nil {
 		tcpSrv = newTCPServer(routes, d.log)
-		tcp = newCapListener(tcp, tcpConnCap(), d.log.Named("http"))
+		tcp = tcpguard.NewCapListener(tcp, tcpguard.ConnCap(), d.log.Named("http"))
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	defer stopSched()

@@ -11,13 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/loopd/loopd/internal/tcpguard"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 )
 
 // TokenFile is the name, inside LOOPD_HOME, of the bearer token that the
@@ -105,7 +102,8 @@ func (d *Daemon) authorizeTCP(r *http.Request) error {
 // descriptor for long: with the descriptor limit at 512, 600 refused
 // keep-alive connections that were never closed left the daemon unable to
 // accept on its Unix socket (accept4: too many open files), and loopctl
-// could no longer reach its own daemon.
+// could no longer reach its own daemon. (The cap on open connections is
+// tcpguard.CapListener's.)
 const (
 	// tcpReadHeaderTimeout bounds how long a connection may take to send
 	// a request's headers (a connection that sends nothing included).
@@ -114,27 +112,7 @@ const (
 	// for its next request. It never cuts a request being answered: a
 	// follow stream (SSE, log follow) is one long request.
 	tcpIdleTimeout = 30 * time.Second
-	// maxTCPConns is the most TCP connections open at once; more are
-	// closed as soon as they are accepted. A browser opens at most six
-	// per host, so this is room for many tabs and scripts.
-	maxTCPConns = 128
-	// fdShareTCP: under a low descriptor limit the cap is at most
-	// 1/fdShareTCP of it, so the rest of the daemon (the Unix socket's
-	// connections, the database, steps' pipes and logs) always keeps
-	// three quarters.
-	fdShareTCP = 4
 )
-
-// tcpConnCap is the cap on open TCP connections under the process's
-// descriptor limit: maxTCPConns, or a quarter of the limit when that is
-// less (at least 4).
-func tcpConnCap() int {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY {
-		return maxTCPConns
-	}
-	return max(4, min(maxTCPConns, int(lim.Cur/fdShareTCP)))
-}
 
 // newTCPServer is the HTTP server of the TCP listener: unlike the Unix
 // socket's (its own uid only), it bounds how long a connection may stay
@@ -196,89 +174,3 @@ func (c *errorCloser) Flush() {
 }
 
 func (c *errorCloser) Unwrap() http.ResponseWriter { return c.ResponseWriter }
-
-// capListener caps the open connections of a listener: a connection
-// accepted beyond the cap is closed at once (its descriptor is back before
-// the next accept), so whatever is done to the TCP port, it holds at most
-// cap descriptors and the Unix socket keeps the rest.
-//
-// Before a connection counts, the owner of its other end is looked up
-// when that end is on this machine (tcpguard.PeerUID): another user's connection
-// is closed at once, as the Unix socket refuses them. Otherwise any local
-// user could fill the cap with silent connections (each lives up to the
-// header timeout, and is replaced as soon as it is closed), and the
-// owner's own requests would find no slot for as long as they kept at it.
-// A peer on another machine (--http-allow-remote) has no local owner and
-// is served as before: its requests need the bearer token.
-type capListener struct {
-	net.Listener
-	cap     int
-	owner   int // the uid whose local connections are served
-	open    atomic.Int64
-	log     *zap.Logger
-	refused *tcpguard.Refusals
-	others  *tcpguard.Refusals
-}
-
-func newCapListener(l net.Listener, cap int, log *zap.Logger) *capListener {
-	return &capListener{Listener: l, cap: cap, owner: os.Getuid(), log: log, refused: tcpguard.NewRefusals(), others: tcpguard.NewRefusals()}
-}
-
-// fromAnotherUser reports whether c's other end is a socket on this
-// machine that another user owns. A lookup that fails for any other reason
-// than "not here" lets the connection through: the bearer token and the
-// session still guard every request on it.
-func (l *capListener) fromAnotherUser(c net.Conn) (int, bool) {
-	la, ok1 := c.LocalAddr().(*net.TCPAddr)
-	ra, ok2 := c.RemoteAddr().(*net.TCPAddr)
-	if !ok1 || !ok2 {
-		return 0, false
-	}
-	uid, err := tcpguard.PeerUID(la, ra)
-	if err != nil {
-		if !errors.Is(err, tcpguard.ErrPeerNotLocal) {
-			l.refused.Note(l.log, "could not look up a TCP peer's owner; serving it", zap.String("remote", ra.String()), zap.Error(err))
-		}
-		return 0, false
-	}
-	return uid, uid != l.owner
-}
-
-// Accept returns the next connection within the cap. Errors (EMFILE
-// included) are returned as they are: http.Server backs off and retries.
-func (l *capListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if uid, other := l.fromAnotherUser(c); other {
-			c.Close()
-			l.others.Note(l.log, "closed a TCP connection from another user", zap.Int("peer_uid", uid),
-				zap.String("remote", c.RemoteAddr().String()))
-			continue
-		}
-		if n := l.open.Add(1); n > int64(l.cap) {
-			l.open.Add(-1)
-			c.Close()
-			l.refused.Note(l.log, "closed a TCP connection: too many open", zap.Int("max_tcp_connections", l.cap),
-				zap.String("remote", c.RemoteAddr().String()))
-			continue
-		}
-		return &cappedConn{Conn: c, l: l}, nil
-	}
-}
-
-// cappedConn gives its slot back when closed (once, however often it is
-// closed).
-type cappedConn struct {
-	net.Conn
-	l    *capListener
-	once sync.Once
-}
-
-func (c *cappedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return err
-}

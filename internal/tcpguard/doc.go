@@ -5,7 +5,8 @@
 // connection does before it is authorized must cost the daemon nothing it
 // needs: the port is held on both loopback addresses (ListenLoopback), a
 // connection whose other end another local user owns is closed at once
-// (PeerUID, asked of the kernel by sock_diag), and refusals are logged at
-// most once per interval (Refusals). The bearer token and the dashboard
+// (PeerUID, asked of the kernel by sock_diag), the open connections are
+// capped below the descriptor limit (CapListener), and refusals are
+// logged at most once per interval (Refusals). The bearer token and the dashboard
 // session, which authorize requests, are the daemon's and the dashboard's.
 package tcpguard
