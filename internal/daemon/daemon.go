@@ -194,7 +194,7 @@ func Run(ctx context.Context, opts Options) error {
 			ln.Close()
 			return err
 		}
-		d.httpAddr, d.noDashboard = dashboardHost(tcp)
+		d.httpAddr, d.noDashboard = dashboard.LoginHost(tcp)
 		d.log.Info("serving the API over TCP", zap.String("addr", tcp.Addr().String()),
 			zap.String("token_file", filepath.Join(opts.Home, TokenFile)))
 		if d.noDashboard != nil {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/follow"
 	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
@@ -332,7 +333,7 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
 		if d.sessionOnly(r) {
-			if err := sessionResumeRefusal(req.Set); err != nil {
+			if err := dashboard.ResumeRefusal(req.Set); err != nil {
 				return err
 			}
 		}

@@ -269,15 +269,3 @@ func TestQuietLogStreamIsNotCut(t *testing.T) {
 		}
 	}
 }
-
-func TestSessionResumeRefusesCommandKeys(t *testing.T) {
-	for _, sets := range [][]string{{"agent_command=id > /tmp/x"}, {"max_iterations=5", "verify_command=sh x"},
-		{"agent=codex"}, {"prompt_file=/etc/passwd"}, {"env_file=/tmp/e"}, {"stop_file=/tmp/s.json"}, {"garbage"}} {
-		if err := sessionResumeRefusal(sets); err == nil {
-			t.Errorf("a dashboard session may resume with %q", sets)
-		}
-	}
-	if err := sessionResumeRefusal([]string{"max_iterations=7", " max_cost = 5", "step_timeout=1h"}); err != nil {
-		t.Errorf("limits refused: %v", err)
-	}
-}
