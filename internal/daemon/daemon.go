@@ -186,11 +186,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	var tcp net.Listener
 	if opts.HTTPAddr != "" {
-		if d.token, err = loadToken(opts.Home); err != nil {
+		if d.token, err = tcpguard.LoadToken(opts.Home); err != nil {
 			ln.Close()
 			return err
 		}
-		if tcp, err = listenTCP(opts.HTTPAddr, opts.HTTPAllowRemote); err != nil {
+		if tcp, err = tcpguard.Listen(opts.HTTPAddr, opts.HTTPAllowRemote); err != nil {
 			ln.Close()
 			return err
 		}

@@ -102,7 +102,7 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 // asked again by the few handlers that care, rather than recorded on every
 // request: that would cost each request a copy.
 func (d *Daemon) sessionOnly(r *http.Request) bool {
-	return peerFrom(r.Context()).tcp && !tokenOK(r, d.token)
+	return peerFrom(r.Context()).tcp && !tcpguard.TokenOK(r, d.token)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
