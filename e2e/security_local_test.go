@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -330,5 +331,295 @@ func TestSecurityLocalLoopSymlinkOfAnotherUserRefused(t *testing.T) {
 	e.wait(id)
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the other user's Makefile ran")
+	}
+}
+
+// A refused TCP request that announces a body and never sends it is
+// closed too: net/http would wait, with no deadline, to discard the
+// unread body before closing, and a few hundred such sockets held the
+// cap of TCP connections (the owner locked out of the TCP API). Each
+// variant gets its refusal and is closed within 3 seconds.
+func TestSecurityLocalRefusedRequestWithUnsentBodyClosed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP")
+	}
+	addr := l.Addr().String()
+	l.Close()
+	e := newEnv(t)
+	e.startDaemon("--http", addr)
+	variants := map[string]string{
+		"Content-Length":       "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 1000\r\n\r\n",
+		"chunked":              "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"Expect: 100-continue": "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+		"GET with a body":      "GET /v1/daemon HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 10\r\n\r\n",
+		"over the body limit":  "POST /v1/runs HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: 300000\r\n\r\n",
+	}
+	for name, req := range variants {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, req); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_ = c.SetReadDeadline(start.Add(3 * time.Second))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer to a refused request: %v", err)
+			}
+			if resp.StatusCode < 400 {
+				t.Fatalf("a request without a token got %s", resp.Status)
+			}
+			_, err = io.Copy(io.Discard, br)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("answered %s, then the connection stayed open for 3s waiting for the body it announced", resp.Status)
+			}
+			t.Logf("%s, closed after %s", resp.Status, time.Since(start).Round(time.Millisecond))
+		})
+	}
+	if r := e.loopctl("daemon", "status"); r.code != 0 {
+		t.Errorf("loopctl daemon status: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// loopctl talks only to a daemon of its own user: a socket that another
+// user's process serves (LOOPD_SOCKET in a directory that user controls,
+// or bound there before the daemon) is refused by the server's kernel
+// credentials before any request is sent, with exit 69 and a message that
+// names its owner.
+func TestSecurityLocalSocketServedByAnotherUserRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: uid 65534 serves the socket (setpriv --reuid=65534)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux) to act as uid 65534")
+	}
+	const py = "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("needs " + py + " for the other user's server")
+	}
+	e := newEnv(t)
+	root, err := os.MkdirTemp("", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "sd")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	sock, got := filepath.Join(dir, "loopd.sock"), filepath.Join(dir, "got")
+	// The other user's server: it records what it receives and answers
+	// like a daemon would.
+	const server = `
+import os, socket, sys
+sock, got = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX); s.bind(sock); os.chmod(sock, 0o777); s.listen(8)
+while True:
+    c, _ = s.accept()
+    try:
+        data = c.recv(65536)
+        with open(got, "ab") as f: f.write(data)
+        body = b'{"version":"theirs","pid":1}'
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+    except OSError:
+        pass
+    c.close()
+`
+	srv := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", py, "-c", server, sock, got)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode().Perm() == 0o777 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other user's server did not bind its socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	for _, args := range [][]string{{"list"}, {"start", "--set", "agent=command", "--set", "agent_command=true", "a goal"}} {
+		r := e.loopctlEnv([]string{"LOOPD_SOCKET=" + sock}, args...)
+		if r.code != 69 {
+			t.Errorf("loopctl %s on another user's socket: exit %d, want 69\n%s%s", args[0], r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "uid 65534") {
+			t.Errorf("the refusal does not name the socket's owner:\n%s", r.stderr)
+		}
+	}
+	if b, _ := os.ReadFile(got); len(b) > 0 {
+		t.Errorf("loopctl sent requests to another user's server:\n%s", b)
+	}
+}
+
+// A directory above LOOPD_HOME that is writable by a group shared with
+// other users lets its members swap the home: it is refused even when it
+// is the daemon's own group (here users, gid 100, the daemon running as
+// uid 65534 in that group). Only a user-private group's write bit (a
+// group of the user's name that no one else is in) is allowed.
+func TestSecurityLocalHomeUnderASharedGroupDirectoryRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: loopd runs as uid 65534 in group 100 (setpriv)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	if g, err := user.LookupGroupId("100"); err != nil || g.Name == "nobody" {
+		t.Skip("needs a shared group 100 (users)")
+	}
+	bin, err := os.MkdirTemp("", "lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	root, err := os.MkdirTemp("", "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	for _, d := range []string{bin, root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(binDir, "loopd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "loopd"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gw := filepath.Join(root, "gw") // the user's, but group users may write to it
+	if err := os.Mkdir(gw, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(gw, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(gw, 65534, 100); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(gw, "home")
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=100", "--clear-groups", "--", filepath.Join(bin, "loopd"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root, "LOOPD_HOME=" + home, "GORACE=atexit_sleep_ms=0"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+		t.Fatalf("loopd started below a directory group users may write to (still running after 15s)\n%s", stderr.String())
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 64 {
+		t.Fatalf("loopd below a directory group users may write to: %v, want exit 64\n%s", err, stderr.String())
+	}
+	for _, w := range []string{gw, "writable by group 100", "chmod g-w"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("loopd's error does not say %q:\n%s", w, stderr.String())
+		}
+	}
+	if _, err := os.Stat(home); err == nil {
+		t.Error("the refused loopd created the home")
+	}
+}
+
+// --log-file is not opened through another user's file: in a sticky
+// directory (/tmp) another user can create the path first, as a file
+// they can read (0666) or a symlink to a file of the daemon's user. loopd
+// refuses it, exit 64, naming the path and its owner, and writes no log
+// line into it.
+func TestSecurityLocalLogFileOfAnotherUserRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: uid 65534 makes the file (setpriv --reuid=65534)")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv (util-linux) to act as uid 65534")
+	}
+	root, err := os.MkdirTemp("", "ll")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stk := filepath.Join(root, "stk") // a /tmp of its own
+	if err := os.Mkdir(stk, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(stk, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	precious := filepath.Join(root, "precious") // a file of the daemon's user
+	if err := os.WriteFile(precious, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, script string
+		want         []string
+	}{
+		{"a 0666 file of uid 65534", `umask 0; : > "$1"`, []string{"belongs to uid 65534"}},
+		{"a symlink of uid 65534", `ln -s "$2" "$1"`, []string{"symlink"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logPath := filepath.Join(stk, strings.ReplaceAll(tc.name, " ", "-"))
+			out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+				"sh", "-c", tc.script, "sh", logPath, precious).CombinedOutput()
+			if err != nil {
+				t.Fatalf("as uid 65534: %v\n%s", err, out)
+			}
+			home := filepath.Join(t.TempDir(), "home")
+			cmd := exec.Command(filepath.Join(binDir, "loopd"), "--log-file", logPath)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LOOPD_HOME=" + home, "GORACE=atexit_sleep_ms=0"}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err = <-exited:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				<-exited
+				t.Errorf("loopd started logging to another user's file (still running after 5s)")
+			}
+			if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 64) {
+				t.Errorf("loopd --log-file on another user's file: %v, want exit 64\n%s", err, stderr.String())
+			}
+			for _, w := range append([]string{logPath, "refusing to start"}, tc.want...) {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("loopd's error does not say %q:\n%s", w, stderr.String())
+				}
+			}
+			if b, _ := os.ReadFile(logPath); len(b) > 0 && string(b) != "precious\n" {
+				t.Errorf("loopd wrote its log into another user's file:\n%s", b)
+			}
+			if b, _ := os.ReadFile(precious); string(b) != "precious\n" {
+				t.Errorf("loopd wrote its log through the symlink into %s:\n%s", precious, b)
+			}
+		})
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -16,12 +15,13 @@ type cleanOptions struct {
 	*globalOptions
 	Ended     bool
 	OlderThan string
+	Branches  bool
 }
 
 func newCleanCmd(g *globalOptions) *cobra.Command {
 	o := &cleanOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "clean RUN|--ended [--older-than 7d]",
+		Use:   "clean RUN|--ended [--older-than 7d] [--branches]",
 		Short: "Remove the worktrees of ended runs (their branches stay)",
 		Long: `Remove the worktree of an ended run, or with --ended of every ended run
 (--older-than D: only runs that ended at least D ago). Their branches stay, so
@@ -30,7 +30,14 @@ loopctl diff and loopctl land still work.
 Only worktrees loopd created and recorded are removed: a loop/* worktree or
 branch you made yourself is never touched, and git's entries for other
 worktrees are never pruned. A worktree with uncommitted changes to tracked
-files is skipped and listed.`,
+files is skipped and listed.
+
+--branches also removes the git refs loopd made for those ended runs: a run's
+loop/* branch only once the run has landed and everything on the branch is in
+what landed (an unlanded branch, or one with commits a squash land did not
+take, stays and is listed), and its refs/loop/<run-id>/* snapshot refs (an
+in-place run's change ledger: loopctl diff of that run shows nothing after).
+A loop/* branch loopd has no record of is never touched.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
@@ -50,12 +57,13 @@ files is skipped and listed.`,
 	}
 	cmd.Flags().BoolVar(&o.Ended, "ended", false, "clean every ended run's worktree")
 	cmd.Flags().StringVar(&o.OlderThan, "older-than", "", "with --ended: only runs that ended at least this long ago (7d, 12h)")
+	cmd.Flags().BoolVar(&o.Branches, "branches", false, "also remove landed loop/* branches and refs/loop/<id>/* snapshot refs of those runs (only loopd's)")
 	return cmd
 }
 
 func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
 	ctx := cmd.Context()
-	req := api.CleanRequest{Ended: o.Ended, OlderThan: o.OlderThan}
+	req := api.CleanRequest{Ended: o.Ended, OlderThan: o.OlderThan, Branches: o.Branches}
 	var ref api.RunRef
 	if len(args) == 1 {
 		var err error
@@ -85,7 +93,18 @@ func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
 	for _, w := range res.Skipped {
 		fmt.Fprintf(o.Out, "%s  %s skipped: %s\n", shortID(w.RunID), termtext.Quote(w.Worktree), termtext.Quote(w.Reason))
 	}
-	if len(res.Removed)+len(res.Skipped) == 0 {
+	for _, b := range res.Branches {
+		what := "branch " + termtext.Quote(b.Branch)
+		if b.Branch == "" {
+			what = fmt.Sprintf("snapshot refs %s (%d)", termtext.Quote(b.Refs), b.RefCount)
+		}
+		if b.Removed {
+			fmt.Fprintf(o.Out, "%s  %s removed\n", shortID(b.RunID), what)
+		} else {
+			fmt.Fprintf(o.Out, "%s  %s stays: %s\n", shortID(b.RunID), what, termtext.Quote(b.Reason))
+		}
+	}
+	if len(res.Removed)+len(res.Skipped)+len(res.Branches) == 0 {
 		fmt.Fprintln(o.Out, o.nothingCleaned(ctx, c, ref))
 	}
 	return nil
@@ -114,29 +133,4 @@ func (o *cleanOptions) nothingCleaned(ctx context.Context, c *api.Client, ref ap
 		return fmt.Sprintf("run %s never had its worktree made: nothing to clean", shortID(run.ID))
 	}
 	return "no worktree to clean"
-}
-
-// printWorktreeDisk adds the run worktrees' disk use to `daemon status`.
-func printWorktreeDisk(w io.Writer, d *api.WorktreeDisk) {
-	if d == nil {
-		return
-	}
-	size := bytesHuman(d.Bytes)
-	if !d.Complete {
-		size = "at least " + size + " (measure cut short on a large tree)"
-	}
-	fmt.Fprintf(w, "  disk    %d run worktree(s), %s\n", d.Count, size)
-}
-
-func bytesHuman(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
@@ -51,7 +48,7 @@ func completeRuns(g *globalOptions) cobra.CompletionFunc {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		runs, err := api.NewClient(sock).ListRuns(ctx, api.ListOptions{Limit: 100})
+		runs, err := g.newClient(sock).ListRuns(ctx, api.ListOptions{Limit: 100})
 		if err != nil {
 			return out, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -95,32 +92,4 @@ func completeStatus(_ *cobra.Command, _ []string, _ string) ([]cobra.Completion,
 		out = append(out, string(s))
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-func newManCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "man DIR",
-		Short: "Write loopctl's man pages (section 1) into DIR",
-		Long: `Write a man page for loopctl and each of its commands into DIR, e.g.
-  loopctl man ~/.local/share/man/man1 && man loopctl-start`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageErrorf("man needs exactly one DIR to write the pages into")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := os.MkdirAll(args[0], 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", args[0], err)
-			}
-			root := cmd.Root()
-			root.DisableAutoGenTag = true // pages that do not change with the day they were made
-			header := &doc.GenManHeader{Title: "LOOPCTL", Section: "1", Source: "loopd " + api.BuildVersion(), Manual: "loopd manual"}
-			if err := doc.GenManTree(root, header, args[0]); err != nil {
-				return fmt.Errorf("write man pages: %w", err)
-			}
-			fmt.Fprintf(g.Err, "wrote the man pages into %s\n", args[0])
-			return nil
-		},
-	}
 }

@@ -63,7 +63,8 @@ func classify(err error) (int, string) {
 func isCobraUsage(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument",
-		"invalid argument", "accepts ", "requires at least", "requires at most", "bad flag syntax"} {
+		"invalid argument", "accepts ", "requires at least", "requires at most", "bad flag syntax",
+		"if any flags in the group", "at least one of the flags in the group"} {
 		if strings.HasPrefix(msg, p) || strings.Contains(msg, p) {
 			return true
 		}

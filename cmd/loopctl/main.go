@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,7 +24,7 @@ func main() {
 }
 
 // exitCode decides loopctl's exit status once, and prints the error.
-func exitCode(err error, interrupted bool, stderr *os.File) int {
+func exitCode(err error, interrupted bool, stderr io.Writer) int {
 	if interrupted {
 		// The user pressed Ctrl+C: the run goes on, it belongs to the daemon.
 		fmt.Fprintln(stderr, "loopctl: interrupted (the run goes on in the daemon)")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/loopd/loopd/cmd/loopctl/dashboardcmd"
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/workspace"
 )
@@ -26,10 +25,25 @@ type globalOptions struct {
 	Dir    string // -C: the workspace for `last` and for start
 
 	Out, Err io.Writer
+
+	// dial, when set, connects to the daemon instead of its socket: the
+	// tests serve the API in-process (net/http/httptest).
+	dial api.Dialer
 }
 
 func newRootCmd(out, errOut io.Writer) *cobra.Command {
-	g := &globalOptions{Out: out, Err: errOut}
+	return newRoot(&globalOptions{Out: out, Err: errOut})
+}
+
+// newRoot is loopctl's command tree over g, which holds the global flags
+// once they are parsed.
+//
+// A command is one file, as in tailscale's cmd/tailscale/cli: NAME.go holds
+// its nameOptions (an embedded *globalOptions and its flags), newNameCmd,
+// which binds them, and a run method; it is added here, and tested against
+// an in-process API (fakeapi_test.go).
+func newRoot(g *globalOptions) *cobra.Command {
+	out, errOut := g.Out, g.Err
 	root := &cobra.Command{
 		Use:   "loopctl",
 		Short: "Control loopd, the daemon that runs autonomous coding-agent loops",
@@ -61,7 +75,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newTrustCmd(g),
 		newManCmd(g),
 		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
-		dashboardcmd.New(dashboardcmd.Factory{JSON: &g.JSON, Out: out, Err: errOut, Client: g.client, Ref: g.ref}),
+		newDashboardCmd(g),
 	)
 	addCompletions(root, g)
 	return root
@@ -73,6 +87,14 @@ func (g *globalOptions) socketPath() (string, error) {
 		return filepath.Abs(g.Socket)
 	}
 	return api.SocketPath()
+}
+
+// newClient is a client of the daemon at sock; it does not connect yet.
+func (g *globalOptions) newClient(sock string) *api.Client {
+	if g.dial != nil {
+		return api.NewClientDial(sock, g.dial)
+	}
+	return api.NewClient(sock)
 }
 
 // workspace is the workspace of -C DIR, else of the current directory,
@@ -120,7 +142,7 @@ func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	if err != nil {
 		return nil, &exitError{code: exitUnavailable, msg: err.Error()}
 	}
-	c := api.NewClient(sock)
+	c := g.newClient(sock)
 	if _, err := c.Ping(ctx); err == nil {
 		return c, nil
 	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {
@@ -183,4 +205,23 @@ func permissionError(sock string) error {
 	return &exitError{code: exitUnavailable, msg: fmt.Sprintf("permission denied on the daemon socket %s: %s, "+
 		"and a daemon serves only the user who started it (you are uid %d)\n"+
 		"  to use a daemon of your own, unset LOOPD_SOCKET and --socket, or set LOOPD_HOME to a directory you own", sock, whose, os.Getuid())}
+}
+
+// control runs a state-changing request and reports the run's new state.
+func control(cmd *cobra.Command, g *globalOptions, arg string,
+	do func(context.Context, *api.Client, api.RunRef) (api.Run, error), say func(api.Run) string) error {
+	ctx := cmd.Context()
+	c, ref, err := g.runClient(ctx, arg)
+	if err != nil {
+		return err
+	}
+	run, err := do(ctx, c, ref)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return printJSON(g.Out, run)
+	}
+	fmt.Fprintln(g.Out, say(run))
+	return nil
 }

@@ -208,7 +208,7 @@ func (o *serviceOptions) stopUnmanaged(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c := api.NewClient(sock)
+	c := o.newClient(sock)
 	info, err := c.Ping(ctx)
 	if err != nil {
 		return nil

@@ -10,12 +10,17 @@ package main
 // links no other module. x/term is the Go team's; uniseg is tcell's own
 // width dependency.
 //
-// Why not tcell's Screen or bubbletea + lipgloss, which do more of the
-// work: both link github.com/lucasb-eyer/go-colorful, which imports
-// database/sql/driver, and loopctl must not link database/sql at all
-// (deps_test.go). What the view needs beyond terminfo is small: whole
-// frames of styled lines, rewritten line by line where they changed
-// (watch_term.go), and three keys.
+// Why not tcell's Screen, or bubbletea + lipgloss, which do more of the
+// work (deps_test.go allows them: it bans database/sql, not the driver
+// interfaces their colour package implements): the view already has
+// bubbletea's shape, a model changed only by messages from its feeds
+// (watch_model.go, watch_tui.go) and drawn as a whole frame each time,
+// and what is written by hand below terminfo is small: frames of styled
+// lines, rewritten line by line where they changed (watch_term.go), and
+// three keys. Either library would replace that tested renderer and key
+// reader with its own and bring modules of its own (tcell's Screen:
+// gdamore/encoding, go-colorful, x/text; bubbletea: more), and draw the
+// same frames.
 
 import (
 	"context"

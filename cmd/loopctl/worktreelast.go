@@ -2,14 +2,24 @@ package main
 
 import (
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/loopd/loopd/internal/api"
 )
 
-// runIDPattern is a full run id, the name of a run's worktree directory.
-var runIDPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+// isRunID reports whether s is a full run id (16 lowercase hex digits),
+// the name of a run's worktree directory.
+func isRunID(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // worktreeRun returns the id of the run whose worktree holds ws, when ws is
 // inside LOOPD_HOME/worktrees/<run-id>. A user who cds into a run's
@@ -28,7 +38,7 @@ func worktreeRun(ws string) (string, bool) {
 			continue
 		}
 		id, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-		if runIDPattern.MatchString(id) {
+		if isRunID(id) {
 			return id, true
 		}
 	}

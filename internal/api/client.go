@@ -8,12 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/user"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrUnavailable means no daemon answers on the socket.
@@ -46,11 +51,33 @@ type Client struct {
 
 // NewClient returns a Client for the daemon listening on socket.
 func NewClient(socket string) *Client {
+	return NewClientDial(socket, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "unix", socket)
+		if err != nil {
+			return nil, err
+		}
+		// Only the user's own daemon: see PeerError.
+		if err := checkPeer(conn, socket); err != nil {
+			conn.Close()
+			return nil, &net.OpError{Op: "dial", Net: "unix", Addr: conn.RemoteAddr(), Err: err}
+		}
+		return conn, nil
+	})
+}
+
+// Dialer opens a connection to the daemon.
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// NewClientDial returns a Client that reaches the daemon through dial
+// instead of the Unix socket; socket only names the daemon in errors. It
+// is the seam that lets loopctl's commands be tested against an
+// in-process server (net/http/httptest): everything above the connection,
+// the timeouts and how a failed dial or a lost connection is classified
+// (ErrUnavailable, ErrNoAnswer), is the same as with a real daemon.
+func NewClientDial(socket string, dial Dialer) *Client {
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
+		DialContext:     func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 		MaxIdleConns:    4,
 		IdleConnTimeout: 30 * time.Second,
 	}
@@ -391,4 +418,57 @@ func (c *Client) DashboardLogin(ctx context.Context, req DashboardLoginRequest) 
 	var out DashboardLogin
 	err := c.do(ctx, http.MethodPost, "/v1/dashboard/login", nil, req, &out)
 	return out, err
+}
+
+// PeerError is a socket served by a process of another user. In a
+// directory others can write to (LOOPD_SOCKET in /tmp), another user can
+// bind the socket before the daemon does, or in its place: what loopctl
+// sent there (goals, commands, the dashboard's login codes) would go to
+// them, and what they answered would be taken for the daemon's word.
+// Nothing is sent once the peer is known not to be the user's.
+type PeerError struct {
+	Socket string
+	UID    int // the uid of the process serving the socket
+}
+
+func (e *PeerError) Error() string {
+	who := "uid " + strconv.Itoa(e.UID)
+	if u, err := user.LookupId(strconv.Itoa(e.UID)); err == nil {
+		who += " (" + u.Username + ")"
+	}
+	return fmt.Sprintf("%s is served by %s, not by you (uid %d): a loopd serves only the user who started it, "+
+		"so this is another user's process; nothing was sent to it", e.Socket, who, os.Geteuid())
+}
+
+// Unwrap makes a PeerError a permission error: like a socket loopctl may
+// not connect to, it is someone else's, and starting a daemon of one's
+// own on that path cannot help.
+func (e *PeerError) Unwrap() error { return fs.ErrPermission }
+
+// checkPeer refuses a connection whose server is not the user's own
+// process, by the credentials the kernel recorded when it listened
+// (SO_PEERCRED): they cannot be forged.
+func checkPeer(conn net.Conn, socket string) error {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if credErr != nil {
+		return fmt.Errorf("read the credentials of %s's server: %w", socket, credErr)
+	}
+	if int(cred.Uid) != os.Geteuid() {
+		return &PeerError{Socket: socket, UID: int(cred.Uid)}
+	}
+	return nil
 }

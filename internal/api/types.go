@@ -298,6 +298,9 @@ type StopRequest struct {
 // ResumeRequest continues a run, optionally raising limits.
 type ResumeRequest struct {
 	Set []string `json:"set,omitempty"`
+	// OntoBase merges the current base branch into an ended worktree
+	// run's branch first (conflicts left in the files for the agent).
+	OntoBase bool `json:"onto_base,omitempty"`
 }
 
 // DaemonStopRequest asks the daemon to exit.
@@ -403,12 +406,28 @@ type CleanRequest struct {
 	Workspace string `json:"workspace,omitempty"`
 	Ended     bool   `json:"ended,omitempty"`
 	OlderThan string `json:"older_than,omitempty"` // e.g. "7d", "12h": ended at least this long ago
+	// Branches also removes landed loop/* branches and refs/loop/<id>/*
+	// snapshot refs of the ended runs visited (only those loopd made).
+	Branches bool `json:"branches,omitempty"`
+}
+
+// CleanedBranch is one of a run's git refs a clean --branches visited: its
+// loop/* branch (Branch), or its snapshot refs (Refs, a pattern).
+type CleanedBranch struct {
+	RunID    string `json:"run_id"`
+	Branch   string `json:"branch,omitempty"`
+	Refs     string `json:"refs,omitempty"`
+	RefCount int    `json:"ref_count,omitempty"`
+	Removed  bool   `json:"removed"`
+	Reason   string `json:"reason,omitempty"` // why it stays
 }
 
 // CleanResult lists what a clean did, worktree by worktree.
 type CleanResult struct {
 	Removed []CleanedWorktree `json:"removed"`
 	Skipped []CleanedWorktree `json:"skipped"`
+	// Branches is what --branches did (absent without it).
+	Branches []CleanedBranch `json:"branches,omitempty"`
 }
 
 // CleanedWorktree is one worktree a clean visited.

@@ -122,19 +122,27 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer lockFile.Close()
+	// Close the home to others first, then check it again: while it was
+	// open (an existing home of mode 0777), another user could have added
+	// an entry after the first check (runs/ as a symlink to a directory of
+	// ours, whose mode prepareHome would change). Nothing else is written
+	// before that second check.
+	if err := tightenHome(opts.Home); err != nil {
+		return err
+	}
+	if err := checkHome(opts.Home, opts.Socket); err != nil {
+		if he := (*HomeOwnerError)(nil); errors.As(err, &he) {
+			he.Wrote = "loopd.lock was taken and the home made owner-only; no token, database or socket was written"
+		}
+		return err
+	}
 	if err := prepareHome(opts.Home); err != nil {
 		return err
 	}
-	// Again now that the home is owner-only: while it was open to others
-	// (before prepareHome tightened it), another user could have added a
-	// file after the first check.
-	if err := checkHome(opts.Home, opts.Socket); err != nil {
-		return err
-	}
 	if opts.LogFile != "" && opts.LogCore != nil {
-		f, err := os.OpenFile(opts.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := openLogFile(opts.LogFile)
 		if err != nil {
-			return fmt.Errorf("open log file: %w", err)
+			return err
 		}
 		defer f.Close()
 		opts.Logger = zap.New(zapcore.NewTee(opts.Logger.Core(), opts.LogCore(zapcore.Lock(f))))
@@ -303,22 +311,38 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	return err
 }
 
-// prepareHome makes LOOPD_HOME and its runs/ owner-only (an existing home
-// that others can read is tightened, because it holds the socket and every
-// run's output). Called with the lock held.
+// tightenHome makes LOOPD_HOME owner-only (an existing home that others
+// can read is tightened, because it holds the socket and every run's
+// output). Called with the lock held; the home was checked to be the
+// daemon's user's.
+func tightenHome(home string) error {
+	fi, err := os.Stat(home)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(home, 0o700); err != nil {
+			return fmt.Errorf("make %s owner-only: %w", home, err)
+		}
+	}
+	return nil
+}
+
+// prepareHome makes LOOPD_HOME/runs owner-only. Called with the lock held
+// on an owner-only home whose entries were checked: runs/ is not another
+// user's symlink.
 func prepareHome(home string) error {
-	if err := os.MkdirAll(filepath.Join(home, "runs"), 0o700); err != nil {
+	runs := filepath.Join(home, "runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
 		return fmt.Errorf("create LOOPD_HOME %s: %w", home, err)
 	}
-	for _, dir := range []string{home, filepath.Join(home, "runs")} {
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return err
-		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(dir, 0o700); err != nil {
-				return fmt.Errorf("make %s owner-only: %w", dir, err)
-			}
+	fi, err := os.Stat(runs)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(runs, 0o700); err != nil {
+			return fmt.Errorf("make %s owner-only: %w", runs, err)
 		}
 	}
 	return nil

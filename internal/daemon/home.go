@@ -23,12 +23,20 @@ type HomeOwnerError struct {
 	Path   string // what is wrong
 	Reason string // why it is not safe, in words
 	Fix    string // what to do
+	// Wrote is what the daemon had written when it refused, in words;
+	// "" when nothing was (every check but the one after the home is
+	// made owner-only).
+	Wrote string
 }
 
 // Error quotes the path's control characters: while the home was open to
 // others, they chose the names in it.
 func (e *HomeOwnerError) Error() string {
-	return fmt.Sprintf("%s %s; refusing to start (nothing was written). %s", termtext.Quote(e.Path), e.Reason, e.Fix)
+	wrote := "nothing was written"
+	if e.Wrote != "" {
+		wrote = e.Wrote
+	}
+	return fmt.Sprintf("%s %s; refusing to start (%s). %s", termtext.Quote(e.Path), e.Reason, wrote, e.Fix)
 }
 
 // checkHome refuses a home that another user could change under the
@@ -50,6 +58,13 @@ func checkHome(home, socket string) error {
 	}
 	// The home as it really is: given as a symlink, the link's parent was
 	// checked above, and what it leads to must be ours too.
+	// A home given as a symlink: the link must be ours too, or its owner
+	// (a link in /tmp) could point it elsewhere once the target is checked.
+	if li, err := os.Lstat(home); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		if err := checkOwned(home, "LOOPD_HOME "+home+" (a symlink)", uid, home); err != nil {
+			return err
+		}
+	}
 	real, err := filepath.EvalSymlinks(home)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -115,9 +130,9 @@ func realPrefix(path string) string {
 
 // checkParent refuses a directory above the home that another user owns
 // or may write to (a sticky directory such as /tmp is fine: others cannot
-// rename what is ours in it). Group write is allowed to the daemon's own
-// group: with user-private groups (Debian's default umask 002) a user's
-// own directories are group-writable.
+// rename what is ours in it). Group write is allowed only to the user's
+// private group (see privateGroup): being the daemon's group is not
+// enough, when others are in it too (users, staff).
 func checkParent(dir string, fi fs.FileInfo, uid int, home string) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -135,7 +150,7 @@ func checkParent(dir string, fi fs.FileInfo, uid int, home string) error {
 		return &HomeOwnerError{Path: dir,
 			Reason: fmt.Sprintf("(above LOOPD_HOME %s) is writable by every user (mode %04o, not sticky): anyone can replace the home", home, perm.Perm()),
 			Fix:    fmt.Sprintf("Run `chmod o-w %s` (or `chmod +t` it), or use a LOOPD_HOME elsewhere.", dir)}
-	case perm&0o020 != 0 && !sticky && int(st.Gid) != os.Getegid():
+	case perm&0o020 != 0 && !sticky && !groupWriteOK(fi):
 		return &HomeOwnerError{Path: dir,
 			Reason: fmt.Sprintf("(above LOOPD_HOME %s) is writable by group %d (mode %04o, not sticky): its members can replace the home", home, st.Gid, perm.Perm()),
 			Fix:    fmt.Sprintf("Run `chmod g-w %s`, or use a LOOPD_HOME elsewhere.", dir)}
@@ -197,4 +212,59 @@ func describeUID(uid int) string {
 func underHome(dir, home string) bool {
 	rel, err := filepath.Rel(home, dir)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// groupWriteOK reports whether a directory's group write bit is harmless:
+// its group is the daemon's user's private group.
+func groupWriteOK(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && privateGroup(int(st.Gid), os.Geteuid(), "/etc/group", "/etc/passwd")
+}
+
+// privateGroup reports whether gid is uid's user-private group (Debian's
+// default: each user a group of their own name, umask 002, so the user's
+// own directories are group-writable): a group of the user's name whose
+// only member is the user, and no other account's primary group. Any
+// group with other members lets them rename what is in a directory it may
+// write to. A group that cannot be read from the files (NSS, LDAP) is not
+// taken to be private.
+func privateGroup(gid, uid int, groupFile, passwdFile string) bool {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return false
+	}
+	groups, err := os.ReadFile(groupFile)
+	if err != nil {
+		return false
+	}
+	found := false
+	for line := range strings.Lines(string(groups)) {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) < 4 || f[2] != strconv.Itoa(gid) {
+			continue
+		}
+		if f[0] != u.Username {
+			return false
+		}
+		for _, m := range strings.Split(f[3], ",") {
+			if m != "" && m != u.Username {
+				return false
+			}
+		}
+		found = true
+	}
+	if !found {
+		return false
+	}
+	accounts, err := os.ReadFile(passwdFile)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(accounts)) {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) >= 4 && f[3] == strconv.Itoa(gid) && f[0] != u.Username {
+			return false
+		}
+	}
+	return true
 }

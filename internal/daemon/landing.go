@@ -109,6 +109,7 @@ func (d *Daemon) handleClean(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var res api.CleanResult
 	var err error
+	var runID string // the one run cleaned, when a RUN was given
 	switch {
 	case req.Run != "" && req.Ended:
 		err = api.Errorf(api.CodeBadRequest, "give a RUN or --ended, not both")
@@ -121,6 +122,7 @@ func (d *Daemon) handleClean(w http.ResponseWriter, r *http.Request) {
 		}
 		run, rerr := d.store.ResolveRun(ctx, req.Run, ws)
 		if err = rerr; err == nil {
+			runID = run.ID
 			res, err = d.lander.CleanRun(ctx, run)
 		}
 	case req.Ended:
@@ -134,6 +136,17 @@ func (d *Daemon) handleClean(w http.ResponseWriter, r *http.Request) {
 		res, err = d.lander.CleanEnded(ctx, age)
 	default:
 		err = api.Errorf(api.CodeBadRequest, "clean needs a RUN or --ended")
+	}
+	if err == nil && req.Branches {
+		// After the worktrees: a branch checked out in one cannot go.
+		var ids []string
+		var age time.Duration
+		if runID != "" {
+			ids = []string{runID}
+		} else if req.OlderThan != "" {
+			age, _ = humantime.Parse(req.OlderThan) // checked above
+		}
+		res.Branches, err = d.lander.CleanBranches(ctx, ids, age)
 	}
 	if err != nil {
 		d.fail(w, r, err)

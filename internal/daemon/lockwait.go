@@ -38,9 +38,11 @@ func flockAfterDeadHolder(f *os.File, path string, log *zap.Logger) (pid int, ex
 		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
 			return 0, false, err
 		}
-		b, _ := os.ReadFile(path)
-		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		if pid > 0 && processAlive(pid) {
+		// Read through the locked descriptor, not the path: the path is
+		// what another user may have swapped.
+		var start uint64
+		pid, start = readHolder(f)
+		if pid > 0 && processAlive(pid, start) {
 			return pid, false, err
 		}
 		if deadline.IsZero() {
@@ -55,10 +57,67 @@ func flockAfterDeadHolder(f *os.File, path string, log *zap.Logger) (pid int, ex
 	}
 }
 
-// processAlive reports whether pid is a live process. A zombie is not: it
-// holds no files, and a daemon killed by its supervisor stays one until
-// reaped. A process of another user is alive (EPERM).
-func processAlive(pid int) bool {
+// readHolder reads what lock wrote into the lock file: "<pid> <start>",
+// start being the process's start time (see procStart); a file written by
+// an older loopd holds the pid alone (start 0).
+func readHolder(f *os.File) (pid int, start uint64) {
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	fields := strings.Fields(string(b[:n]))
+	if len(fields) == 0 {
+		return 0, 0
+	}
+	pid, _ = strconv.Atoi(fields[0])
+	if len(fields) > 1 {
+		start, _ = strconv.ParseUint(fields[1], 10, 64)
+	}
+	return pid, start
+}
+
+// holderRecord is what lock writes into the lock file: the daemon's pid
+// and its start time, which tells the daemon from a later process that was
+// given the same pid.
+func holderRecord() string {
+	pid := os.Getpid()
+	if start, ok := procStart(pid); ok {
+		return strconv.Itoa(pid) + " " + strconv.FormatUint(start, 10) + "\n"
+	}
+	return strconv.Itoa(pid) + "\n"
+}
+
+// procStart is pid's start time (field 22 of /proc/<pid>/stat, in clock
+// ticks since boot): with the pid, it names one process for as long as the
+// machine runs.
+func procStart(pid int) (uint64, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	f := statFields(stat)
+	if len(f) < 20 {
+		return 0, false
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	return start, err == nil
+}
+
+// statFields are the fields of /proc/<pid>/stat after the command name
+// (which may hold spaces and ')'): the state (field 3) first.
+func statFields(stat []byte) []string {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[i+1:]))
+}
+
+// processAlive reports whether pid is a live process, and, when start is
+// not 0, the one that started at start: the loopd that recorded its pid
+// may be long gone and its pid given to another process, which must not
+// keep the next daemon out (it would exit 75, "already running"). A zombie
+// is not alive: it holds no files, and a daemon killed by its supervisor
+// stays one until reaped. A process of another user is alive (EPERM).
+func processAlive(pid int, start uint64) bool {
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return false
 	}
@@ -66,9 +125,15 @@ func processAlive(pid int) bool {
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist)
 	}
-	// The state follows the command name, which may hold spaces and ')'.
-	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z' && stat[i+2] != 'X'
+	f := statFields(stat)
+	if len(f) == 0 {
+		return true
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return false
+	}
+	if start != 0 && len(f) >= 20 {
+		return f[19] == strconv.FormatUint(start, 10)
 	}
 	return true
 }

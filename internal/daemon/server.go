@@ -336,11 +336,24 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 			if err := dashboard.ResumeRefusal(req.Set); err != nil {
 				return err
 			}
+			if req.OntoBase {
+				return api.Errorf(api.CodeForbidden, "refused: the dashboard does not merge a base branch into a run's worktree; use `loopctl resume %s --onto-base`", id)
+			}
 		}
-		if d.lander.Landing(id) { // its worktree is checked out at the merge under test
-			return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
+		if !req.OntoBase {
+			if d.lander.Landing(id) { // its worktree is checked out at the merge under test
+				return api.Errorf(api.CodeConflict, "run %s is being landed: resume it once `loopctl land` has finished", id)
+			}
+			return d.sched.Resume(r.Context(), id, req.Set)
 		}
-		return d.sched.Resume(r.Context(), id, req.Set)
+		// Land and clean keep away from the worktree while the base is
+		// merged into it.
+		release, ok := d.lander.Hold(id)
+		if !ok {
+			return api.Errorf(api.CodeConflict, "run %s is being landed or cleaned: resume it once that has finished", id)
+		}
+		defer release()
+		return d.sched.ResumeOntoBase(r.Context(), id, req.Set)
 	})
 }
 

@@ -61,9 +61,20 @@ func newTCPServer(h http.Handler, log *zap.Logger) *http.Server {
 // wrong Host, a login code over its limit) with Connection: close, which
 // makes net/http close the connection after the answer instead of keeping
 // it for another request.
+//
+// A refused request that announced a body (Content-Length, chunked,
+// Expect: 100-continue) and never sends it would still hold its
+// connection: after the handler, net/http reads the unread body to
+// discard it, with no deadline (there is no ReadTimeout, see
+// newTCPServer). Its read deadline is therefore set to now once the
+// refusal is answered, and the connection closes at once.
 func closeOnError(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&errorCloser{ResponseWriter: w}, r)
+		ec := &errorCloser{ResponseWriter: w}
+		next.ServeHTTP(ec, r)
+		if ec.status >= 400 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
 	})
 }
 
@@ -72,12 +83,14 @@ func closeOnError(next http.Handler) http.Handler {
 // (their write deadlines).
 type errorCloser struct {
 	http.ResponseWriter
-	wrote bool
+	wrote  bool
+	status int // the error status answered, 0 for none
 }
 
 func (c *errorCloser) WriteHeader(code int) {
 	if !c.wrote && code >= 400 {
 		c.Header().Set("Connection", "close")
+		c.status = code
 	}
 	if code >= 200 {
 		c.wrote = true

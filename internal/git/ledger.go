@@ -51,6 +51,12 @@ type Ledger struct {
 	RunID string
 	Short string // the run's short id, in commit messages
 
+	// Merging makes CommitWorktree look for a merge in progress (left by
+	// MergeBase with conflicts) and complete it: the commit gets the
+	// merged commit as its second parent. Only runs that merged their
+	// base pay for the extra git command.
+	Merging bool
+
 	ident []string // identity variables when the user has none configured
 	known bool
 
@@ -113,6 +119,10 @@ func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) 
 	head, rest, _ := bytes.Cut(out, []byte("\n"))
 	headTree, body, _ := bytes.Cut(rest, []byte("\n"))
 	after := string(head)
+	mergeHead := ""
+	if l.Merging {
+		mergeHead, _ = c.Output(ctx, "rev-parse", "-q", "--verify", "MERGE_HEAD")
+	}
 	if !hasLine(body, l.trailer(seq)) {
 		if _, err := c.Run(ctx, "add", "-A"); err != nil {
 			return Change{}, fmt.Errorf("ledger: %w", err)
@@ -121,9 +131,15 @@ func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) 
 		if err != nil {
 			return Change{}, fmt.Errorf("ledger: %w", err)
 		}
-		if tree != string(headTree) {
+		// A merge in progress is completed even when the resolution
+		// kept the branch's tree: the commit records the base as merged.
+		if tree != string(headTree) || mergeHead != "" {
 			msg := fmt.Sprintf("loop %s: iteration %d\n\n%s\n", l.Short, n, l.trailer(seq))
-			commit, err := c.Output(ctx, "commit-tree", tree, "-p", after, "-m", msg)
+			args := []string{"commit-tree", tree, "-p", after}
+			if mergeHead != "" {
+				args = append(args, "-p", mergeHead)
+			}
+			commit, err := c.Output(ctx, append(args, "-m", msg)...)
 			if err != nil {
 				return Change{}, fmt.Errorf("ledger: %w", err)
 			}
@@ -132,6 +148,13 @@ func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) 
 				return Change{}, fmt.Errorf("ledger: %w", err)
 			}
 			after = commit
+		}
+	}
+	if mergeHead != "" && isAncestor(ctx, c, mergeHead, after) {
+		// Completed (by this commit, or by one made before a crash):
+		// the merge state goes, the files and the index stay.
+		if _, err := c.Run(ctx, "merge", "--quit"); err != nil {
+			return Change{}, fmt.Errorf("ledger: %w", err)
 		}
 	}
 	if before == "" {

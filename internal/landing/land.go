@@ -2,6 +2,7 @@ package landing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -120,9 +121,83 @@ func (l *Lander) Land(ctx context.Context, run storage.Run, opts LandOptions) (*
 	}
 	res, err := l.land(ctx, run, opts)
 	if err != nil {
-		return nil, asRefusal(run, err)
+		err = asRefusal(run, err)
+		if ref, ok := errors.AsType[*Refusal](err); ok && (ref.Kind == git.RefusedConflict || ref.Kind == git.RefusedVerifyFailed) {
+			l.offerOntoBase(run, ref)
+		}
+		return nil, err
 	}
 	return res, nil
+}
+
+// LastRefusalFile is where the last land refusal that the run itself can
+// fix (conflict, verify_failed) is kept, in the run's directory: `loopctl
+// resume --onto-base` tells the agent what it said.
+const LastRefusalFile = "land-refusal.json"
+
+// LastRefusal is the land refusal kept in LastRefusalFile.
+type LastRefusal struct {
+	Kind       string   `json:"kind"`
+	Message    string   `json:"message"`
+	Files      []string `json:"files,omitempty"`
+	OutputTail string   `json:"output_tail,omitempty"`
+	LogPath    string   `json:"log_path,omitempty"`
+	BaseBranch string   `json:"base_branch"`
+	At         int64    `json:"at"`
+}
+
+// ReadLastRefusal reads the run's last kept refusal (nil when there is none).
+func ReadLastRefusal(runDir string) *LastRefusal {
+	b, err := os.ReadFile(filepath.Join(runDir, LastRefusalFile))
+	if err != nil {
+		return nil
+	}
+	var r LastRefusal
+	if json.Unmarshal(b, &r) != nil {
+		return nil
+	}
+	return &r
+}
+
+// offerOntoBase adds the way forward that lets the loop fix a conflict or
+// a failing combination itself, and keeps the refusal for it.
+func (l *Lander) offerOntoBase(run storage.Run, ref *Refusal) {
+	cmd := "loopctl resume " + shortID(run.ID) + " --onto-base"
+	ref.Message += fmt.Sprintf("\nlet the loop fix it: %s merges %s into %s in the run's worktree (conflicts left in the files) and the agent goes on from there",
+		cmd, run.BaseBranch, run.Branch)
+	ref.Hand = append([]string{cmd + "   # or, by hand:"}, ref.Hand...)
+	rec := LastRefusal{Kind: string(ref.Kind), Message: ref.Message, Files: ref.Files, OutputTail: ref.OutputTail,
+		LogPath: ref.LogPath, BaseBranch: run.BaseBranch, At: time.Now().UnixMilli()}
+	dir := l.runDir(run.ID)
+	if err := os.MkdirAll(dir, 0o700); err == nil {
+		err = writeJSONFileAtomic(filepath.Join(dir, LastRefusalFile), rec)
+		if err != nil {
+			l.log.Warn("could not keep the land refusal for resume --onto-base", zap.String("run_id", run.ID), zap.Error(err))
+		}
+	}
+}
+
+// writeJSONFileAtomic writes v whole or not at all (temp file, rename).
+func writeJSONFileAtomic(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // refuseEarly refuses the runs that have nothing to land, or not yet.

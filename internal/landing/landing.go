@@ -88,6 +88,16 @@ func (l *Lander) Landing(runID string) bool {
 	return busy
 }
 
+// Hold keeps land and clean away from a run's worktree while something
+// else works in it (resume --onto-base merging its base): false when a
+// land or clean of the run is under way. release ends the hold.
+func (l *Lander) Hold(runID string) (release func(), ok bool) {
+	if _, busy := l.busy.LoadOrStore(runID, struct{}{}); busy {
+		return nil, false
+	}
+	return func() { l.busy.Delete(runID) }, true
+}
+
 func (l *Lander) runDir(runID string) string { return filepath.Join(l.home, "runs", runID) }
 
 // fileTail is the last n bytes of a file, from a line start when it can.

@@ -378,12 +378,25 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 // one transaction, so a runner pausing it at the same moment cannot make
 // a resume report success and leave it PAUSED.
 func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) error {
+	if _, busy := s.ontoBusy.Load(runID); busy {
+		return &StateError{Msg: fmt.Sprintf("run %s is being resumed with --onto-base; wait for it to finish", runID)}
+	}
+	return s.resume(ctx, runID, sets, nil)
+}
+
+// resume is Resume; onto, when set, is the merge resume --onto-base made
+// (an ended COMPLETED run may then continue too).
+func (s *Scheduler) resume(ctx context.Context, runID string, sets []string, onto *ontoBase) error {
 	err := s.store.Write(ctx, func(tx *storage.Tx) error {
 		run, err := tx.Run(runID)
 		if err != nil {
 			return err
 		}
 		switch run.Status {
+		case api.RunCompleted:
+			if onto == nil {
+				return &StateError{Msg: fmt.Sprintf("run %s is %s and cannot be resumed", runID, run.Status)}
+			}
 		case api.RunPaused, api.RunWaiting, api.RunFailed, api.RunAborted, api.RunInterrupted:
 		case api.RunRunning, api.RunPending:
 			if len(sets) > 0 {
@@ -441,9 +454,12 @@ func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) err
 				return err
 			}
 		}
+		payload := map[string]any{"run_id": runID, "from": run.Status, "set": sets}
+		if onto != nil {
+			payload["onto_base"] = onto
+		}
 		return tx.TransitionRun(storage.Transition{RunID: runID, From: []api.RunStatus{run.Status}, To: api.RunPending,
-			Event: events.RunResumed, ClearRequests: true,
-			Payload: map[string]any{"run_id": runID, "from": run.Status, "set": sets}})
+			Event: events.RunResumed, ClearRequests: true, Payload: payload})
 	})
 	if err != nil {
 		return err

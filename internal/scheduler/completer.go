@@ -343,6 +343,11 @@ func (r *runner) completed() ([]string, bool) {
 		return nil, false
 	}
 	it := last.Iteration
+	if r.onto != nil && it <= r.onto.AfterIteration {
+		// The base was merged in after this iteration (resume
+		// --onto-base): the gates must hold again on the merge.
+		return nil, false
+	}
 	impl := r.hist.LastIn(it, api.PhaseImplementation)
 	if impl == nil || impl.Status != api.StepSucceeded {
 		return nil, false

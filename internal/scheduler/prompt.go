@@ -94,6 +94,10 @@ func (r *runner) prompt(next Next, task string) string {
 		b.WriteString("\n")
 		b.WriteString(fb)
 	}
+	if note := r.ontoBaseNote(); note != "" {
+		b.WriteString("\n")
+		b.WriteString(note)
+	}
 	return b.String()
 }
 

@@ -65,7 +65,8 @@ type runner struct {
 	// change ledger (nil when the workspace is not in git); set in load.
 	workdir    string
 	ledger     *git.Ledger
-	ledgerBase string // an in-place run's baseline snapshot, once known
+	ledgerBase string    // an in-place run's baseline snapshot, once known
+	onto       *ontoBase // the last merge of the base by resume --onto-base (nil: none); set in load
 
 	// Decided once per load so the per-step path does no work for what
 	// the run does not use.

@@ -82,6 +82,8 @@ type Scheduler struct {
 
 	runners sync.WaitGroup // runners and postmortem writers
 
+	ontoBusy sync.Map // ids of runs a resume --onto-base is merging into
+
 	// postCtx bounds postmortem commands: canceled at shutdown, which must
 	// not wait for a user's analysis command.
 	postCtx    context.Context

@@ -58,7 +58,8 @@ func (r *runner) loadWorkspace() {
 				*p = filepath.Join(r.workdir, rel)
 			}
 		}
-		r.ledger = &git.Ledger{Dir: r.run.Worktree, RunID: r.id, Short: shortOf(r.id)}
+		r.onto = readOntoBase(r.dir)
+		r.ledger = &git.Ledger{Dir: r.run.Worktree, RunID: r.id, Short: shortOf(r.id), Merging: r.onto != nil}
 		return
 	}
 	if err != nil {
@@ -192,12 +193,20 @@ func (r *runner) recordChanges(st *storage.Step) {
 // step's ledger commit, else the run's start (its base commit, or an
 // in-place run's baseline snapshot).
 func (r *runner) ledgerPoint(ctx context.Context) string {
+	// A merge of the base (resume --onto-base) after the newest change is
+	// the point: the next change is the agent's, not the base's.
 	for i := len(r.hist.Steps) - 1; i >= 0; i-- {
 		if c := r.hist.Steps[i].ChangeCommit; c != "" {
+			if r.onto != nil && r.onto.AfterSeq >= r.hist.Steps[i].Seq {
+				return r.onto.Point
+			}
 			return c
 		}
 	}
 	if r.isWorktree() {
+		if r.onto != nil {
+			return r.onto.Point
+		}
 		return r.run.BaseCommit
 	}
 	if r.ledgerBase == "" {

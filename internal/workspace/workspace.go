@@ -310,7 +310,56 @@ func LoopDir(dir string) (bool, error) {
 		return false, &ForeignLoopError{Path: path, Mixed: true,
 			Detail: fmt.Sprintf("it is your symlink to %s, which belongs to %s", target, describeUID(to))}
 	}
+	if link, o := foreignLink(dir, uid); link != "" {
+		return false, &ForeignLoopError{Path: path, Mixed: true,
+			Detail: fmt.Sprintf("it leads to %s through %s, a symlink of %s, who can point it elsewhere", target, link, describeUID(o))}
+	}
 	return true, nil
+}
+
+// foreignLink follows dir/.loop as the kernel would, component by
+// component, and returns the first symlink on the way that neither the
+// user nor root owns, with its owner ("" when there is none). The link
+// and the final directory being the user's is not enough: a link in the
+// middle (ws/.loop -> shared/.loop -> the user's directory) belongs to
+// whoever made it, and they can point it anywhere.
+func foreignLink(dir string, uid int) (string, int) {
+	resolved, rest := dir, []string{".loop"}
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		p := filepath.Join(resolved, c)
+		li, err := os.Lstat(p)
+		if err != nil {
+			return "", 0
+		}
+		if li.Mode()&fs.ModeSymlink == 0 {
+			resolved = p
+			continue
+		}
+		if o := owner(li); o != uid && o != 0 {
+			return p, o
+		}
+		if hops++; hops > 40 { // ELOOP: the kernel gives up too
+			return "", 0
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return "", 0
+		}
+		if filepath.IsAbs(t) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(t, "/"), rest...)
+	}
+	return "", 0
 }
 
 // owner is a file's uid (the user's own where the platform does not say).

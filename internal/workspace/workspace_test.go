@@ -291,3 +291,58 @@ func TestLoopDirOwnership(t *testing.T) {
 		})
 	}
 }
+
+// Every link on the way from .loop to its directory must be the user's
+// (or root's): ws/.loop, the user's, leading to shared/.loop, another
+// user's link, leading to a directory of the user's, is not the user's
+// .loop: the other user can point the middle link anywhere.
+func TestLoopDirSymlinkChain(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make a symlink owned by another uid")
+	}
+	root := t.TempDir()
+	target := filepath.Join(root, "mine")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(root, "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	middle := filepath.Join(shared, ".loop")
+	if err := os.Symlink(target, middle); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(root, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(middle, filepath.Join(ws, ".loop")); err != nil {
+		t.Fatal(err)
+	}
+	// All the user's: a chain of links is fine.
+	if ok, err := LoopDir(ws); !ok || err != nil {
+		t.Fatalf("LoopDir with a chain of the user's own links = %v, %v; want true", ok, err)
+	}
+	if err := os.Lchown(middle, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := LoopDir(ws)
+	if ok || err == nil {
+		t.Fatalf("LoopDir through another user's link = %v, %v; want a ForeignLoopError", ok, err)
+	}
+	if !strings.Contains(err.Error(), middle) || !strings.Contains(err.Error(), "uid 65534") {
+		t.Errorf("the refusal does not name the other user's link %s:\n%v", middle, err)
+	}
+	// Through a relative link, too.
+	rel := filepath.Join(root, "ws2")
+	if err := os.Mkdir(rel, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../shared/.loop", filepath.Join(rel, ".loop")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := LoopDir(rel); ok || err == nil {
+		t.Fatalf("LoopDir through another user's link, relative = %v, %v; want a ForeignLoopError", ok, err)
+	}
+}

@@ -1,14 +1,14 @@
-// Package dashboardcmd is `loopctl dashboard`: it prints a one-time login
-// URL for the daemon's web dashboard (and opens it with --open). It starts
-// nothing: the dashboard is served by `loopd --http`.
-package dashboardcmd
+package main
+
+// `loopctl dashboard` prints a one-time login URL for the daemon's web
+// dashboard (and opens it with --open). It starts nothing: the dashboard is
+// served by `loopd --http`.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,29 +21,17 @@ import (
 	"github.com/loopd/loopd/internal/api"
 )
 
-// Factory is what the command needs from loopctl's root: how to name a run
-// and how to reach the daemon.
-type Factory struct {
-	JSON   *bool
-	Out    io.Writer
-	Err    io.Writer
-	Client func(ctx context.Context) (*api.Client, error)
-	// Ref names a run for the API ("last" in the workspace).
-	Ref func(arg string) (api.RunRef, error)
+// dashboardOptions are the flags and argument of `loopctl dashboard`.
+type dashboardOptions struct {
+	*globalOptions
+	Open bool
+	Run  string
 	// Browser opens a file or URL; default: $BROWSER, else xdg-open.
 	Browser func(target string) error
 }
 
-// Options are the command's flags and arguments.
-type Options struct {
-	Factory
-	Open bool
-	Run  string
-}
-
-// New returns the `dashboard` command.
-func New(f Factory) *cobra.Command {
-	o := &Options{Factory: f}
+func newDashboardCmd(g *globalOptions) *cobra.Command {
+	o := &dashboardOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "dashboard [RUN]",
 		Short: "Print a one-time login link to the web dashboard (loopd --http)",
@@ -66,16 +54,16 @@ LOOPD_HTTP=127.0.0.1:7777). See docs/dashboard.md.`,
 	return cmd
 }
 
-func (o *Options) run(ctx context.Context) error {
+func (o *dashboardOptions) run(ctx context.Context) error {
 	req := api.DashboardLoginRequest{}
 	if o.Run != "" {
-		ref, err := o.Ref(o.Run)
+		ref, err := o.ref(o.Run)
 		if err != nil {
 			return err
 		}
 		req.Run, req.Workspace = ref.Ref, ref.Workspace
 	}
-	c, err := o.Client(ctx)
+	c, err := o.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -83,7 +71,7 @@ func (o *Options) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.JSON != nil && *o.JSON {
+	if o.JSON {
 		enc := json.NewEncoder(o.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(login); err != nil {

@@ -1,4 +1,4 @@
-package dashboardcmd
+package main
 
 import (
 	"os"
