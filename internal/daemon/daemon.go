@@ -245,7 +245,7 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	// descriptors the Unix socket needs.
 	var tcpSrv *http.Server
 	if tcp != nil {
-		tcpSrv = newTCPServer(routes, d.log)
+		tcpSrv = tcpguard.NewServer(routes, connContext, d.log)
 		tcp = tcpguard.NewCapListener(tcp, tcpguard.ConnCap(), d.log.Named("http"))
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())

@@ -7,8 +7,10 @@
 // and holds its port on both loopback addresses (ListenLoopback), a
 // connection whose other end another local user owns is closed at once
 // (PeerUID, asked of the kernel by sock_diag), the open connections are
-// capped below the descriptor limit (CapListener), and refusals are
-// logged at most once per interval (Refusals). The bearer token
+// capped below the descriptor limit (CapListener), a connection without
+// a request is closed after a timeout and one after an error answer at
+// once (NewServer, CloseOnError), and refusals are logged at most once
+// per interval (Refusals). The bearer token
 // (LoadToken, TokenOK) is checked here; whether a request is admitted
 // (the token or a dashboard session) is decided once, by the daemon with
 // the dashboard's Auth.
