@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loopd/loopd/internal/api"
 )
@@ -261,4 +262,61 @@ func TestFailingTestsWithExitZeroFailVerification(t *testing.T) {
 		!strings.Contains(v.Error, "exited 0") || v.Tests == nil || *v.Tests.Failed != 1 || v.Tests.FailedNames[0] != "TestParse" {
 		t.Errorf("verification = %+v, tests %+v", v, v.Tests)
 	}
+}
+
+// A resume --set that raises a limit shows the new limit at once, also
+// while the run waits in the queue: the evaluation made under the old limit
+// (after the step before the pause) is not shown against the new
+// conditions. The one slot is held by a run in another workspace, so the
+// resumed run stays PENDING and no new evaluation can hide a stale one.
+func TestResumeSetShowsTheNewLimitAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon("--max-concurrent-runs", "1")
+	e.config("agent=command", e.fakeAgent("FAKE_WAIT_FILE=release-%d"), verifyDone, "max_iterations=3")
+	id := e.start("goal")
+	e.runningStep(id, 1)
+	e.must("pause", id)
+	e.release("release-1")
+	eventually(t, "the pause", 30*time.Second, func() bool { return e.status(id).Status == api.RunPaused })
+	limit := func() api.Condition {
+		for _, c := range e.status(id).Conditions {
+			if c.Type == "max_iterations" {
+				return c
+			}
+		}
+		t.Fatal("status lists no max_iterations condition")
+		return api.Condition{}
+	}
+	count := func(c api.Condition) int {
+		var spec struct{ Count int }
+		if err := json.Unmarshal(c.Spec, &spec); err != nil {
+			t.Fatalf("max_iterations spec %s: %v", c.Spec, err)
+		}
+		return spec.Count
+	}
+	if c := limit(); count(c) != 3 || c.Reason != "0/3 done" {
+		t.Fatalf("paused: the limit is %d (%q), want 3 evaluated after step 1", count(c), c.Reason)
+	}
+
+	other := t.TempDir()
+	e.writeFileIn(other, ".env", "FAKE_WAIT_FILE=hold\n")
+	e.writeFileIn(other, ".loop/config", "agent=command\nagent_command="+scriptedAgent()+"\nmax_iterations=1\n")
+	holder := e.start("-C", other, "hold the slot")
+	e.runningStep(holder, 1)
+
+	e.must("resume", id, "--set", "max_iterations=7")
+	if st := e.status(id).Status; st != api.RunPending {
+		t.Fatalf("resumed behind the holder: %s, want PENDING", st)
+	}
+	if c := limit(); count(c) != 7 || c.Description != "after 7 iterations" {
+		t.Fatalf("right after resume --set max_iterations=7 status shows the limit %d (%q, %q)", count(c), c.Description, c.Reason)
+	}
+	if out := e.must("status", id); !strings.Contains(out, "after 7 iterations") {
+		t.Fatalf("loopctl status does not show the raised limit:\n%s", out)
+	}
+	// Once the run goes on, its own evaluations of the new set are shown.
+	e.writeFileIn(other, "hold", "")
+	eventually(t, "an evaluation under the raised limit", 30*time.Second, func() bool {
+		return strings.HasSuffix(limit().Reason, "/7 done")
+	})
 }

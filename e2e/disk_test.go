@@ -87,8 +87,10 @@ func TestDiskFull(t *testing.T) {
 	f.Close()
 
 	// New work is refused with a message that says what is wrong (in
-	// another workspace: this one has its active in-place run).
-	r := e.loopctl("start", "another goal", "-C", t.TempDir())
+	// another workspace: this one has its active in-place run; with an
+	// agent that is on the PATH, so that start's agent check passes and the
+	// disk is what refuses it).
+	r := e.loopctl("start", "another goal", "-C", t.TempDir(), "--set", "agent=command", "--set", "agent_command=true")
 	if r.code != 69 || !strings.Contains(r.stderr, "out of disk space") {
 		t.Errorf("start on a full disk: exit %d, %s", r.code, r.stderr)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -322,10 +323,19 @@ func secretFilesIn(t *testing.T, dir, secret string) []string {
 	t.Helper()
 	var found []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since its directory was read
+		}
 		if err != nil || d.IsDir() || d.Type()&fs.ModeSocket != 0 {
 			return err
 		}
 		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Removed since its directory was read: the daemon removes
+			// the files of a step it planned but never started when the
+			// run ends, and may still be doing so when wait returns.
+			return nil
+		}
 		if err != nil {
 			return err
 		}

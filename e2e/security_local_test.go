@@ -453,7 +453,7 @@ while True:
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	for _, args := range [][]string{{"list"}, {"start", "--set", "agent=command", "--set", "agent_command=true", "a goal"}} {
+	for _, args := range [][]string{{"list"}, {"start", "--set", "agent=command", "--set", "agent_command=true", "a goal"}, {"daemon", "status"}, {"daemon", "stop"}} {
 		r := e.loopctlEnv([]string{"LOOPD_SOCKET=" + sock}, args...)
 		if r.code != 69 {
 			t.Errorf("loopctl %s on another user's socket: exit %d, want 69\n%s%s", args[0], r.code, r.stdout, r.stderr)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/daemonconf"
 )
 
 // loopdLocked is loopd's exit code when another daemon holds its home.
@@ -31,6 +32,15 @@ func autostart(ctx context.Context, c *api.Client) error {
 	home, err := api.Home()
 	if err != nil {
 		return fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	// The daemon reads its settings (LOOPD_HOME/daemon.conf: its
+	// dashboard's address, how many runs at once) itself, so that one
+	// started here after a crash comes back as the user configured it.
+	// They are checked here first: a bad file is the user's to fix, said
+	// at once with its file, line and key (exit 64), not as a daemon that
+	// "exited" with the reason in its log.
+	if _, err := daemonconf.Load(home); err != nil {
+		return &exitError{code: exitUsage, msg: "cannot start loopd: " + err.Error()}
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return fmt.Errorf("%w: create LOOPD_HOME: %v", api.ErrUnavailable, err)

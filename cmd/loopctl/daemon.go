@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/daemonconf"
 )
 
 func newDaemonCmd(g *globalOptions) *cobra.Command {
@@ -26,7 +28,7 @@ func newDaemonStatusCmd(g *globalOptions) *cobra.Command {
 	o := &daemonStatusOptions{globalOptions: g}
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Show whether the daemon runs, and its pid, version, home and active runs (exit 69 when not running)",
+		Short: "Show whether the daemon runs, and its pid, version, home, active runs and dashboard address (exit 69 when not running)",
 		Args:  cobra.NoArgs,
 		RunE:  o.run,
 	}
@@ -39,6 +41,10 @@ func (o *daemonStatusOptions) run(cmd *cobra.Command, _ []string) error {
 	}
 	info, err := o.newClient(sock).DaemonStatus(cmd.Context())
 	if err != nil {
+		if peer := (*api.PeerError)(nil); errors.As(err, &peer) {
+			// Another user's process serves the socket: say so, not "no daemon".
+			return &exitError{code: exitUnavailable, msg: peer.Error()}
+		}
 		if isUnavailable(err) {
 			if o.JSON {
 				_ = printJSON(o.Out, map[string]any{"running": false, "socket": sock})
@@ -52,8 +58,23 @@ func (o *daemonStatusOptions) run(cmd *cobra.Command, _ []string) error {
 	}
 	fmt.Fprintf(o.Out, "loopd %s running: pid %d, up %s\n  home    %s\n  socket  %s\n  runs    %d active of %d slots\n",
 		info.Version, info.PID, duration(time.Since(info.StartedAt.Time)), info.Home, info.Socket, info.ActiveRuns, info.MaxConcurrent)
+	printDashboard(o.Out, info)
 	printWorktreeDisk(o.Out, info.Worktrees)
 	return nil
+}
+
+// printDashboard adds the TCP listener and the dashboard to `daemon
+// status`, or how to get them: without the line a user cannot tell a
+// daemon that never had --http from one whose dashboard they lost.
+func printDashboard(w io.Writer, info api.DaemonInfo) {
+	switch {
+	case info.Dashboard != "":
+		fmt.Fprintf(w, "  http    %s, dashboard %s (a login link: loopctl dashboard)\n", info.HTTP, info.Dashboard)
+	case info.HTTP != "":
+		fmt.Fprintf(w, "  http    %s (API only, bearer token in %s; no dashboard on this address)\n", info.HTTP, filepath.Join(info.Home, "http.token"))
+	default:
+		fmt.Fprintf(w, "  http    none: no dashboard (set http = 127.0.0.1:7777 in %s, then loopctl daemon stop)\n", daemonconf.Path(info.Home))
+	}
 }
 
 type daemonStopOptions struct {
@@ -81,6 +102,9 @@ func (o *daemonStopOptions) run(cmd *cobra.Command, _ []string) error {
 	c := o.newClient(sock)
 	info, err := c.Ping(cmd.Context())
 	if err != nil {
+		if peer := (*api.PeerError)(nil); errors.As(err, &peer) {
+			return &exitError{code: exitUnavailable, msg: peer.Error()}
+		}
 		if isUnavailable(err) {
 			if o.JSON {
 				return printJSON(o.Out, map[string]any{"stopped": false, "running": false, "socket": sock})

@@ -70,7 +70,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 	pf.StringVarP(&g.Dir, "dir", "C", "", "run as if in DIR: the workspace is the nearest ancestor holding .loop/, else the git top-level, else DIR")
 	root.AddCommand(
 		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
-		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g),
+		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g), newAnswerCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
 		newTrustCmd(g),
 		newManCmd(g),

@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/daemonconf"
 )
 
 // unitName is the systemd user unit that runs loopd.
@@ -44,7 +46,9 @@ func installCmd(o *serviceOptions) *cobra.Command {
 		Use:   "install",
 		Short: "Run loopd as a systemd user service that restarts it when it fails (--print: only print the unit)",
 		Long: `Write the systemd user unit ~/.config/systemd/user/loopd.service, which runs this
-loopd with your LOOPD_HOME and PATH and restarts it when it fails, then reload
+loopd with your LOOPD_HOME and PATH and restarts it when it fails (loopd reads
+its settings, such as the dashboard's address, from LOOPD_HOME/daemon.conf, as
+it does whoever starts it; a bad setting is refused here), then reload
 systemd and enable and start it (a daemon already running outside systemd is
 stopped first; its steps go on and the service's daemon adopts them). Without a
 systemd user manager, the file is written and the commands to run are printed.
@@ -74,6 +78,12 @@ type unitConfig struct {
 	Loopd string // absolute path of loopd
 	Home  string // LOOPD_HOME
 	Path  string // PATH for the daemon and its steps
+
+	// Settings is LOOPD_HOME/daemon.conf, which loopd reads at every
+	// start. The unit names it rather than copying its settings into
+	// flags: flags would win over the file, and a later edit of it would
+	// silently not apply to the service.
+	Settings *daemonconf.File
 }
 
 // renderUnit writes the unit file.
@@ -92,8 +102,16 @@ type unitConfig struct {
 //     ~/.local/bin, ~/go/bin and the like, where agents and tools live.
 func renderUnit(c unitConfig) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `# Written by loopctl daemon install; remove with loopctl daemon uninstall.
-[Unit]
+	b.WriteString("# Written by loopctl daemon install; remove with loopctl daemon uninstall.\n")
+	if c.Settings != nil {
+		now := "none set now"
+		if c.Settings.Summary() != "" {
+			now = "now: " + c.Settings.Summary()
+		}
+		fmt.Fprintf(&b, "# loopd reads its settings from %s at every start (%s);\n"+
+			"# after editing it: systemctl --user restart loopd\n", c.Settings.Path, now)
+	}
+	fmt.Fprintf(&b, `[Unit]
 Description=loopd: runs autonomous coding-agent loops
 
 [Service]
@@ -151,7 +169,11 @@ func (o *serviceOptions) unit() (unitConfig, error) {
 	if err != nil {
 		return unitConfig{}, err
 	}
-	return unitConfig{Loopd: bin, Home: home, Path: os.Getenv("PATH")}, nil
+	settings, err := daemonconf.Load(home)
+	if err != nil {
+		return unitConfig{}, usageErrorf("%v", err)
+	}
+	return unitConfig{Loopd: bin, Home: home, Path: os.Getenv("PATH"), Settings: settings}, nil
 }
 
 func (o *serviceOptions) install(cmd *cobra.Command, _ []string) error {
@@ -163,6 +185,7 @@ func (o *serviceOptions) install(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	text := renderUnit(c)
+	o.warnEnvironment(c)
 	if o.Print {
 		_, err := fmt.Fprint(o.Out, text)
 		return err
@@ -177,7 +200,7 @@ func (o *serviceOptions) install(cmd *cobra.Command, _ []string) error {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	result := map[string]any{"unit": path, "loopd": c.Loopd, "home": c.Home, "enabled": false}
+	result := map[string]any{"unit": path, "loopd": c.Loopd, "home": c.Home, "settings": c.Settings.Path, "enabled": false}
 	fmt.Fprintf(o.Err, "wrote %s (loopd %s, LOOPD_HOME %s)\n", path, c.Loopd, c.Home)
 	if !o.systemd() {
 		fmt.Fprintf(o.Err, "no systemd user manager here; where there is one, run:\n"+
@@ -198,6 +221,19 @@ func (o *serviceOptions) install(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintf(o.Err, "enabled and started %s; loopctl talks to it as usual\n"+
 		"for loops that outlive your login session: loginctl enable-linger \"$USER\"\n", unitName)
 	return o.finish(result)
+}
+
+// warnEnvironment names the LOOPD_* settings of this shell that the unit
+// does not carry: a daemon loopctl starts from here inherits them, the
+// service's would not, and the difference would show only as a missing
+// dashboard after the switch.
+func (o *serviceOptions) warnEnvironment(c unitConfig) {
+	for _, s := range daemonconf.Settings {
+		if v := os.Getenv(s.Env); s.Env != "" && v != "" {
+			fmt.Fprintf(o.Err, "warning: %s=%s is set in this shell, but the service does not inherit it; "+
+				"to keep it, add %s = %s to %s\n", s.Env, v, s.Key, config.QuoteValue(v), c.Settings.Path)
+		}
+	}
 }
 
 // stopUnmanaged stops a daemon that answers on the home's socket before

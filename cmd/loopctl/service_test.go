@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loopd/loopd/internal/daemonconf"
 )
 
 func TestRenderUnit(t *testing.T) {
@@ -35,6 +37,19 @@ WantedBy=default.target
 `
 	if got != want {
 		t.Fatalf("unit:\n%s\nwant:\n%s", got, want)
+	}
+	// The unit names the settings file, and what it sets now.
+	conf := filepath.Join(t.TempDir(), "daemon.conf")
+	if err := os.WriteFile(conf, []byte("http = 127.0.0.1:7777\nmax_concurrent_runs=8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := daemonconf.Load(filepath.Dir(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withConf := renderUnit(unitConfig{Loopd: "/bin/loopd", Home: filepath.Dir(conf), Path: "/bin", Settings: settings})
+	if want := "# loopd reads its settings from " + conf + " at every start (now: http=127.0.0.1:7777 max_concurrent_runs=8);\n"; !strings.HasPrefix(withConf, got[:strings.Index(got, "\n")+1]+want) {
+		t.Errorf("unit does not name its settings:\n%s", withConf)
 	}
 	// Spaces, quotes and specifiers survive systemd's parsing.
 	odd := renderUnit(unitConfig{Loopd: "/opt/my tools/loopd", Home: `/home/a"b/100%`, Path: "/bin"})
@@ -95,7 +110,7 @@ func TestDaemonInstallPrintChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out != renderUnit(unitConfig{Loopd: loopd, Home: home, Path: os.Getenv("PATH")}) {
+	if out != renderUnit(unitConfig{Loopd: loopd, Home: home, Path: os.Getenv("PATH"), Settings: &daemonconf.File{Path: filepath.Join(home, "daemon.conf")}}) {
 		t.Errorf("--print printed:\n%s", out)
 	}
 	if _, err := os.Stat(unit); !os.IsNotExist(err) {
@@ -113,7 +128,7 @@ func TestDaemonInstallWithoutSystemd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != renderUnit(unitConfig{Loopd: loopd, Home: home, Path: os.Getenv("PATH")}) {
+	if string(b) != renderUnit(unitConfig{Loopd: loopd, Home: home, Path: os.Getenv("PATH"), Settings: &daemonconf.File{Path: filepath.Join(home, "daemon.conf")}}) {
 		t.Errorf("unit file:\n%s", b)
 	}
 	for _, want := range []string{"systemctl --user daemon-reload", "systemctl --user enable --now loopd.service", "loginctl enable-linger"} {
@@ -181,5 +196,20 @@ func TestUnitVerifiesWithSystemd(t *testing.T) {
 	out, err := exec.Command(analyze, "verify", unit).CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, text)
+	}
+}
+
+// A LOOPD_* setting of the installing shell that the service would not
+// inherit is named, with where to put it instead.
+func TestDaemonInstallWarnsAboutEnvironment(t *testing.T) {
+	_, _, home := serviceWorld(t)
+	t.Setenv("LOOPD_HTTP", "127.0.0.1:7777")
+	_, errOut, err := runService(t, nil, "install", "--print")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "LOOPD_HTTP=127.0.0.1:7777 is set in this shell, but the service does not inherit it; to keep it, add http = 127.0.0.1:7777 to " + filepath.Join(home, "daemon.conf")
+	if !strings.Contains(errOut, want) {
+		t.Errorf("install --print did not warn %q:\n%s", want, errOut)
 	}
 }

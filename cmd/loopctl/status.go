@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -86,6 +88,8 @@ func printStatus(w io.Writer, r api.Run) {
 			why = "model API unavailable"
 		}
 		state += "  (" + why + "; resumes at " + r.WaitUntil.Local().Format(time.DateTime) + ")"
+	case r.Status == api.RunWaiting && r.Reason == "needs_answer":
+		state += "  (the agent asked a question: loopctl answer " + shortID(r.ID) + " TEXT)"
 	}
 	if r.StopRequested != "" {
 		state += "  [stop requested: " + r.StopRequested + "]"
@@ -104,6 +108,9 @@ func printStatus(w io.Writer, r api.Run) {
 	fmt.Fprintf(tw, "  iteration\t%d  (%d steps, %s running)\n", r.Iteration, r.Steps, ms(r.ElapsedMS))
 	fmt.Fprintf(tw, "  failures\timplementation %d · review %d · verification %d (consecutive)\n",
 		r.Counters.Implementation, r.Counters.Review, r.Counters.Verification)
+	if t := failingTrend(r.FailingTrend); t != "" {
+		fmt.Fprintf(tw, "  tests\t%s\n", t)
+	}
 	fmt.Fprintf(tw, "  usage\t%s\n", usageLine(r.Usage))
 	fmt.Fprintf(tw, "  created\t%s\n", ago(r.CreatedAt))
 	if r.LandedCommit != "" {
@@ -194,4 +201,21 @@ func printEvaluations(w io.Writer, evs []api.Evaluation) {
 		}
 		tw.Flush()
 	}
+}
+
+// failingTrend renders the failing-test counts of the verification
+// failures since the last pass: "failing 5 → 4 → 3" ("?" where a count
+// was not parsed), so a falling count reads as progress.
+func failingTrend(counts []int) string {
+	if len(counts) == 0 {
+		return ""
+	}
+	parts := make([]string, len(counts))
+	for i, n := range counts {
+		parts[i] = "?"
+		if n >= 0 {
+			parts[i] = strconv.Itoa(n)
+		}
+	}
+	return "failing " + strings.Join(parts, " → ")
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/daemon"
+	"github.com/loopd/loopd/internal/daemonconf"
 )
 
 // Exit codes of loopd.
@@ -46,7 +47,8 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("loopd", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: loopd [flags]\n\nRuns the loopd daemon in the foreground. loopctl starts it in the background when needed.\n"+
-			"Every flag can also be set with an environment variable (flags win).\n\nFlags:\n")
+			"Settings the daemon should always have go in HOME/daemon.conf (http = 127.0.0.1:7777, one key per\n"+
+			"flag, with underscores); the environment overrides it, and flags override both (docs/service.md).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	home := fs.String("home", env("LOOPD_HOME", ""), "state directory: database, socket, lock, run logs (env LOOPD_HOME; default $XDG_STATE_HOME/loop or ~/.local/state/loop)")
@@ -78,6 +80,17 @@ func run(args []string) int {
 		fmt.Println("loopd", api.VersionLine())
 		return exitOK
 	}
+	if *home == "" {
+		var err error
+		if *home, err = api.DefaultHome(); err != nil {
+			fmt.Fprintln(os.Stderr, "loopd:", err)
+			return exitUsage
+		}
+	}
+	if err := applySettings(fs, *home); err != nil {
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		return exitUsage
+	}
 	if *maxRuns < 1 {
 		fmt.Fprintf(os.Stderr, "loopd: --max-concurrent-runs must be at least 1, got %d\n", *maxRuns)
 		return exitUsage
@@ -94,12 +107,6 @@ func run(args []string) int {
 	if *format != "console" && *format != "json" {
 		fmt.Fprintf(os.Stderr, "loopd: --log-format must be console or json, got %q\n", *format)
 		return exitUsage
-	}
-	if *home == "" {
-		if *home, err = api.DefaultHome(); err != nil {
-			fmt.Fprintln(os.Stderr, "loopd:", err)
-			return exitUsage
-		}
 	}
 	if *home, err = filepath.Abs(*home); err != nil {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
@@ -158,6 +165,29 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitFailure
 	}
+}
+
+// applySettings gives every flag that neither the command line nor its
+// LOOPD_* variable set the value of HOME/daemon.conf, so that a daemon
+// started by hand, by loopctl after a crash or by systemd runs with the
+// same settings. A bad file is refused whole: the daemon does not start
+// with half of what the user asked for.
+func applySettings(fs *flag.FlagSet, home string) error {
+	conf, err := daemonconf.Load(home)
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, v := range conf.Values {
+		if given[v.Flag] || (v.Env != "" && os.Getenv(v.Env) != "") {
+			continue
+		}
+		if err := fs.Set(v.Flag, v.Value); err != nil {
+			return fmt.Errorf("%s:%d: %s: %v", v.File, v.Line, v.Key, err)
+		}
+	}
+	return nil
 }
 
 func newLogger(lvl zapcore.Level, format string, w *os.File) *zap.Logger {

@@ -192,6 +192,14 @@ func (c *Client) Resume(ctx context.Context, ref RunRef, req ResumeRequest) (Run
 	return run, err
 }
 
+// Answer answers the question the run's agent asked (the run is WAITING
+// with reason needs_answer) and resumes the run.
+func (c *Client) Answer(ctx context.Context, ref RunRef, text string) (Run, error) {
+	var run Run
+	err := c.do(ctx, http.MethodPost, ref.path("/answer"), ref.query(), AnswerRequest{Text: text}, &run)
+	return run, err
+}
+
 // Signal raises the run's user_signal condition.
 func (c *Client) Signal(ctx context.Context, ref RunRef) (Run, error) {
 	var run Run

@@ -216,6 +216,11 @@ type Run struct {
 	Warnings      []string        `json:"warnings,omitempty"`
 	Evaluations   []Evaluation    `json:"evaluations,omitempty"` // --debug: the last 100 evaluations
 
+	// FailingTrend is the failing-test counts of the verification failures
+	// since the last passing one, oldest first (at most eight; -1 where not
+	// parsed): "failing 5 → 4 → 3" in status.
+	FailingTrend []int `json:"failing_trend,omitempty"`
+
 	// Workspace isolation and landing (docs/workspaces.md).
 	Isolation     string `json:"isolation"`      // "in_place" or "worktree"
 	Worktree      string `json:"worktree"`       // the run's worktree; "" for in_place
@@ -263,8 +268,12 @@ type Step struct {
 	Usage      Usage      `json:"usage"`
 	Tests      *Tests     `json:"tests"`
 	Promise    bool       `json:"promise,omitempty"`
-	Pid        int        `json:"pid,omitempty"`
-	Changes    *Changes   `json:"changes"` // nil: nothing is known (not an implementation step, or no ledger)
+	// Question is what the agent asked at the end of this step (the run
+	// WAITs with reason needs_answer); Answer is the user's answer.
+	Question string   `json:"question,omitempty"`
+	Answer   string   `json:"answer,omitempty"`
+	Pid      int      `json:"pid,omitempty"`
+	Changes  *Changes `json:"changes"` // nil: nothing is known (not an implementation step, or no ledger)
 }
 
 // Event is one entry of the durable event log (docs/reference.md, "Events").
@@ -303,6 +312,12 @@ type ResumeRequest struct {
 	OntoBase bool `json:"onto_base,omitempty"`
 }
 
+// AnswerRequest answers the question of a run WAITING with reason
+// needs_answer, and resumes it.
+type AnswerRequest struct {
+	Text string `json:"text"`
+}
+
 // DaemonStopRequest asks the daemon to exit.
 type DaemonStopRequest struct {
 	KillSteps bool `json:"kill_steps,omitempty"`
@@ -317,6 +332,13 @@ type DaemonInfo struct {
 	StartedAt     Time   `json:"started_at"`
 	ActiveRuns    int    `json:"active_runs"`
 	MaxConcurrent int    `json:"max_concurrent_runs"`
+
+	// HTTP is the address the TCP listener (dashboard and API) is bound
+	// to, "" when the daemon has none; Dashboard is the dashboard's URL
+	// there (`loopctl dashboard` prints a login link to it), "" when that
+	// address serves no dashboard.
+	HTTP      string `json:"http,omitempty"`
+	Dashboard string `json:"dashboard,omitempty"`
 
 	// Worktrees is the disk the run worktrees take.
 	Worktrees *WorktreeDisk `json:"worktrees,omitempty"`

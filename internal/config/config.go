@@ -71,10 +71,14 @@ const (
 	// GatePlan holds when the plan file has no unchecked "- [ ]" item. It
 	// requires plan_file.
 	GatePlan Gate = "plan"
+	// GateChanges holds when the run changed something against its base,
+	// as the change ledger records it: "done" with no change is not done.
+	// It requires a git repository.
+	GateChanges Gate = "changes"
 )
 
 // gates lists the valid gates in the order error messages name them.
-var gates = []Gate{GatePromise, GateVerify, GateReview, GatePlan}
+var gates = []Gate{GatePromise, GateVerify, GateReview, GatePlan, GateChanges}
 
 // Duration is a time.Duration that reads and writes humantime strings in JSON
 // and text ("60m" reads as an hour and writes as "1h"), so the frozen
@@ -137,8 +141,9 @@ type Config struct {
 	// replaces the preset's command line; required when Agent is
 	// AgentCommand. Use [Config.AgentCommandLine] to get the command to run.
 	AgentCommand string `json:"agent_command"`
-	// Model (key model, default "claude-sonnet-4-5") is passed to the presets
-	// and selects the price used for max_cost.
+	// Model (key model, default "claude-sonnet-4-5"; none for agent=command)
+	// is passed to the presets and selects the price used for max_cost. A
+	// run without one counts the cost its agent reports.
 	Model string `json:"model"`
 
 	// Prompt (key prompt, default none) is the goal as text. Prompt and
@@ -178,6 +183,10 @@ type Config struct {
 	// "<promise>COMPLETE</promise>") is the line the agent's final message
 	// ends with when it believes the work is done.
 	CompletionPromise string `json:"completion_promise"`
+	// QuestionTag (key question_tag, default "question") names the tag of
+	// a question: a final message ending with <question>…</question> on
+	// its own lines makes the run WAIT (needs_answer) for `loopctl answer`.
+	QuestionTag string `json:"question_tag"`
 
 	// StepTimeout (key step_timeout, default 60m, at least 1s) fails a step
 	// that runs longer.
@@ -216,6 +225,12 @@ type Config struct {
 	// max_consecutive_verification_failures, default 3, 0 disables) fails the
 	// run after this many verification failures in a row.
 	MaxConsecutiveVerificationFailures int `json:"max_consecutive_verification_failures"`
+	// ProgressResetsStreak (key progress_resets_streak, default true) makes
+	// a failed verification with fewer failing tests than the previous
+	// failed verification restart the verification failure streak at 1
+	// instead of extending it: a loop fixing one test per iteration is
+	// making progress, not stuck. false counts every failure.
+	ProgressResetsStreak bool `json:"progress_resets_streak"`
 	// MaxTaskFailures (key max_task_failures, default 3, 0 disables) fails the
 	// run when the same plan task failed verification this many times in a
 	// row.
@@ -298,12 +313,14 @@ func Default() Config {
 		ReviewApprovePattern:                 "APPROVED",
 		Completion:                           []Gate{GatePromise, GateVerify, GateReview},
 		CompletionPromise:                    "<promise>COMPLETE</promise>",
+		QuestionTag:                          "question",
 		StepTimeout:                          Duration(60 * time.Minute),
 		IdleTimeout:                          Duration(15 * time.Minute),
 		MaxIterations:                        50,
 		MaxConsecutiveImplementationFailures: 3,
 		MaxConsecutiveReviewFailures:         0,
 		MaxConsecutiveVerificationFailures:   3,
+		ProgressResetsStreak:                 true,
 		MaxTaskFailures:                      3,
 		PostmortemTimeout:                    Duration(10 * time.Minute),
 		NotifyOn:                             []string{NotifyEnded, NotifyWaiting},

@@ -151,7 +151,7 @@ func TestValidate(t *testing.T) {
 		{"NaN cost", func(c *Config) { c.MaxCost = math.NaN() }, `run config: max_cost: must be an amount in USD ≥ 0, got NaN`},
 		{"bad pattern", func(c *Config) { c.ReviewApprovePattern = "a[" }, "run config: review_approve_pattern: must be a valid regular expression (Go RE2 syntax): error parsing regexp: missing closing ]: `[`"},
 		{"empty verify command", func(c *Config) { c.VerifyCommands = []string{"go test", " "} }, `run config: verify_command: command 2 of 2 is empty`},
-		{"no gates", func(c *Config) { c.Completion = nil }, `run config: completion: must list at least one gate of promise, verify, review, plan`},
+		{"no gates", func(c *Config) { c.Completion = nil }, `run config: completion: must list at least one gate of promise, verify, review, plan, changes`},
 		{"multi-line promise", func(c *Config) { c.CompletionPromise = "a\nb" }, `run config: completion_promise: must be a single line`},
 		{"negative price", func(c *Config) { c.Prices = map[string]Price{"m": {Input: 1, Output: -1}} }, `run config: price.m: output price must be an amount ≥ 0, got -1`},
 		{"price without model", func(c *Config) { c.Prices = map[string]Price{"": {}} }, `run config: price.: the model name must not be empty`},

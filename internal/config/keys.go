@@ -52,7 +52,7 @@ type key struct {
 var keys = []key{
 	{name: "agent", set: setAgent, check: checkAgent},
 	textKey("agent_command", func(c *Config) *string { return &c.AgentCommand }),
-	lineKey("model", func(c *Config) *string { return &c.Model }),
+	modelKey(),
 	textKey("prompt", func(c *Config) *string { return &c.Prompt }),
 	pathKey("prompt_file", mustExist, func(c *Config) *string { return &c.PromptFile }),
 	pathKey("spec_file", mustExist, func(c *Config) *string { return &c.SpecFile }),
@@ -63,6 +63,7 @@ var keys = []key{
 	pathKey("verify_report", notADir, func(c *Config) *string { return &c.VerifyReport }),
 	{name: "completion", set: setCompletion, check: checkCompletion},
 	lineKey("completion_promise", func(c *Config) *string { return &c.CompletionPromise }),
+	{name: "question_tag", set: setQuestionTag, check: checkQuestionTag},
 	durationKey("step_timeout", atLeastASecond, func(c *Config) *Duration { return &c.StepTimeout }),
 	durationKey("idle_timeout", offOrAtLeastASecond, func(c *Config) *Duration { return &c.IdleTimeout }),
 	wholeKey("max_iterations", func(c *Config) *int { return &c.MaxIterations }),
@@ -74,6 +75,7 @@ var keys = []key{
 	wholeKey("max_consecutive_implementation_failures", func(c *Config) *int { return &c.MaxConsecutiveImplementationFailures }),
 	wholeKey("max_consecutive_review_failures", func(c *Config) *int { return &c.MaxConsecutiveReviewFailures }),
 	wholeKey("max_consecutive_verification_failures", func(c *Config) *int { return &c.MaxConsecutiveVerificationFailures }),
+	boolKey("progress_resets_streak", func(c *Config) *bool { return &c.ProgressResetsStreak }),
 	wholeKey("max_task_failures", func(c *Config) *int { return &c.MaxTaskFailures }),
 	wholeKey("no_progress_iterations", func(c *Config) *int { return &c.NoProgressIterations }),
 	pathKey("stop_file", mustExist, func(c *Config) *string { return &c.StopFile }),
@@ -129,6 +131,20 @@ func lineKey(name string, field func(*Config) *string) key {
 		},
 		check: func(c *Config) string { return check(*field(c)) },
 	}
+}
+
+// modelKey is model: a single line that a config may not set empty, and
+// that only agent=command may leave unset (its agent reports its own cost).
+func modelKey() key {
+	k := lineKey("model", func(c *Config) *string { return &c.Model })
+	check := k.check
+	k.check = func(c *Config) string {
+		if c.Model == "" && c.Agent == AgentCommand {
+			return ""
+		}
+		return check(c)
+	}
+	return k
 }
 
 // pathKey is a file path, relative to the workspace unless absolute; empty
@@ -362,6 +378,34 @@ func checkApprovePattern(c *Config) string { return approvePatternProblem(c.Revi
 func approvePatternProblem(p string) string {
 	if _, err := regexp.Compile(p); err != nil {
 		return "must be a valid regular expression (Go RE2 syntax): " + err.Error()
+	}
+	return ""
+}
+
+func setQuestionTag(c *Config, v, _ string) string {
+	if msg := questionTagProblem(v); msg != "" {
+		return msg
+	}
+	c.QuestionTag = v
+	return ""
+}
+
+// checkQuestionTag accepts an empty tag in a config frozen before the key
+// existed: such a run reads questions with the default tag.
+func checkQuestionTag(c *Config) string {
+	if c.QuestionTag == "" {
+		return ""
+	}
+	return questionTagProblem(c.QuestionTag)
+}
+
+// questionTagRE is a tag name: it goes between < and > as it is, so
+// nothing that would change the markup's meaning is allowed.
+var questionTagRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
+func questionTagProblem(v string) string {
+	if !questionTagRE.MatchString(v) {
+		return fmt.Sprintf("must be a tag name (a letter, then letters, digits, _ or -), such as question; got %q", v)
 	}
 	return ""
 }

@@ -231,6 +231,13 @@ func where(e Entry) string {
 // by content, wherever they lead.)
 func applyWorkspaceDefaults(c *Config, ws string, p provenance) []error {
 	unset := func(key string) bool { _, set := p.entries[key]; return !set }
+	if c.Agent == AgentCommand && unset("model") {
+		// The built-in model names a Claude model a command agent may not
+		// run: priced at its rates, a command agent reporting $0.02 a call
+		// would be charged a made-up price and max_cost would enforce it.
+		// Without a model, the agent's reported cost counts.
+		c.Model = ""
+	}
 	if path := filepath.Join(ws, ".loop", "stop.json"); unset("stop_file") && isRegularFile(path) {
 		c.StopFile = path
 	}

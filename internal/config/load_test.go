@@ -734,3 +734,29 @@ func TestLoadGivenWorkspaceConfig(t *testing.T) {
 		t.Fatalf("given as missing: max_iterations %d, %v", c.MaxIterations, err)
 	}
 }
+
+// agent=command has no default model: the built-in Claude model would
+// price a command agent's usage at made-up rates. A model set anywhere
+// stays; a preset keeps its default; an explicit empty model is an error.
+func TestCommandAgentHasNoDefaultModel(t *testing.T) {
+	ws := t.TempDir()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", "")
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"agent=command", "agent_command=true"}, ""},
+		{[]string{"agent=command", "agent_command=true", "model=gpt-5"}, "gpt-5"},
+		{[]string{"agent=claude"}, "claude-sonnet-4-5"},
+	} {
+		c, err := Load(LoadOptions{Workspace: ws, Sets: append([]string{"prompt=goal"}, tc.sets...)})
+		if err != nil || c.Model != tc.want {
+			t.Errorf("%v: model %q, err %v; want %q", tc.sets, c.Model, err, tc.want)
+		}
+	}
+	_, err := Load(LoadOptions{Workspace: ws, Sets: []string{"prompt=goal", "agent=command", "agent_command=true", "model="}})
+	if err == nil || !strings.Contains(err.Error(), "model: must not be empty") {
+		t.Errorf("model= with agent=command: err = %v, want model: must not be empty", err)
+	}
+}

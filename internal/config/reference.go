@@ -83,7 +83,9 @@ var keyDocs = map[string]keyDoc{
 		"`gemini` (Gemini CLI), or `command` (your own `agent_command`). See [agents](agents.md)."},
 	"agent_command": {def: "from the preset", meaning: "A shell command (`sh -c`) that replaces the preset's command line. " +
 		"The prompt arrives on stdin and in `$LOOP_PROMPT_FILE`. Required with `agent=command`."},
-	"model":  {meaning: "The model passed to the presets; also selects the price used for cost and `max_cost`."},
+	"model": {def: "`claude-sonnet-4-5`; none for `agent=command`", meaning: "The model passed to the presets; also " +
+		"selects the price used for cost and `max_cost`. A run with no model (an `agent=command` run that sets none) " +
+		"counts the cost its agent reports."},
 	"prompt": {meaning: "The goal, as text. `loopctl start \"text\"` sets it. Only one of `prompt` and `prompt_file` may be set."},
 	"prompt_file": {def: "`PROMPT.md` if present", meaning: "A file holding the goal, re-read at every iteration (edit it to steer the loop). " +
 		"Relative to the workspace. When the workspace chooses the file (the default `PROMPT.md`, its `.loop/config`, or a " +
@@ -102,10 +104,14 @@ var keyDocs = map[string]keyDoc{
 		"Repeatable: each line adds a command; a layer that sets it replaces the list of the layers below; " +
 		"an empty value clears the list."},
 	"verify_report": {meaning: "A JUnit XML file the verify commands write; test counts and failing test names are read from it."},
-	"completion": {meaning: "The completion gates that must all hold after the same iteration: `promise`, `verify`, `review`, `plan`. " +
+	"completion": {meaning: "The completion gates that must all hold after the same iteration: `promise`, `verify`, `review`, `plan`, " +
+		"`changes` (the run changed something against its base; needs a git repository). " +
 		"`verify` and `review` hold vacuously when not configured, so at least one gate must check something."},
 	"completion_promise": {meaning: "The line the agent's final message must end with to claim completion (`promise` gate). " +
 		"A mention inside prose does not count."},
+	"question_tag": {meaning: "The tag of a question: when the agent's final message ends with `<question>…</question>` " +
+		"on its own lines, the run goes WAITING (`needs_answer`) until `loopctl answer RUN TEXT`; the next prompt carries " +
+		"the question and the answer. No failure is counted."},
 	"step_timeout":   {meaning: "A step that runs longer fails (its processes are stopped). At least 1s."},
 	"idle_timeout":   {meaning: "A step that writes no output for this long fails. `0` disables it."},
 	"max_iterations": {meaning: "The run is ABORTED (`max_iterations:<n>`) after this many iterations. `0` is unlimited."},
@@ -120,6 +126,9 @@ var keyDocs = map[string]keyDoc{
 		"this many implementation failures in a row. `0` disables it."},
 	"max_consecutive_review_failures":       {meaning: "Likewise for review failures in a row. `0` disables it."},
 	"max_consecutive_verification_failures": {meaning: "Likewise for verification failures in a row. `0` disables it."},
+	"progress_resets_streak": {meaning: "A failed verification with fewer failing tests than the previous failed verification " +
+		"restarts the verification failure streak at 1 instead of extending it, so a loop fixing one test per iteration is not " +
+		"declared stuck. `false` counts every failure. `loopctl status` shows the trend (`failing 5 → 4 → 3`)."},
 	"max_task_failures": {meaning: "The run FAILS (`stuck_task:<n>`) when the same plan task failed verification this many " +
 		"times in a row. `0` disables it."},
 	"no_progress_iterations": {meaning: "The run FAILS (`no_progress:<n>`) after this many iterations without progress " +

@@ -82,6 +82,7 @@ type Daemon struct {
 
 	dash     *dashboard.Server // the web dashboard, served on the TCP listener
 	httpAddr string            // host:port of the TCP listener for login URLs, "" without one
+	tcpAddr  string            // the address the TCP listener is bound to, "" without one
 	// noDashboard says why the TCP listener serves no dashboard (a
 	// loopback address other than 127.0.0.1 and ::1), nil when it does.
 	noDashboard error
@@ -203,6 +204,7 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 		d.httpAddr, d.noDashboard = dashboard.LoginHost(tcp)
+		d.tcpAddr = tcp.Addr().String()
 		d.log.Info("serving the API over TCP", zap.String("addr", tcp.Addr().String()),
 			zap.String("token_file", filepath.Join(opts.Home, TokenFile)))
 		if d.noDashboard != nil {

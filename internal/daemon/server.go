@@ -44,6 +44,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/pause", d.handlePause)
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
+	mux.HandleFunc("POST /v1/runs/{ref}/answer", d.handleAnswer)
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
 	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log, d.stepGap))
@@ -212,6 +213,9 @@ func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
 		PID: os.Getpid(), Version: d.opts.Version, Home: d.opts.Home, Socket: d.opts.Socket,
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
 	}
+	if info.HTTP = d.tcpAddr; d.httpAddr != "" && d.noDashboard == nil {
+		info.Dashboard = "http://" + d.httpAddr + "/"
+	}
 	if r.URL.Query().Get("disk") != "" { // a walk of the worktrees: only when asked (every loopctl pings)
 		info.Worktrees = d.lander.WorktreeDisk(r.Context())
 	}
@@ -359,6 +363,11 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handleSignal(w http.ResponseWriter, r *http.Request) {
 	d.command(w, r, &struct{}{}, func(id string) error { return d.sched.Signal(r.Context(), id) })
+}
+
+func (d *Daemon) handleAnswer(w http.ResponseWriter, r *http.Request) {
+	var req api.AnswerRequest
+	d.command(w, r, &req, func(id string) error { return d.sched.Answer(r.Context(), id, req.Text) })
 }
 
 // command decodes a request, resolves its run, applies fn and answers with

@@ -47,7 +47,7 @@ var (
 	// keeps the session cookie from every other server on the machine.
 	ErrHost = errors.New("refused: this is not the dashboard's address; open the link `loopctl dashboard` prints, or send the bearer token")
 	// ErrScope refuses what a dashboard session may not do.
-	ErrScope = errors.New("refused: a dashboard session can view runs and stop, pause, resume, signal or land them; " +
+	ErrScope = errors.New("refused: a dashboard session can view runs and stop, pause, resume, signal, answer or land them; " +
 		"starting runs, trust and stopping the daemon need loopctl (or the bearer token)")
 )
 
@@ -115,7 +115,7 @@ func inSessionScope(r *http.Request) bool {
 		if rest, ok := strings.CutPrefix(p, "/v1/runs/"); ok {
 			ref, action, _ := strings.Cut(rest, "/")
 			switch action {
-			case "stop", "pause", "resume", "signal", "land":
+			case "stop", "pause", "resume", "signal", "answer", "land":
 				return segment(ref)
 			}
 		}

@@ -471,7 +471,8 @@ func TestSessionScope(t *testing.T) {
 		{"GET", "/live/runs/abc/log?step=2", true}, {"POST", "/live/runs/abc/log?step=2", false},
 		{"GET", "/metrics", true}, {"GET", "/v1/runs/abc/diff?iteration=2", true},
 		{"POST", "/v1/runs/abc/stop", true}, {"POST", "/v1/runs/abc/pause", true}, {"POST", "/v1/runs/abc/resume", true},
-		{"POST", "/v1/runs/abc/signal", true}, {"POST", "/v1/runs/abc/land", true},
+		{"POST", "/v1/runs/abc/signal", true}, {"POST", "/v1/runs/abc/land", true}, {"POST", "/v1/runs/abc/answer", true},
+		{"POST", "/v1/runs/abc/answer/x", false},
 
 		{"POST", "/v1/runs", false}, {"POST", "/v1/trust", false}, {"DELETE", "/v1/trust", false},
 		{"POST", "/v1/daemon/stop", false}, {"POST", "/v1/worktrees/clean", false}, {"POST", "/v1/dashboard/login", false},

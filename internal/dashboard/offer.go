@@ -26,10 +26,13 @@ import (
 // ² a worktree run with a branch, until it has landed.
 // ³ unless its worktree was removed (loopd never recreates one).
 // cond: the run has a user_signal condition and its signal is not set yet.
+// A run WAITING with reason needs_answer also offers Answer (its agent
+// asked a question; loopctl answer).
 // A stop asked for hides Stop (asking twice changes nothing); a stop --now
 // asked for hides Stop now as well.
 type offer struct {
 	Stop, StopNow, Pause, Resume, Signal, Land bool
+	Answer                                     bool
 	// Note says why an ended run offers less than it might, or nothing.
 	Note string
 }
@@ -47,7 +50,7 @@ func offerFor(r api.Run) offer {
 	case api.RunPaused:
 		o = offer{Stop: true, Resume: true, Signal: signal}
 	case api.RunWaiting:
-		o = offer{Stop: true, Pause: true, Resume: true, Signal: signal}
+		o = offer{Stop: true, Pause: true, Resume: true, Signal: signal, Answer: r.Reason == "needs_answer"}
 	default: // ended
 		worktree := r.Isolation == "worktree" && r.Branch != ""
 		gone := r.WorktreeState == "removed" || r.WorktreeState == "gone"
@@ -71,11 +74,11 @@ func offerFor(r api.Run) offer {
 // Names lists what o offers, by the data-offer names of the page's
 // controls, for a live update.
 func (o offer) Names() []string {
-	names := make([]string, 0, 6)
+	names := make([]string, 0, 7)
 	for _, c := range []struct {
 		on   bool
 		name string
-	}{{o.Stop, "stop"}, {o.StopNow, "stop-now"}, {o.Pause, "pause"}, {o.Resume, "resume"}, {o.Signal, "signal"}, {o.Land, "land"}} {
+	}{{o.Stop, "stop"}, {o.StopNow, "stop-now"}, {o.Pause, "pause"}, {o.Resume, "resume"}, {o.Signal, "signal"}, {o.Answer, "answer"}, {o.Land, "land"}} {
 		if c.on {
 			names = append(names, c.name)
 		}

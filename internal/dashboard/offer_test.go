@@ -29,6 +29,7 @@ func TestOfferFollowsTheRunsState(t *testing.T) {
 		{"running, stop --now asked", api.Run{Status: api.RunRunning, StopRequested: "now"}, "[pause]"},
 		{"paused", api.Run{Status: api.RunPaused, Conditions: signal}, "[stop resume signal]"},
 		{"waiting", api.Run{Status: api.RunWaiting}, "[stop pause resume]"},
+		{"waiting for an answer", api.Run{Status: api.RunWaiting, Reason: "needs_answer"}, "[stop pause resume answer]"},
 		{"completed in place", api.Run{Status: api.RunCompleted, Isolation: "in_place", Conditions: signal}, "[]"},
 		{"failed in place", api.Run{Status: api.RunFailed, Isolation: "in_place"}, "[resume]"},
 		{"interrupted in place", api.Run{Status: api.RunInterrupted, Isolation: "in_place"}, "[resume]"},

@@ -22,7 +22,7 @@ const (
 	StepInterrupted     Type = "STEP_INTERRUPTED"     // after a restart, a step's outcome was lost
 	RunPaused           Type = "RUN_PAUSED"           // the run is held by the user
 	RunResumed          Type = "RUN_RESUMED"          // a paused, waiting or ended run continues
-	RunWaiting          Type = "RUN_WAITING"          // the agent hit a usage limit; the run waits for its reset
+	RunWaiting          Type = "RUN_WAITING"          // the agent hit a usage limit (the run waits for its reset) or asked a question (payload kind needs_answer, question: it waits for loopctl answer)
 	RunRecovered        Type = "RUN_RECOVERED"        // a RUNNING run was picked up by a restarted daemon
 	ConditionProgressed Type = "CONDITION_PROGRESSED" // a stop condition's progress changed
 	RunCompleted        Type = "RUN_COMPLETED"        // terminal: COMPLETED

@@ -69,6 +69,8 @@ func newMessage(ev api.Event, run api.Run, dashboard bool) Message {
 		Reason      string   `json:"reason"`
 		Description string   `json:"description"`
 		Until       api.Time `json:"until"`
+		Kind        string   `json:"kind"`
+		Question    string   `json:"question"`
 	}
 	_ = json.Unmarshal(ev.Payload, &p)
 	name := run.Name
@@ -83,10 +85,15 @@ func newMessage(ev api.Event, run api.Run, dashboard bool) Message {
 		if !p.Until.IsZero() {
 			fmt.Fprintf(&b, " until %s", p.Until.Local().Format(time.DateTime))
 		}
-		if p.Reason != "" {
-			fmt.Fprintf(&b, ": %s", p.Reason)
+		switch {
+		case p.Kind == "needs_answer":
+			fmt.Fprintf(&b, ": its agent asks a question\n%s\nAnswer with: loopctl answer %s TEXT", p.Question, shortID(run.ID))
+		default:
+			if p.Reason != "" {
+				fmt.Fprintf(&b, ": %s", p.Reason)
+			}
+			b.WriteString("\nIt resumes by itself.")
 		}
-		b.WriteString("\nIt resumes by itself.")
 	case api.RunPaused:
 		fmt.Fprintf(&b, "loopd run %s is PAUSED (loopctl resume %s)", name, shortID(run.ID))
 	default:

@@ -35,6 +35,9 @@ func TestMessage(t *testing.T) {
 			"loopd: parser COMPLETED", []string{"loopd run parser COMPLETED: completed:promise+verify"}, []string{"Next:", "Dashboard"}},
 		{"waiting", api.Event{Type: "RUN_WAITING", Payload: json.RawMessage(`{"until":"2026-11-24T20:00:00.000Z","reason":"usage limit reached"}`)}, true,
 			"loopd: parser WAITING", []string{"loopd run parser is WAITING until ", ": usage limit reached\nIt resumes by itself."}, []string{"Next:"}},
+		{"needs an answer", api.Event{Type: "RUN_WAITING", Payload: json.RawMessage(`{"kind":"needs_answer","question":"Postgres or SQLite?","reason":"the agent asks"}`)}, true,
+			"loopd: parser WAITING", []string{"loopd run parser is WAITING: its agent asks a question\nPostgres or SQLite?\nAnswer with: loopctl answer 01234567 TEXT"},
+			[]string{"resumes by itself", "until"}},
 		{"paused", api.Event{Type: "RUN_PAUSED", Payload: json.RawMessage(`{"run_id":"0123456789abcdef"}`)}, false,
 			"loopd: parser PAUSED", []string{"loopd run parser is PAUSED (loopctl resume 01234567)"}, nil},
 	}

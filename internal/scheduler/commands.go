@@ -468,6 +468,56 @@ func (s *Scheduler) resume(ctx context.Context, runID string, sets []string, ont
 	return nil
 }
 
+// MaxAnswerBytes bounds an answer: it is stored with the step and copied
+// into the next prompt.
+const MaxAnswerBytes = 64 << 10
+
+// Answer gives the user's answer to the question a run WAITING with reason
+// needs_answer asked, and resumes it: the answer is stored on the step that
+// asked (redacted like the goal) and the run goes PENDING in the same
+// transaction, so a daemon that dies after the answer keeps both. The next
+// implementation prompt carries the question and the answer.
+func (s *Scheduler) Answer(ctx context.Context, runID, text string) error {
+	text = strings.TrimSpace(text)
+	switch {
+	case text == "":
+		return &InputError{Msg: "the answer is empty; say what the agent should know"}
+	case len(text) > MaxAnswerBytes:
+		return &InputError{Msg: fmt.Sprintf("the answer is %d bytes, more than %d KiB; point the agent to a file instead", len(text), MaxAnswerBytes>>10)}
+	}
+	err := s.store.Write(ctx, func(tx *storage.Tx) error {
+		run, err := tx.Run(runID)
+		if err != nil {
+			return err
+		}
+		if run.Status != api.RunWaiting || run.Reason != storage.ReasonNeedsAnswer {
+			why := string(run.Status)
+			if run.Reason != "" {
+				why += " (" + run.Reason + ")"
+			}
+			return &StateError{Msg: fmt.Sprintf("run %s is %s, not waiting for an answer: only a run WAITING with reason needs_answer "+
+				"(its agent asked a question) takes one; see `loopctl status %s`", shortOf(runID), why, shortOf(runID))}
+		}
+		cfg, _, err := decodeFrozen(run)
+		if err != nil {
+			return err
+		}
+		answer := secretsOf(cfg).String(text)
+		seq, err := tx.SetAnswer(runID, answer)
+		if err != nil {
+			return err
+		}
+		return tx.TransitionRun(storage.Transition{RunID: runID, From: []api.RunStatus{api.RunWaiting}, To: api.RunPending,
+			Event: events.RunResumed, ClearRequests: true,
+			Payload: map[string]any{"run_id": runID, "from": api.RunWaiting, "reason": "answered", "seq": seq, "answer": answer}})
+	})
+	if err != nil {
+		return err
+	}
+	s.Wake()
+	return nil
+}
+
 // Signal raises the run's user_signal condition; it is evaluated after the
 // current step.
 func (s *Scheduler) Signal(ctx context.Context, runID string) error {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/views"
@@ -290,6 +292,18 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 	if v != nil && v.Class == stop.ClassFailure {
 		return r.verdictDecision(v)
 	}
+	if st != nil && st.Question != "" && st.Answer == "" {
+		// The agent asked instead of finishing: a condition that was met
+		// still ends the run, else it waits for the answer. Never a
+		// completion: the agent said it needs more.
+		if v != nil {
+			return r.verdictDecision(v)
+		}
+		if d := r.userRequests(r.run, false); d != nil {
+			return d
+		}
+		return r.needsAnswer(st)
+	}
 	if gates, ok := r.completed(); ok {
 		return &decision{status: api.RunCompleted, event: events.RunCompleted,
 			reason:      "completed:" + strings.Join(gates, "+"),
@@ -315,6 +329,16 @@ func (r *runner) decide(ev stop.Evaluation, st *storage.Step) *decision {
 			payload: map[string]any{"run_id": r.id, "until": api.Millis(*st.RateLimitedUntil), "reason": st.Error, "kind": reason}}
 	}
 	return nil
+}
+
+// needsAnswer is the decision to wait for the user's answer to the
+// question step st asked: WAITING needs_answer with no reset time, until
+// `loopctl answer` (Scheduler.Answer).
+func (r *runner) needsAnswer(st *storage.Step) *decision {
+	desc := fmt.Sprintf("the agent asks: %s — answer with `loopctl answer %s TEXT`", st.Question, shortOf(r.id))
+	return &decision{status: api.RunWaiting, event: events.RunWaiting, reason: storage.ReasonNeedsAnswer, description: desc,
+		payload: map[string]any{"run_id": r.id, "kind": storage.ReasonNeedsAnswer, "reason": desc, "question": st.Question,
+			"seq": st.Seq, "iteration": st.Iteration}}
 }
 
 func (r *runner) verdictDecision(v *stop.Verdict) *decision {
@@ -381,6 +405,10 @@ func (r *runner) completed() ([]string, bool) {
 			if err != nil || p.Unchecked > 0 {
 				return nil, false
 			}
+		case config.GateChanges:
+			if !r.changedAgainstBase() {
+				return nil, false
+			}
 		}
 		gates = append(gates, string(g))
 	}
@@ -392,6 +420,41 @@ func (r *runner) completed() ([]string, bool) {
 		}
 	}
 	return gates, true
+}
+
+// changedAgainstBase reports whether the run's recorded changes differ
+// from its base (the changes gate): the newest ledger commit's tree
+// against the base's (a worktree run's base commit, an in-place run's
+// baseline snapshot). Changes made and then undone are no change. With no
+// ledger, or a ledger that cannot be read, it does not hold: the gate
+// never passes on what it could not see.
+func (r *runner) changedAgainstBase() bool {
+	if r.ledger == nil {
+		return false
+	}
+	var point string
+	for i := len(r.hist.Steps) - 1; i >= 0 && point == ""; i-- {
+		point = r.hist.Steps[i].ChangeCommit
+	}
+	if point == "" {
+		return false // no step recorded a change
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)
+	defer cancel()
+	base := r.run.BaseCommit
+	if !r.isWorktree() {
+		base = r.ledgerPoint0(ctx)
+	}
+	if base == "" {
+		return true // a recorded change and no base to compare it with
+	}
+	trees, err := git.Cmd{Dir: r.workdir}.Output(ctx, "rev-parse", point+"^{tree}", base+"^{tree}")
+	if err != nil {
+		r.log.Warn("changes gate: compare with the base", zap.Error(err))
+		return false
+	}
+	t := strings.Fields(trees)
+	return len(t) == 2 && t[0] != t[1]
 }
 
 func completionDescription(gates []string, iteration int) string {
@@ -406,6 +469,8 @@ func completionDescription(gates []string, iteration int) string {
 			parts = append(parts, "the review approved")
 		case string(config.GatePlan):
 			parts = append(parts, "every plan item is checked")
+		case string(config.GateChanges):
+			parts = append(parts, "the run changed the workspace")
 		}
 	}
 	return fmt.Sprintf("%s in iteration %d", joinAnd(parts), iteration)

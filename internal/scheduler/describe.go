@@ -143,6 +143,7 @@ func (s *Scheduler) describeFromSteps(ctx context.Context, run storage.Run, cfg 
 	h := NewHistory(steps, pipelineOf(cfg))
 	out.Iteration = h.Iteration()
 	out.Counters = h.Counters()
+	out.FailingTrend = h.FailingTrend()
 	out.Usage = h.Usage()
 	out.ElapsedMS = h.ElapsedMS(now)
 	out.Steps = len(steps)

@@ -13,6 +13,10 @@ type Pipeline struct {
 	Review       bool // a review_command is configured
 	Verification bool // at least one verify_command is configured
 	Setup        bool // a worktree run with a setup_command: it runs once, before iteration 1
+	// ProgressResets (progress_resets_streak): a failed verification with
+	// fewer failing tests than the previous failed one restarts the
+	// verification streak at 1.
+	ProgressResets bool
 }
 
 // Next is the step a run should execute next.
@@ -59,11 +63,13 @@ func (h *History) SetLast(s storage.Step) { h.Steps[len(h.Steps)-1] = s }
 // sum returns the fold of every step.
 func (h *History) sum() *tally {
 	for n := len(h.Steps) - 1; h.folded < n; h.folded++ {
-		h.prefix.add(h.Steps, h.folded)
+		h.prefix.add(h.Steps, h.folded, h.Pipeline)
 	}
 	h.scratch = h.prefix
+	// A new backing array: the scratch must not append into the prefix's.
+	h.scratch.failing = slices.Clip(h.scratch.failing)
 	if len(h.Steps) > 0 {
-		h.scratch.add(h.Steps, len(h.Steps)-1)
+		h.scratch.add(h.Steps, len(h.Steps)-1, h.Pipeline)
 	}
 	return &h.scratch
 }
@@ -74,6 +80,11 @@ type tally struct {
 	testFailures int    // consecutive counted verification failures
 	stuckTask    string // the plan task of the latest verification failures, and how many in a row
 	stuckCount   int
+	// failing holds the failing-test counts of the counted verification
+	// failures since the last passing verification (newest last; at most
+	// trendLen), -1 where the count was not parsed: the trend status shows,
+	// and what progress_resets_streak compares.
+	failing []int
 
 	endedMS int64   // summed durations of ended steps
 	running []int64 // start times of steps without an end (only ever the newest)
@@ -113,7 +124,7 @@ func phaseIndex(p api.Phase) int {
 }
 
 // add folds steps[i] in.
-func (t *tally) add(steps []storage.Step, i int) {
+func (t *tally) add(steps []storage.Step, i int, p Pipeline) {
 	s := &steps[i]
 	if s.EndedAt != nil {
 		t.endedMS += *s.EndedAt - s.StartedAt
@@ -125,17 +136,31 @@ func (t *tally) add(steps []storage.Step, i int) {
 		return // the setup step is in no iteration and no failure streak
 	}
 	failed := s.Status == api.StepFailed
-	if failed {
+	switch {
+	case failed && s.Phase == api.PhaseVerification && p.ProgressResets && t.fewerFailing(s):
+		t.streaks[phaseIndex(s.Phase)] = 1 // progress: the streak starts again
+	case failed:
 		t.streaks[phaseIndex(s.Phase)]++
-	} else {
+	default:
 		t.streaks[phaseIndex(s.Phase)] = 0
 	}
 	if s.Phase == api.PhaseVerification {
 		t.lastVerification = i + 1
 		if failed {
 			t.testFailures++
+			n := -1
+			if s.TestsFailed != nil {
+				n = *s.TestsFailed
+			}
+			if len(t.failing) == trendLen {
+				// Copy rather than shift in place: the prefix and the
+				// scratch may share the array.
+				t.failing = slices.Clone(t.failing[1:])
+			}
+			t.failing = append(t.failing, n)
 		} else {
 			t.testFailures = 0
+			t.failing = nil
 		}
 		if s.PlanTask != "" {
 			switch {
@@ -167,6 +192,20 @@ func (t *tally) add(steps []storage.Step, i int) {
 	if s.PlanChecked != nil {
 		t.iter.checked = max(t.iter.checked, *s.PlanChecked)
 	}
+}
+
+// trendLen bounds the failing-test trend kept for status.
+const trendLen = 8
+
+// fewerFailing reports whether verification step s failed fewer tests than
+// the previous failed verification, both counts parsed. A failure whose
+// tests could not be counted is never progress.
+func (t *tally) fewerFailing(s *storage.Step) bool {
+	if s.TestsFailed == nil || len(t.failing) == 0 {
+		return false
+	}
+	prev := t.failing[len(t.failing)-1]
+	return prev >= 0 && *s.TestsFailed < prev
 }
 
 // endIteration closes the current iteration: compared with the one before
@@ -280,7 +319,9 @@ func (h *History) setupDone() bool {
 // iteration: the loop goes back to implementation, never review after
 // review.
 func (h *History) following(s *storage.Step) (api.Phase, bool) {
-	if s.Status != api.StepSucceeded {
+	if s.Status != api.StepSucceeded || s.Question != "" {
+		// A question ends the iteration: nothing is verified or reviewed
+		// until the answer came and the agent went on.
 		return "", false
 	}
 	switch s.Phase {
@@ -348,6 +389,12 @@ func (h *History) Counters() api.Counters {
 	t := h.sum()
 	return api.Counters{Implementation: t.streaks[0], Review: t.streaks[1], Verification: t.streaks[2]}
 }
+
+// FailingTrend returns the failing-test counts of the verification failures
+// since the last passing verification, oldest first (at most the newest
+// eight; -1 where the count was not parsed); nil when the last
+// verification passed or none failed.
+func (h *History) FailingTrend() []int { return slices.Clone(h.sum().failing) }
 
 // TestFailureStreak counts the verification steps at the end of the
 // history whose tests failed, consecutively.

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/loopd/loopd/internal/api"
@@ -180,7 +181,7 @@ func TestHistoryFoldMatchesDefinitions(t *testing.T) {
 	phases := []api.Phase{api.PhaseImplementation, api.PhaseReview, api.PhaseVerification}
 	statuses := []api.StepStatus{api.StepSucceeded, api.StepFailed, api.StepFailed, api.StepInterrupted, api.StepCanceled}
 	for round := range 200 {
-		p := Pipeline{Review: rng.IntN(2) == 0, Verification: rng.IntN(4) > 0}
+		p := Pipeline{Review: rng.IntN(2) == 0, Verification: rng.IntN(4) > 0, ProgressResets: rng.IntN(2) == 0}
 		h := NewHistory(nil, p)
 		iteration := 1
 		for seq := 1; seq <= 60; seq++ {
@@ -210,6 +211,10 @@ func TestHistoryFoldMatchesDefinitions(t *testing.T) {
 				n := rng.IntN(4)
 				s.PlanChecked = &n
 			}
+			if rng.IntN(4) > 0 {
+				n := rng.IntN(4)
+				s.TestsFailed = &n
+			}
 			switch rng.IntN(4) {
 			case 0:
 				c := rng.Float64()
@@ -231,6 +236,14 @@ func check(t *testing.T, round int, h *History) {
 	n := len(h.Steps)
 	if got, want := h.Streaks(), defStreaks(h); !maps.Equal(got, want) && !(len(got) == 3 && zeroOr(got, want)) {
 		t.Fatalf("round %d, %d steps: Streaks = %v, want %v", round, n, got, want)
+	}
+	if got, want := h.FailingTrend(), defFailingTrend(h); !slices.Equal(got, want) {
+		t.Fatalf("round %d, %d steps: FailingTrend = %v, want %v", round, n, got, want)
+	}
+	// A restarted daemon folds the persisted steps afresh: the same numbers.
+	fresh := NewHistory(h.Steps, h.Pipeline)
+	if got, want := fresh.Counters(), h.Counters(); got != want {
+		t.Fatalf("round %d, %d steps: Counters after a restart = %+v, want %+v", round, n, got, want)
 	}
 	if got, want := h.TestFailureStreak(), defTestFailureStreak(h); got != want {
 		t.Fatalf("round %d, %d steps: TestFailureStreak = %d, want %d", round, n, got, want)
@@ -270,18 +283,52 @@ func zeroOr(got, want map[api.Phase]int) bool {
 
 func defStreaks(h *History) map[api.Phase]int {
 	streaks := map[api.Phase]int{}
+	prevFailing := -1 // failing tests of the previous failed verification, -1 unknown
 	for i := range h.Steps {
 		s := &h.Steps[i]
-		if !counts(s) {
+		if !counts(s) || s.Phase == api.PhaseSetup {
 			continue
 		}
-		if s.Status == api.StepFailed {
+		switch {
+		case s.Status == api.StepFailed && s.Phase == api.PhaseVerification && h.Pipeline.ProgressResets &&
+			s.TestsFailed != nil && prevFailing >= 0 && *s.TestsFailed < prevFailing:
+			streaks[s.Phase] = 1
+		case s.Status == api.StepFailed:
 			streaks[s.Phase]++
-		} else {
+		default:
 			streaks[s.Phase] = 0
+		}
+		if s.Phase == api.PhaseVerification {
+			prevFailing = -1
+			if s.Status == api.StepFailed && s.TestsFailed != nil {
+				prevFailing = *s.TestsFailed
+			}
 		}
 	}
 	return streaks
+}
+
+func defFailingTrend(h *History) []int {
+	var trend []int
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.Phase != api.PhaseVerification || !counts(s) {
+			continue
+		}
+		if s.Status != api.StepFailed {
+			trend = nil
+			continue
+		}
+		n := -1
+		if s.TestsFailed != nil {
+			n = *s.TestsFailed
+		}
+		trend = append(trend, n)
+	}
+	if len(trend) > trendLen {
+		trend = trend[len(trend)-trendLen:]
+	}
+	return trend
 }
 
 func defTestFailureStreak(h *History) int {

@@ -38,6 +38,12 @@ func (s *Scheduler) isolate(ctx context.Context, run *storage.Run, cfg config.Co
 	if err != nil && !notGit {
 		return "", nil, fmt.Errorf("inspect the workspace's repository: %w", err)
 	}
+	if notGit && cfg.HasGate(config.GateChanges) {
+		// The gate reads the change ledger, which only a git repository
+		// has: without one the run could never complete.
+		return "", nil, &InputError{Msg: "completion gate \"changes\" needs a git repository; nothing was created",
+			Problems: []string{fmt.Sprintf("%s is not inside a git working tree: run `git init`, or drop changes from completion", run.Workspace)}}
+	}
 	if cfg.Isolation != config.IsolationWorktree {
 		var warnings []string
 		if cfg.SetupCommand != "" {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,6 +90,71 @@ func TestStateMachine(t *testing.T) {
 				"implementation:SUCCEEDED verification:FAILED implementation:SUCCEEDED verification:FAILED",
 		},
 		{
+			name: "failing tests going 5, 4, 3, 2, 1, 0 is progress, not a streak (progress_resets_streak default)",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					return unittestRun(5 - (seq/2 - 1)) // seq 2, 4, …: 5, 4, 3, 2, 1, 0 failing
+				}
+				return fakeStep{}
+			},
+			status: api.RunCompleted, reason: "completed:verify",
+			steps: strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 5) +
+				"implementation:SUCCEEDED verification:SUCCEEDED",
+		},
+		{
+			name: "failing tests that do not fall still fail after exactly 3",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					return unittestRun(5)
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 3)),
+		},
+		{
+			name: "a rise then a fall restarts the streak only on the fall",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					// 5, 6 (streak 2), 4 (restarts: 1), 4 (2), 4 (3: fails)
+					return unittestRun([]int{5, 6, 4, 4, 4}[seq/2-1])
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 5)),
+		},
+		{
+			name: "progress_resets_streak=false counts every failure, falling or not",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify", "progress_resets_streak=false"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification {
+					return unittestRun(5 - (seq/2 - 1))
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 3)),
+		},
+		{
+			name: "a failure whose tests could not be counted is never progress",
+			sets: []string{"max_iterations=10", "verify_command=tests", "completion=verify"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				if phase == api.PhaseVerification && seq == 2 {
+					return unittestRun(5)
+				}
+				if phase == api.PhaseVerification {
+					return fakeStep{code: 1, output: "segmentation fault\n"}
+				}
+				return fakeStep{}
+			},
+			status: api.RunFailed, reason: "max_consecutive_failures:verification:3",
+			steps: strings.TrimSpace(strings.Repeat("implementation:SUCCEEDED verification:FAILED ", 3)),
+		},
+		{
 			name: "a failed implementation skips verification and counts toward its streak",
 			sets: []string{"max_iterations=10", "verify_command=true", "max_consecutive_implementation_failures=2"},
 			script: func(phase api.Phase, seq int) fakeStep {
@@ -123,6 +189,24 @@ func TestStateMachine(t *testing.T) {
 			steps: "implementation:FAILED",
 		},
 		{
+			name: "a question makes the run wait for an answer, with no verification and no failure",
+			sets: []string{"max_iterations=5", "verify_command=false", "max_consecutive_implementation_failures=1"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				return fakeStep{output: "I found two schemas.\n<question>Migrate the old one or drop it?</question>\n"}
+			},
+			status: api.RunWaiting, reason: "needs_answer", desc: "the agent asks: Migrate the old one or drop it?",
+			steps: "implementation:SUCCEEDED",
+		},
+		{
+			name: "a question quoted in prose is no question",
+			sets: []string{"max_iterations=1"},
+			script: func(phase api.Phase, seq int) fakeStep {
+				return fakeStep{output: "I could ask <question>why?</question> but I will not\n"}
+			},
+			status: api.RunAborted, reason: "max_iterations:1",
+			steps: "implementation:SUCCEEDED",
+		},
+		{
 			name: "a step that cannot start fails without running",
 			sets: []string{"max_iterations=5", "max_consecutive_implementation_failures=1"},
 			script: func(phase api.Phase, seq int) fakeStep {
@@ -154,6 +238,25 @@ func TestStateMachine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unittestRun is a verification step's `python -m unittest` output with
+// failing of five tests failing (exit 1), or all passing (exit 0).
+func unittestRun(failing int) fakeStep {
+	var b strings.Builder
+	for i := range failing {
+		fmt.Fprintf(&b, "======================================================================\n"+
+			"FAIL: test_%d (tests.test_calc.TestCalc.test_%d)\n"+
+			"----------------------------------------------------------------------\n"+
+			"AssertionError: 2 != 3\n\n", i, i)
+	}
+	b.WriteString("----------------------------------------------------------------------\nRan 5 tests in 0.001s\n\n")
+	if failing == 0 {
+		b.WriteString("OK\n")
+		return fakeStep{output: b.String()}
+	}
+	fmt.Fprintf(&b, "FAILED (failures=%d)\n", failing)
+	return fakeStep{code: 1, output: b.String()}
 }
 
 func TestStateMachineRequests(t *testing.T) {
@@ -416,5 +519,128 @@ func TestLedgerRecordsEachIterationsChange(t *testing.T) {
 	}
 	if !slices.Equal(changed, []int{1, 0, 2, 0}) {
 		t.Fatalf("files changed per step %v, want [1 0 2 0]", changed)
+	}
+}
+
+// The changes gate: a promise with nothing changed does not complete; a
+// change that is later undone is no change; a real change completes. The
+// workspace is a real git repository and the ledger records the steps.
+func TestChangesGate(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	const promise = "<promise>COMPLETE</promise>\n"
+	tests := []struct {
+		name   string
+		files  map[int]map[string]string // by step seq
+		status api.RunStatus
+		reason string
+	}{
+		{name: "a promise with no change does not complete", status: api.RunAborted, reason: "max_iterations:3"},
+		{name: "a change made and undone is no change",
+			files:  map[int]map[string]string{1: {"a.txt": "one\n"}, 2: {"a.txt": "base\n"}},
+			status: api.RunAborted, reason: "max_iterations:3"},
+		{name: "a change completes", files: map[int]map[string]string{2: {"a.txt": "two\n"}},
+			status: api.RunCompleted, reason: "completed:promise+changes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			t.Setenv("HOME", t.TempDir())
+			if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("base\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"init", "-q"}, {"add", "a.txt"},
+				{"-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "-m", "0"}} {
+				cmd := exec.Command("git", args...)
+				cmd.Dir = ws
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v %s", args, err, out)
+				}
+			}
+			fx := newFakeExec(t, func(phase api.Phase, seq int) fakeStep {
+				if seq == 1 {
+					return fakeStep{output: "working\n", files: tt.files[seq]}
+				}
+				return fakeStep{output: promise, files: tt.files[seq]}
+			})
+			h := newHarness(t, fx)
+			id := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=3", "completion=promise,changes")
+			run := h.drive(id, false)
+			if run.Status != tt.status || run.Reason != tt.reason {
+				t.Fatalf("run %s %q (%s), want %s %q", run.Status, run.Reason, run.Description, tt.status, tt.reason)
+			}
+		})
+	}
+}
+
+// A question round-trip: the run waits (never claimed by itself), an
+// answer to a run that does not wait is refused, the answer resumes it,
+// and the next prompt carries the question and the answer.
+func TestQuestionAnswer(t *testing.T) {
+	const promise = "<promise>COMPLETE</promise>"
+	var prompts []string
+	fx := newFakeExec(t, nil)
+	fx.script = func(phase api.Phase, seq int) fakeStep {
+		if seq == 1 {
+			return fakeStep{output: "<question>\nWhich port, token sk-live-123?\n</question>\n"}
+		}
+		return fakeStep{output: "done\n" + promise + "\n"}
+	}
+	h := newHarness(t, fx)
+	ctx := context.Background()
+	other := h.start("", "agent=command", "agent_command=agent", "max_iterations=1")
+	h.drive(other, false)
+	var se *StateError
+	if err := h.s.Answer(ctx, other, "8080"); !errors.As(err, &se) || !strings.Contains(se.Msg, "not waiting for an answer") {
+		t.Fatalf("answer to an ended run: %v", err)
+	}
+
+	ws := t.TempDir()
+	envFile := filepath.Join(ws, "secrets.env")
+	if err := os.WriteFile(envFile, []byte("DEPLOY_TOKEN=sk-live-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=5", "completion=promise", "env_file="+envFile)
+	run := h.drive(id, false)
+	if run.Status != api.RunWaiting || run.Reason != "needs_answer" || run.WaitUntil != nil {
+		t.Fatalf("after the question: %s %q wait_until %v", run.Status, run.Reason, run.WaitUntil)
+	}
+	if _, err := h.store.Claimable(ctx, 1<<62); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a run waiting for an answer is claimable by itself: %v", err)
+	}
+	if err := h.s.Answer(ctx, id, "  "); err == nil {
+		t.Fatal("an empty answer was accepted")
+	}
+	if err := h.s.Answer(ctx, id, "Use 8080, not sk-live-123."); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.Answer(ctx, id, "again"); !errors.As(err, &se) {
+		t.Fatalf("a second answer: %v", err)
+	}
+	h.claim(id)
+	run = h.drive(id, false)
+	if run.Status != api.RunCompleted || run.Reason != "completed:promise" {
+		t.Fatalf("after the answer: %s %q (%s)", run.Status, run.Reason, run.Description)
+	}
+	steps := h.steps(id)
+	if got := statuses(steps); got != "implementation:SUCCEEDED implementation:SUCCEEDED" || steps[1].Iteration != 2 {
+		t.Fatalf("steps %s", got)
+	}
+	if steps[0].Question != "Which port, token [REDACTED:DEPLOY_TOKEN]?" || steps[0].Answer != "Use 8080, not [REDACTED:DEPLOY_TOKEN]." {
+		t.Fatalf("stored question %q answer %q", steps[0].Question, steps[0].Answer)
+	}
+	b, err := os.ReadFile(strings.TrimSuffix(steps[1].LogPath, ".log") + ".prompt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts = append(prompts, string(b))
+	for _, want := range []string{"## Your question from iteration 1\n\nWhich port, token [REDACTED:DEPLOY_TOKEN]?", "## The answer\n\nUse 8080, not [REDACTED:DEPLOY_TOKEN]."} {
+		if !strings.Contains(prompts[0], want) {
+			t.Errorf("the next prompt lacks %q:\n%s", want, prompts[0])
+		}
+	}
+	if strings.Contains(prompts[0], "Feedback from iteration") {
+		t.Errorf("the question's iteration got failure feedback:\n%s", prompts[0])
 	}
 }

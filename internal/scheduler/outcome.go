@@ -174,6 +174,11 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 		// mid-turn may end on an assistant text that merely quotes it.
 		ended := res.Format == transcript.FormatText || res.Format == transcript.FormatGeneric || (res.ResultSeen && !res.IsError)
 		st.Promise = ended && transcript.HasPromise(res.FinalMessage, r.cfg.CompletionPromise)
+		if q, ok := transcript.Question(res.FinalMessage, r.questionTag()); ok && ended && !st.Promise && st.Status == api.StepSucceeded {
+			// Redacted like the goal: it is stored, shown and sent back
+			// to the model with the answer.
+			st.Question = r.secrets.String(tailString(q, finalMessageCap))
+		}
 	}
 	if res.RateLimit != nil {
 		now := r.s.opts.Now()
@@ -217,6 +222,15 @@ func (r *runner) readAgentOutput(st *storage.Step) {
 			st.Error = fmt.Sprintf("the review did not approve (no match for %q in its output)", r.cfg.ReviewApprovePattern)
 		}
 	}
+}
+
+// questionTag is the run's question tag; a config frozen before
+// question_tag existed uses the default.
+func (r *runner) questionTag() string {
+	if r.cfg.QuestionTag == "" {
+		return "question"
+	}
+	return r.cfg.QuestionTag
 }
 
 // agentWords is the agent's last word on an error: its structured error

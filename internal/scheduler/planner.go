@@ -62,7 +62,19 @@ func (r *runner) planNext() (*planned, []string, *decision, error) {
 			return nil, nil, d, nil
 		}
 	}
+	var credential string
+	if next.Phase == api.PhaseImplementation {
+		// Another run of the same account hit its usage limit: this one
+		// would only hit it too.
+		credential = credentialOf(r.cfg.Agent, env)
+		if d, err := r.sharedLimit(credential); d != nil || err != nil {
+			return nil, nil, d, err
+		}
+	}
 	p, err := r.buildStep(next)
+	if p != nil {
+		p.step.Credential = credential
+	}
 	return p, env, nil, err
 }
 

@@ -90,7 +90,12 @@ func (r *runner) prompt(next Next, task string) string {
 		fmt.Fprintf(&b, "\nWhen the goal is fully achieved, end your final message with this line, on its own:\n%s\n", r.cfg.CompletionPromise)
 		b.WriteString("Do not write that line otherwise.\n")
 	}
-	if fb := r.feedback(next.Iteration - 1); fb != "" {
+	if qa := r.questionAndAnswer(next.Iteration - 1); qa != "" {
+		// The iteration that asked ended on its question: the answer is
+		// its feedback (nothing was verified).
+		b.WriteString("\n")
+		b.WriteString(qa)
+	} else if fb := r.feedback(next.Iteration - 1); fb != "" {
 		b.WriteString("\n")
 		b.WriteString(fb)
 	}
@@ -99,6 +104,23 @@ func (r *runner) prompt(next Next, task string) string {
 		b.WriteString(note)
 	}
 	return b.String()
+}
+
+// questionAndAnswer is the question the agent asked at the end of
+// iteration it and the user's answer, "" when it asked none.
+func (r *runner) questionAndAnswer(it int) string {
+	if it < 1 {
+		return ""
+	}
+	impl := r.hist.LastIn(it, api.PhaseImplementation)
+	if impl == nil || impl.Question == "" {
+		return ""
+	}
+	answer := impl.Answer
+	if answer == "" {
+		answer = "(the run was resumed without an answer: decide for yourself and say what you chose)"
+	}
+	return fmt.Sprintf("## Your question from iteration %d\n\n%s\n\n## The answer\n\n%s\n", it, impl.Question, answer)
 }
 
 // feedback describes how iteration it went, when it did not complete.

@@ -404,7 +404,8 @@ func planLimit(cfg config.Config) int {
 
 func pipelineOf(cfg config.Config) Pipeline {
 	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0,
-		Setup: cfg.Isolation == config.IsolationWorktree && cfg.SetupCommand != ""}
+		Setup:          cfg.Isolation == config.IsolationWorktree && cfg.SetupCommand != "",
+		ProgressResets: cfg.ProgressResetsStreak}
 }
 
 // defaultPrices is the built-in pricing table, built once and shared by

@@ -15,7 +15,7 @@ import (
 // shows without reading every step. Every number is the same fold as the
 // History's own, so the two can never disagree.
 func statsOf(h *History) storage.RunStats {
-	st := storage.RunStats{Iteration: h.Iteration(), Counters: h.Counters(), Usage: h.Usage()}
+	st := storage.RunStats{Iteration: h.Iteration(), Counters: h.Counters(), Usage: h.Usage(), FailingTrend: h.FailingTrend()}
 	t := h.sum()
 	st.EndedMS = t.endedMS
 	if len(t.running) > 0 {
@@ -95,6 +95,7 @@ func (s *Scheduler) fastDescribe(ctx context.Context, run storage.Run, out *api.
 func (s *Scheduler) fillFromView(run storage.Run, out *api.Run, v *storage.RunView, now int64) {
 	stats, last := &v.Stats, &v.Last
 	out.Iteration, out.Counters, out.Usage = stats.Iteration, stats.Counters, stats.Usage
+	out.FailingTrend = stats.FailingTrend
 	out.ElapsedMS = stats.EndedMS
 	if stats.RunningSince != nil {
 		out.ElapsedMS += max(now-*stats.RunningSince, 0)

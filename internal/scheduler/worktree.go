@@ -209,6 +209,12 @@ func (r *runner) ledgerPoint(ctx context.Context) string {
 		}
 		return r.run.BaseCommit
 	}
+	return r.ledgerPoint0(ctx)
+}
+
+// ledgerPoint0 is an in-place run's baseline snapshot: the workspace as
+// the run found it ("" when it has none).
+func (r *runner) ledgerPoint0(ctx context.Context) string {
 	if r.ledgerBase == "" {
 		r.ledgerBase, _ = git.Cmd{Dir: r.run.Workspace}.Output(ctx, "rev-parse", "--verify", "-q", git.SnapshotRef(r.id, 0)+"^{commit}")
 	}

@@ -501,7 +501,9 @@ var maxConsecutiveFailuresKind = &kind[MaxConsecutiveFailures]{
 		v.atLeastOne(p, "limit", int64(c.Limit))
 	},
 	measure: measureMaxConsecutiveFailures,
-	summary: "`phase` (`implementation`, `review` or `verification`) failed `limit` times in a row.",
+	summary: "`phase` (`implementation`, `review` or `verification`) failed `limit` times in a row. " +
+		"With `progress_resets_streak` (on by default), a verification failure with fewer failing tests than " +
+		"the previous one restarts the verification streak at 1: failing tests going 5 → 4 → 3 is progress, not a streak.",
 	example: MaxConsecutiveFailures{Phase: "verification", Limit: 3},
 }
 

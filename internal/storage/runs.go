@@ -293,7 +293,7 @@ func (s *Store) RunsInStatus(ctx context.Context, statuses ...api.RunStatus) ([]
 func (s *Store) Claimable(ctx context.Context, now int64) (Run, error) {
 	var r Run
 	err := s.get(ctx, &r, `SELECT `+runColumns+` FROM runs
-		WHERE status = 'PENDING' OR (status = 'WAITING' AND COALESCE(wait_until, 0) <= ?)
+		WHERE status = 'PENDING' OR (status = 'WAITING' AND COALESCE(wait_until, 0) <= ? AND reason <> '`+ReasonNeedsAnswer+`')
 		ORDER BY created_at, rowid LIMIT 1`, now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
@@ -301,10 +301,15 @@ func (s *Store) Claimable(ctx context.Context, now int64) (Run, error) {
 	return r, err
 }
 
+// ReasonNeedsAnswer is the reason of a run WAITING for the user's answer
+// to its agent's question: it has no reset time and is never claimed by
+// itself, only resumed by an answer.
+const ReasonNeedsAnswer = "needs_answer"
+
 // NextWakeUp returns the earliest reset time among WAITING runs, or 0.
 func (s *Store) NextWakeUp(ctx context.Context) (int64, error) {
 	var at sql.NullInt64
-	err := s.get(ctx, &at, `SELECT MIN(COALESCE(wait_until, 0)) FROM runs WHERE status = 'WAITING'`)
+	err := s.get(ctx, &at, `SELECT MIN(COALESCE(wait_until, 0)) FROM runs WHERE status = 'WAITING' AND reason <> '`+ReasonNeedsAnswer+`'`)
 	return at.Int64, err
 }
 

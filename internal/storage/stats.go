@@ -19,6 +19,9 @@ type RunStats struct {
 	Iteration  int            `json:"iteration"`
 	Counters   api.Counters   `json:"counters"`
 	Usage      api.Usage      `json:"usage"`
+	// FailingTrend is the failing-test counts of the verification
+	// failures since the last pass (api.Run.FailingTrend).
+	FailingTrend []int `json:"failing_trend,omitempty"`
 	// EndedMS sums the durations of the steps that have ended;
 	// RunningSince is when the running step (the newest) started.
 	EndedMS      int64  `json:"ended_ms"`

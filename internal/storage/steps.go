@@ -89,6 +89,14 @@ type Outcome struct {
 	// RateLimitedUntil it makes the run WAIT (reason api_unavailable);
 	// without, the trouble outlasted max_api_wait.
 	APIUnavailable bool `db:"api_unavailable"`
+	// Question is what the agent asked at the end of its final message
+	// (redacted); the run WAITs (needs_answer) until Answer is set.
+	Question string `db:"question"`
+	// Answer is the user's answer to Question (loopctl answer), redacted.
+	Answer string `db:"answer"`
+	// Credential is the fingerprint of an agent step's preset and
+	// credentials (SHA-256, never the key itself); "" when unknown.
+	Credential string `db:"credential"`
 
 	TestsFormat      string  `db:"tests_format"`
 	TestsPassed      *int    `db:"tests_passed"`
@@ -128,7 +136,7 @@ const (
 const stepLight = `id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
 	pid, pgid, proc_start, boot_id, cancel_cause, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
 	usage_found, reported_cost_usd, priced_cost_usd, promise, rate_limited_until, api_unavailable, reasoning_tokens,
-	tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
+	question, answer, credential, tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
 	change_commit, files_changed, insertions, deletions, binary_files`
 
 const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names, change_files`
@@ -228,8 +236,8 @@ func (s *Store) Step(ctx context.Context, runID string, seq int) (Step, error) {
 
 // Statements of the step path, prepared when the store opens (hotWrites).
 const qInsertStep = `INSERT INTO steps (run_id, seq, phase, iteration, status, started_at,
-		log_path, plan_task, plan_checked) VALUES (:run_id, :seq, :phase, :iteration, :status, :started_at,
-		:log_path, :plan_task, :plan_checked)`
+		log_path, plan_task, plan_checked, credential) VALUES (:run_id, :seq, :phase, :iteration, :status, :started_at,
+		:log_path, :plan_task, :plan_checked, :credential)`
 const qSetStepProcess = `UPDATE steps SET pid = ?, pgid = ?, proc_start = ?, boot_id = ?
 		WHERE id = ? AND status = 'RUNNING'`
 
@@ -238,7 +246,7 @@ const qFinishStep = `UPDATE steps SET status = :status, exit_code = :exit_code, 
 		cache_read_tokens = :cache_read_tokens, cache_write_tokens = :cache_write_tokens, usage_found = :usage_found,
 		reported_cost_usd = :reported_cost_usd, priced_cost_usd = :priced_cost_usd, promise = :promise,
 		final_message = :final_message, rate_limited_until = :rate_limited_until, tests_format = :tests_format,
-		api_unavailable = :api_unavailable, reasoning_tokens = :reasoning_tokens,
+		api_unavailable = :api_unavailable, reasoning_tokens = :reasoning_tokens, question = :question,
 		tests_passed = :tests_passed, tests_failed = :tests_failed, tests_skipped = :tests_skipped,
 		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
 		fingerprint = :fingerprint, plan_checked = :plan_checked,
@@ -246,5 +254,45 @@ const qFinishStep = `UPDATE steps SET status = :status, exit_code = :exit_code, 
 		deletions = :deletions, binary_files = :binary_files, change_files = :change_files,
 		pid = :pid, pgid = :pgid, proc_start = :proc_start, boot_id = :boot_id
 		WHERE id = :id AND status = 'RUNNING'`
+
+// SetAnswer stores the answer to the question the newest step of run
+// runID asked, and returns that step's seq (compare-and-set: ErrConflict
+// when the newest step asked none or was answered already).
+func (t *Tx) SetAnswer(runID, answer string) (int, error) {
+	var seq int
+	err := t.get(&seq, `UPDATE steps SET answer = ?
+		WHERE id = (SELECT id FROM steps WHERE run_id = ? ORDER BY seq DESC LIMIT 1) AND question <> '' AND answer = ''
+		RETURNING seq`, answer, runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("record answer of run %s: %w", runID, ErrConflict)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("record answer: %w", err)
+	}
+	return seq, nil
+}
+
+// SharedLimit is a usage limit another run hit with the same agent
+// credentials.
+type SharedLimit struct {
+	RunID string `db:"run_id"`
+	Until int64  `db:"rate_limited_until"`
+}
+
+// SharedLimit returns the latest-resetting usage limit, still in effect at
+// now (Unix ms), that a run other than runID hit with credential; ErrNotFound
+// when there is none. It reads the partial index steps_credential_limit:
+// only limited steps are in it.
+func (s *Store) SharedLimit(ctx context.Context, credential, runID string, now int64) (SharedLimit, error) {
+	var l SharedLimit
+	err := s.get(ctx, &l, `SELECT run_id, rate_limited_until FROM steps
+		WHERE credential = ? AND credential <> '' AND rate_limited_until IS NOT NULL AND api_unavailable = 0
+		AND rate_limited_until > ? AND run_id <> ?
+		ORDER BY rate_limited_until DESC LIMIT 1`, credential, now, runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, ErrNotFound
+	}
+	return l, err
+}
 
 const qSetCancelCause = `UPDATE steps SET cancel_cause = ? WHERE id = ? AND status = 'RUNNING'`

@@ -19,3 +19,29 @@ func HasPromise(message, promise string) bool {
 	}
 	return lastLine(message) == promise
 }
+
+// Question returns the question an agent's final message ends with: the
+// text between <tag> and </tag>, where <tag> begins a line and </tag> ends
+// the message (trailing blank space aside), so that a question quoted in
+// prose or followed by more text does not count. The question may span
+// lines; an empty one does not count.
+func Question(message, tag string) (string, bool) {
+	if tag == "" {
+		return "", false
+	}
+	open, end := "<"+tag+">", "</"+tag+">"
+	msg := strings.TrimRight(message, " \t\r\n")
+	body, ok := strings.CutSuffix(msg, end)
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndex(body, open)
+	if i < 0 || (i > 0 && body[i-1] != '\n') {
+		return "", false
+	}
+	q := strings.TrimSpace(body[i+len(open):])
+	if q == "" || strings.Contains(q, open) {
+		return "", false
+	}
+	return q, true
+}

@@ -37,3 +37,37 @@ func TestHasPromise(t *testing.T) {
 		})
 	}
 }
+
+func TestQuestion(t *testing.T) {
+	tests := []struct {
+		name, msg, want string
+		ok              bool
+	}{
+		{"own line", "I looked at the schema.\n<question>Postgres or SQLite?</question>\n", "Postgres or SQLite?", true},
+		{"only the question", "<question>Which port?</question>", "Which port?", true},
+		{"spanning lines", "Two options.\n<question>\nKeep the old API?\nOr break it?\n</question>", "Keep the old API?\nOr break it?", true},
+		{"trailing blank lines", "<question>Why?</question>\n\n  \n", "Why?", true},
+		{"CRLF", "text\r\n<question>Why?</question>\r\n", "Why?", true},
+		{"inside prose", "I could ask <question>why?</question>", "", false},
+		{"followed by text", "<question>Why?</question>\nI will go on anyway.", "", false},
+		{"empty", "<question>  </question>", "", false},
+		{"no closing tag", "<question>Why?", "", false},
+		{"other tag", "<ask>Why?</ask>", "", false},
+		{"nested opening", "<question>a\n<question>b</question>", "b", true},
+		{"none", "All done.", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Question(tt.msg, "question")
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("Question(%q) = %q, %v; want %q, %v", tt.msg, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+	if q, ok := Question("<ask>Why?</ask>", "ask"); !ok || q != "Why?" {
+		t.Errorf("configured tag ask: got %q, %v", q, ok)
+	}
+	if _, ok := Question("<question>Why?</question>", ""); ok {
+		t.Error("an empty tag matched")
+	}
+}

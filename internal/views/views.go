@@ -8,6 +8,7 @@
 package views
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -51,6 +52,7 @@ func Step(st *storage.Step, now int64) api.Step {
 		ID: st.ID, RunID: st.RunID, Seq: st.Seq, Phase: st.Phase, Iteration: st.Iteration, Status: st.Status,
 		ExitCode: st.ExitCode, Error: st.Error, StartedAt: api.Millis(st.StartedAt), LogPath: st.LogPath,
 		Usage: StepUsage(st), Tests: StepTests(st), Promise: st.Promise,
+		Question: st.Question, Answer: st.Answer,
 	}
 	if st.EndedAt != nil {
 		out.EndedAt = api.Millis(*st.EndedAt)
@@ -138,7 +140,7 @@ func Conditions(last *storage.Evaluation, set stop.Set) ([]api.Condition, error)
 		if err := json.Unmarshal([]byte(last.Results), &results); err != nil {
 			return nil, fmt.Errorf("decode evaluation: %w", err)
 		}
-		if len(results) == set.Len() {
+		if madeFor(results, set) {
 			return storedConditions(results), nil
 		}
 	}
@@ -170,11 +172,40 @@ func Evaluation(e storage.Evaluation) api.Evaluation {
 	return out
 }
 
+// madeFor reports whether results are an evaluation of exactly set: one
+// result per condition, each naming (by class and index) a condition of
+// set with the same spec. Counting is not enough: a resume --set that raises
+// max_iterations keeps the number of conditions, and the evaluation made
+// before it would show the old limit until the next step ends.
+func madeFor(results []storedResult, set stop.Set) bool {
+	if len(results) != set.Len() {
+		return false
+	}
+	lists := map[string][]stop.Condition{string(stop.ClassLimit): set.Conditions,
+		string(stop.ClassSuccess): set.SuccessConditions, string(stop.ClassFailure): set.FailureConditions}
+	for _, r := range results {
+		l := lists[r.Class]
+		if r.Index < 0 || r.Index >= len(l) {
+			return false
+		}
+		want, err := json.Marshal(l[r.Index])
+		if err != nil {
+			return false
+		}
+		var got bytes.Buffer
+		if json.Compact(&got, r.Condition) != nil || !bytes.Equal(got.Bytes(), want) {
+			return false
+		}
+	}
+	return true
+}
+
 // storedResult is a stop.Result as recorded in the evaluations table,
 // decoded without re-building its condition: status only shows it.
 type storedResult struct {
 	Condition    json.RawMessage `json:"condition"`
 	Class        string          `json:"class"`
+	Index        int             `json:"index"` // position in its class's list of the set
 	Met          bool            `json:"met"`
 	Progress     *float64        `json:"progress"`
 	Reason       string          `json:"reason"`

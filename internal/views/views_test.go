@@ -113,6 +113,22 @@ func TestConditionsNotEvaluatedThenStored(t *testing.T) {
 	if got[0].Reason != "not evaluated yet" {
 		t.Fatalf("an evaluation of another set was shown: %+v", got)
 	}
+	// Nor one of a set with as many conditions but another spec: after a
+	// resume --set max_iterations=7 the evaluation made under 3 is stale,
+	// and status must not show the old limit until the next step ends.
+	raised, err := stop.DecodeSet([]byte(`{"conditions":[{"type":"max_iterations","count":7}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = Conditions(&storage.Evaluation{Results: results}, raised)
+	if got[0].Reason != "not evaluated yet" || string(got[0].Spec) != `{"type":"max_iterations","count":7}` {
+		t.Fatalf("an evaluation of the old limit was shown against the raised one: %+v %s", got, got[0].Spec)
+	}
+	// A result naming another class or position does not match either.
+	moved := `[{"condition":{"type":"max_iterations","count":3},"class":"success","index":0,"met":false,"reason":"1 of 3","description":"after 3 iterations"}]`
+	if got, _ = Conditions(&storage.Evaluation{Results: moved}, set); got[0].Reason != "not evaluated yet" {
+		t.Fatalf("an evaluation of a condition in another class was shown: %+v", got)
+	}
 	if _, err := Conditions(&storage.Evaluation{Results: "{"}, set); err == nil {
 		t.Fatal("a corrupt evaluation must be an error")
 	}

@@ -218,7 +218,7 @@
 
     var result = document.getElementById("action-result");
     function act(action, payload) {
-      var path = { "stop": "stop", "stop-now": "stop", "pause": "pause", "signal": "signal", "resume": "resume", "land": "land" }[action];
+      var path = { "stop": "stop", "stop-now": "stop", "pause": "pause", "signal": "signal", "answer": "answer", "resume": "resume", "land": "land" }[action];
       result.className = "pending";
       result.textContent = action + "…";
       return fetch("/v1/runs/" + encodeURIComponent(run) + "/" + path, {
@@ -301,6 +301,7 @@
         case "stop-now": return "stopping now; its step is being killed";
         case "pause": return r.status === "PAUSED" ? "the run is PAUSED" : "the run will pause after the current step";
         case "signal": return "user_signal is set; it is evaluated after the current step";
+        case "answer": return "answered; the run resumes with your answer in its next prompt";
         case "land": return "landed" + (r.landed_commit ? " as " + r.landed_commit.slice(0, 12) : "");
       }
       return "the run is " + r.status;
@@ -324,6 +325,8 @@
         if (f.dataset.action === "resume") {
           var set = f.elements.set.value.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);
           act("resume", set.length ? { set: set } : {});
+        } else if (f.dataset.action === "answer") {
+          act("answer", { text: f.elements.text.value });
         } else {
           var p = {};
           if (f.elements.squash.checked) p.squash = true;
