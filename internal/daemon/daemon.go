@@ -22,6 +22,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
+	"github.com/loopd/loopd/internal/dashsource"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/metrics"
@@ -29,6 +30,7 @@ import (
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
+	"github.com/loopd/loopd/internal/tcpguard"
 )
 
 // Options configure the daemon.
@@ -175,7 +177,7 @@ func Run(ctx context.Context, opts Options) error {
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
 	})
 	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace})
-	d.dash = dashboard.New(dashboard.Options{Source: dashSource{d: d}, Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
+	d.dash = dashboard.New(dashboard.Options{Source: dashsource.New(d.store, d.sched, d.bus), Auth: dashboard.NewAuth(nil, opts.DashboardCodeTTL),
 		Logger: opts.Logger.Named("dashboard"), Closing: d.closing})
 	// The outbox hook is installed before the first write: every state
 	// change from now on enqueues its notifications in its own transaction.
@@ -193,15 +195,15 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	var tcp net.Listener
 	if opts.HTTPAddr != "" {
-		if d.token, err = loadToken(opts.Home); err != nil {
+		if d.token, err = tcpguard.LoadToken(opts.Home); err != nil {
 			ln.Close()
 			return err
 		}
-		if tcp, err = listenTCP(opts.HTTPAddr, opts.HTTPAllowRemote); err != nil {
+		if tcp, err = tcpguard.Listen(opts.HTTPAddr, opts.HTTPAllowRemote); err != nil {
 			ln.Close()
 			return err
 		}
-		d.httpAddr, d.noDashboard = dashboardHost(tcp)
+		d.httpAddr, d.noDashboard = dashboard.LoginHost(tcp)
 		d.tcpAddr = tcp.Addr().String()
 		d.log.Info("serving the API over TCP", zap.String("addr", tcp.Addr().String()),
 			zap.String("token_file", filepath.Join(opts.Home, TokenFile)))
@@ -245,8 +247,8 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	// descriptors the Unix socket needs.
 	var tcpSrv *http.Server
 	if tcp != nil {
-		tcpSrv = newTCPServer(routes, d.log)
-		tcp = newCapListener(tcp, tcpConnCap(), d.log.Named("http"))
+		tcpSrv = tcpguard.NewServer(routes, connContext, d.log)
+		tcp = tcpguard.NewCapListener(tcp, tcpguard.ConnCap(), d.log.Named("http"))
 	}
 	schedCtx, stopSched := context.WithCancel(context.Background())
 	defer stopSched()

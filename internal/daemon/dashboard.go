@@ -1,119 +1,14 @@
 package daemon
 
 import (
-	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/scheduler"
-	"github.com/loopd/loopd/internal/storage"
-	"github.com/loopd/loopd/internal/views"
 )
-
-// dashSource is the dashboard's view of the daemon: the same store reads
-// and scheduler views the JSON API uses.
-type dashSource struct{ d *Daemon }
-
-var _ dashboard.Source = dashSource{}
-
-// apiErr turns the store's user-facing errors into the API errors the JSON
-// API would answer with, so a page says what loopctl would.
-func apiErr(err error) error {
-	var amb *storage.AmbiguousError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &amb):
-		return api.Errorf(api.CodeAmbiguous, "%s; give more characters of the id", amb.Error())
-	case errors.Is(err, storage.ErrNotFound):
-		return api.Errorf(api.CodeNotFound, "%v", err)
-	}
-	return err
-}
-
-func (s dashSource) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run, error) {
-	ws := f.Workspace
-	if ws != "" {
-		ws = scheduler.CanonicalWorkspace(ws)
-	}
-	runs, err := s.d.store.ListRuns(ctx, storage.RunFilter{Status: f.Status, Workspace: ws, Limit: f.Limit})
-	if err != nil {
-		return nil, err
-	}
-	// The same views as `loopctl list`: aggregates read for all the runs
-	// together, whatever their number of steps.
-	out, err := s.d.sched.DescribeList(ctx, runs)
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		out[i].Config = nil
-	}
-	return out, nil
-}
-
-func (s dashSource) Run(ctx context.Context, ref string) (api.Run, error) {
-	run, err := s.d.store.ResolveRun(ctx, ref, "")
-	if err != nil {
-		return api.Run{}, apiErr(err)
-	}
-	view, err := s.d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
-	view.Config = nil
-	return view, err
-}
-
-func (s dashSource) Steps(ctx context.Context, runID string) ([]api.Step, error) {
-	steps, err := s.d.store.StepsLight(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now().UnixMilli()
-	out := make([]api.Step, len(steps))
-	for i := range steps {
-		out[i] = views.Step(&steps[i], now)
-	}
-	return out, nil
-}
-
-func (s dashSource) StepsBetween(ctx context.Context, runID string, fromSeq, toSeq int) ([]dashboard.Step, error) {
-	steps, err := s.d.store.StepsBetween(ctx, runID, fromSeq, toSeq)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now().UnixMilli()
-	out := make([]dashboard.Step, len(steps))
-	for i := range steps {
-		out[i] = dashboard.Step{Step: views.Step(&steps[i], now), FinalMessage: steps[i].FinalMessage}
-	}
-	return out, nil
-}
-
-func (s dashSource) LastStep(ctx context.Context, runID string) (*api.Step, error) {
-	st, err := s.d.store.LastStep(ctx, runID)
-	if errors.Is(err, storage.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := views.Step(&st, time.Now().UnixMilli())
-	return &out, nil
-}
-
-func (s dashSource) ChangedRuns(ctx context.Context, after int64, limit int) ([]string, int64, error) {
-	return s.d.store.ChangedRuns(ctx, after, limit)
-}
-
-func (s dashSource) Seq() int64 { return s.d.bus.Seq() }
-
-func (s dashSource) Wait(ctx context.Context, after int64) (int64, error) {
-	return s.d.bus.Wait(ctx, after)
-}
 
 // handleDashboardLogin mints a one-time login code for `loopctl
 // dashboard` and answers with the URL that redeems it.
@@ -148,65 +43,6 @@ func (d *Daemon) handleDashboardLogin(w http.ResponseWriter, r *http.Request) {
 	code, expires := d.dash.Auth().NewCode(next)
 	u := "http://" + d.httpAddr + dashboard.LoginPath + "?code=" + code
 	writeJSON(w, http.StatusOK, api.DashboardLogin{URL: u, ExpiresAt: api.Time{Time: expires}, RunID: runID})
-}
-
-// dashboardHost is the host:port a login URL names. On loopback (or a
-// wildcard address, which includes it) that is a fresh, unguessable
-// <random>.localhost name, so the session cookie, which browsers send to
-// every port of its host, reaches no other user's server on 127.0.0.1;
-// listenLoopback holds the port on both loopback addresses, since a browser
-// tries ::1 first for a .localhost name. On a network address
-// (--http-allow-remote) it is that address: a browser elsewhere cannot
-// resolve a .localhost name to this machine, and that address's cookies
-// go to its every port.
-//
-// Any other loopback address (127.0.0.2, 127.1.2.3) serves no dashboard:
-// a .localhost name resolves to 127.0.0.1 and ::1, not to it, and a
-// cookie of the address itself would reach every server another user runs
-// on it (an <img> of theirs that the owner's browser loads is enough). The
-// error says so; the bearer token still opens the API there.
-func dashboardHost(l net.Listener) (string, error) {
-	host, port, err := net.SplitHostPort(l.Addr().String())
-	if err != nil {
-		return l.Addr().String(), nil
-	}
-	ip := net.ParseIP(host)
-	switch {
-	case ip != nil && (ip.IsUnspecified() || ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback)):
-		return dashboard.NewLoopbackHost(port), nil
-	case ip != nil && ip.IsLoopback():
-		return "", api.Errorf(api.CodeConflict, "this loopd serves no dashboard on %s: a browser's cookie for that address "+
-			"would reach every server another user runs on it; start loopd with --http 127.0.0.1:%s (or ::1, localhost) "+
-			"for the dashboard (the bearer token still opens the API on %s)", net.JoinHostPort(host, port), port, host)
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-// sessionResumeKeys are the settings a dashboard session may change when
-// it resumes a run: limits and timeouts. Any other key can run a command
-// (agent_command, verify_command, stop_file's scripts, the agent preset)
-// or read a file (prompt_file, env_file), which only the owner's own
-// loopctl (or the bearer token) may ask for.
-var sessionResumeKeys = map[string]bool{
-	"max_iterations": true, "max_duration": true, "max_tokens": true, "max_input_tokens": true,
-	"max_output_tokens": true, "max_cost": true, "max_consecutive_implementation_failures": true,
-	"max_consecutive_review_failures": true, "max_consecutive_verification_failures": true,
-	"max_task_failures": true, "no_progress_iterations": true, "step_timeout": true, "idle_timeout": true,
-	"max_api_wait": true,
-}
-
-// sessionResumeRefusal is the error for a dashboard session's resume that
-// sets a key beyond sessionResumeKeys, nil when every key is allowed.
-func sessionResumeRefusal(sets []string) error {
-	for _, s := range sets {
-		key, _, _ := strings.Cut(s, "=")
-		key = strings.TrimSpace(key)
-		if !sessionResumeKeys[key] {
-			return api.Errorf(api.CodeForbidden, "refused: the dashboard may change only limits and timeouts on resume (max_iterations, max_cost, step_timeout…); "+
-				"set %q with `loopctl resume --set`", key)
-		}
-	}
-	return nil
 }
 
 // refuseTCP answers a refused TCP request: the JSON API with its error

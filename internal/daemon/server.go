@@ -15,11 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/follow"
 	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/postmortem"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/tcpguard"
 	"github.com/loopd/loopd/internal/views"
 )
 
@@ -51,8 +53,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
 	d.dash.Auth().SetHost(d.httpAddr)
-	loginRefused := newRefusals()
-	d.dash.LogRefusalsWith(func(msg string, fields ...zap.Field) { loginRefused.note(d.log, msg, fields...) })
+	loginRefused := tcpguard.NewRefusals()
+	d.dash.LogRefusalsWith(func(msg string, fields ...zap.Field) { loginRefused.Note(d.log, msg, fields...) })
 	d.dash.Register(mux) // the web dashboard: /, /runs/{id}, /login, /live/…, /assets/…
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -66,20 +68,20 @@ func (d *Daemon) routes() http.Handler {
 // within its scope, a dashboard session cookie. A handler tells the two
 // apart with sessionOnly.
 //
-// Refusals are logged at most once per refusalLogEvery (with a count of
-// the others), and the TCP refusal says nothing about the daemon (not
-// where its token lives): whoever knocks learns only that a token is
+// Refusals are logged at most once per tcpguard.RefusalLogEvery (with a
+// count of the others), and the TCP refusal says nothing about the daemon
+// (not where its token lives): whoever knocks learns only that a token is
 // needed.
 func (d *Daemon) owner(next http.Handler) http.Handler {
 	uid := os.Getuid()
-	refused := newRefusals()
+	refused := tcpguard.NewRefusals()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := peerFrom(r.Context())
 		if p.tcp {
 			// The bearer token, or a dashboard session (and its CSRF token
 			// for a state change): authorizeTCP is the one check.
 			if err := d.authorizeTCP(r); err != nil {
-				refused.note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr),
+				refused.Note(d.log, "refused TCP request without a valid token", zap.String("remote", r.RemoteAddr),
 					zap.String("why", err.Error()))
 				d.refuseTCP(w, r, err)
 				return
@@ -88,7 +90,7 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 			return
 		}
 		if !p.ok || p.uid != uid {
-			refused.note(d.log, "refused connection from another user", zap.Int("peer_uid", p.uid), zap.Int("peer_pid", p.pid))
+			refused.Note(d.log, "refused connection from another user", zap.Int("peer_uid", p.uid), zap.Int("peer_pid", p.pid))
 			d.fail(w, r, api.Errorf(api.CodeForbidden, "loopd serves only its owner (uid %d); connection from uid %d refused", uid, p.uid))
 			return
 		}
@@ -101,7 +103,7 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 // asked again by the few handlers that care, rather than recorded on every
 // request: that would cost each request a copy.
 func (d *Daemon) sessionOnly(r *http.Request) bool {
-	return peerFrom(r.Context()).tcp && !tokenOK(r, d.token)
+	return peerFrom(r.Context()).tcp && !tcpguard.TokenOK(r, d.token)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -335,7 +337,7 @@ func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
 		if d.sessionOnly(r) {
-			if err := sessionResumeRefusal(req.Set); err != nil {
+			if err := dashboard.ResumeRefusal(req.Set); err != nil {
 				return err
 			}
 			if req.OntoBase {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/scheduler"
-	"github.com/loopd/loopd/internal/trust"
 )
 
 // handleTrust records a workspace's files as trusted (loopctl trust).
@@ -26,7 +25,7 @@ func (d *Daemon) handleTrust(w http.ResponseWriter, r *http.Request) {
 	}
 	rep := api.TrustReport{Workspace: res.Workspace, TrustedAt: api.Time{Time: res.TrustedAt}, Files: []api.TrustFile{}, Recorded: res.Recorded}
 	for _, v := range res.Verdicts {
-		rep.Files = append(rep.Files, trustFileJSON(v))
+		rep.Files = append(rep.Files, v.Wire())
 	}
 	for _, a := range res.Agents {
 		rep.Agents = append(rep.Agents, api.TrustAgent{Agent: a.Agent, Command: a.Command, Default: a.Default})
@@ -45,33 +44,6 @@ func (d *Daemon) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		paths = []string{}
 	}
 	writeJSON(w, http.StatusOK, api.RevokeReport{Workspace: ws, Revoked: paths})
-}
-
-func trustFileJSON(v trust.Verdict) api.TrustFile {
-	f := api.TrustFile{Path: v.File.Path, Kind: string(v.File.Kind), SHA256: v.File.SHA256, Status: string(v.Status),
-		Changes: v.Changes, Commands: []api.TrustCommand{}, Env: v.File.Env, Settings: v.File.Settings,
-		Agent: v.File.Agent, Files: v.File.Files, Parent: v.File.Parent}
-	if !v.TrustedAt.IsZero() {
-		f.PreviouslyTrustedAt = &api.Time{Time: v.TrustedAt}
-	}
-	for _, c := range v.File.Commands {
-		f.Commands = append(f.Commands, api.TrustCommand{Key: c.Key, Command: c.Command})
-	}
-	if f.Env == nil {
-		f.Env = []string{}
-	}
-	if f.Settings == nil {
-		f.Settings = []string{}
-	}
-	f.EnvShown = []api.TrustSetting{}
-	for _, s := range v.File.EnvShown {
-		f.EnvShown = append(f.EnvShown, api.TrustSetting{Key: s.Key, Value: s.Value})
-	}
-	f.Values = []api.TrustSetting{}
-	for _, s := range v.File.Values {
-		f.Values = append(f.Values, api.TrustSetting{Key: s.Key, Value: s.Value})
-	}
-	return f
 }
 
 // untrustedError is the API form of a refused run.

@@ -1,4 +1,4 @@
-package daemon
+package tcpguard
 
 import (
 	"sync"
@@ -7,16 +7,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// refusalLogEvery is the least time between two log lines about refused
+// RefusalLogEvery is the least time between two log lines about refused
 // requests: anyone on the machine can knock on the TCP listener (or a
 // root process on the socket), and one line per knock filled 17 MB of log
 // in 5 s.
-const refusalLogEvery = 10 * time.Second
+const RefusalLogEvery = 10 * time.Second
 
-// refusals rate-limits the log of refused requests: the first is logged
+// Refusals rate-limits the log of refused requests: the first is logged
 // at once, then at most one line per interval, counting those not logged
 // since.
-type refusals struct {
+type Refusals struct {
 	every time.Duration
 	now   func() time.Time
 
@@ -25,11 +25,13 @@ type refusals struct {
 	suppressed int       // refusals since then not logged
 }
 
-func newRefusals() *refusals { return &refusals{every: refusalLogEvery, now: time.Now} }
+// NewRefusals returns a log limiter that writes at most one line per
+// RefusalLogEvery.
+func NewRefusals() *Refusals { return &Refusals{every: RefusalLogEvery, now: time.Now} }
 
-// note records one refusal and logs it with fields unless a line was
+// Note records one refusal and logs it with fields unless a line was
 // written less than every ago.
-func (r *refusals) note(log *zap.Logger, msg string, fields ...zap.Field) {
+func (r *Refusals) Note(log *zap.Logger, msg string, fields ...zap.Field) {
 	r.mu.Lock()
 	now := r.now()
 	if !r.last.IsZero() && now.Sub(r.last) < r.every {

@@ -1,4 +1,4 @@
-package daemon
+package tcpguard
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"syscall"
 )
 
-// listenLoopback listens on addr and, when addr is one loopback address
+// ListenLoopback listens on addr and, when addr is one loopback address
 // (127.0.0.1, localhost or ::1) or the IPv4 wildcard, on the same port of
 // the other loopback address too, as one listener.
 //
@@ -19,7 +19,7 @@ import (
 // So the port is held on both: a port whose twin is taken is refused (or,
 // for port 0, another one is picked). A machine without IPv6 has no ::1
 // for anyone to bind, and the browser falls back to 127.0.0.1.
-func listenLoopback(addr string) (net.Listener, error) {
+func ListenLoopback(addr string) (net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package daemon
+package tcpguard
 
 import (
 	"encoding/binary"
@@ -9,11 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errPeerNotLocal is tcpPeerUID's answer for a peer whose socket is not on
+// ErrPeerNotLocal is PeerUID's answer for a peer whose socket is not on
 // this machine (or already gone): nobody to ask about.
-var errPeerNotLocal = errors.New("the peer's socket is not on this machine")
+var ErrPeerNotLocal = errors.New("the peer's socket is not on this machine")
 
-// tcpPeerUID returns the uid that owns the other end of a TCP connection
+// PeerUID returns the uid that owns the other end of a TCP connection
 // accepted from this machine, asking the kernel with one sock_diag
 // (inet_diag) lookup of the peer's exact socket, as ss(8) does. It needs
 // no privilege: every user may look up any socket's owner.
@@ -21,11 +21,11 @@ var errPeerNotLocal = errors.New("the peer's socket is not on this machine")
 // A TCP connection carries no credentials (SO_PEERCRED is for Unix
 // sockets): this is how the TCP listener tells its owner's connections
 // from another local user's before any of them takes a slot.
-func tcpPeerUID(local, remote *net.TCPAddr) (int, error) {
+func PeerUID(local, remote *net.TCPAddr) (int, error) {
 	la, ok1 := netip.AddrFromSlice(local.IP)
 	ra, ok2 := netip.AddrFromSlice(remote.IP)
 	if !ok1 || !ok2 {
-		return 0, errPeerNotLocal
+		return 0, ErrPeerNotLocal
 	}
 	la, ra = la.Unmap(), ra.Unmap()
 	family := uint8(unix.AF_INET6)
@@ -85,7 +85,7 @@ func tcpPeerUID(local, remote *net.TCPAddr) (int, error) {
 	case unix.NLMSG_ERROR:
 		if n >= unix.SizeofNlMsghdr+4 {
 			if errno := int32(ne.Uint32(buf[unix.SizeofNlMsghdr:])); errno == -int32(unix.ENOENT) {
-				return 0, errPeerNotLocal
+				return 0, ErrPeerNotLocal
 			} else if errno != 0 {
 				return 0, unix.Errno(-errno)
 			}

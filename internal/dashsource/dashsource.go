@@ -1,0 +1,141 @@
+// Package dashsource is the dashboard's data source: it implements
+// dashboard.Source with the store's reads and the scheduler's views, the
+// same ones the JSON API answers with, so a page says what loopctl says.
+//
+// It sits below the daemon (which wires it in) and above the scheduler
+// and the dashboard: the dashboard never imports the scheduler.
+package dashsource
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/dashboard"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/scheduler"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
+)
+
+// Source is the dashboard's view of the daemon: the same store reads and
+// scheduler views the JSON API uses.
+type Source struct {
+	store *storage.Store
+	sched *scheduler.Scheduler
+	bus   *events.Bus
+}
+
+var _ dashboard.Source = (*Source)(nil)
+
+// New returns the dashboard's source over the daemon's store, scheduler
+// and event bus.
+func New(store *storage.Store, sched *scheduler.Scheduler, bus *events.Bus) *Source {
+	return &Source{store: store, sched: sched, bus: bus}
+}
+
+// apiErr turns the store's user-facing errors into the API errors the JSON
+// API would answer with, so a page says what loopctl would.
+func apiErr(err error) error {
+	var amb *storage.AmbiguousError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &amb):
+		return api.Errorf(api.CodeAmbiguous, "%s; give more characters of the id", amb.Error())
+	case errors.Is(err, storage.ErrNotFound):
+		return api.Errorf(api.CodeNotFound, "%v", err)
+	}
+	return err
+}
+
+// Runs lists runs as `loopctl list` describes them, without their config.
+func (s *Source) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run, error) {
+	ws := f.Workspace
+	if ws != "" {
+		ws = scheduler.CanonicalWorkspace(ws)
+	}
+	runs, err := s.store.ListRuns(ctx, storage.RunFilter{Status: f.Status, Workspace: ws, Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	// The same views as `loopctl list`: aggregates read for all the runs
+	// together, whatever their number of steps.
+	out, err := s.sched.DescribeList(ctx, runs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Config = nil
+	}
+	return out, nil
+}
+
+// Run resolves ref and describes the run, without its config; an unknown
+// or ambiguous ref is the API's error for it.
+func (s *Source) Run(ctx context.Context, ref string) (api.Run, error) {
+	run, err := s.store.ResolveRun(ctx, ref, "")
+	if err != nil {
+		return api.Run{}, apiErr(err)
+	}
+	view, err := s.sched.Describe(ctx, run, scheduler.DescribeOptions{})
+	view.Config = nil
+	return view, err
+}
+
+// Steps lists a run's steps by seq, without final messages.
+func (s *Source) Steps(ctx context.Context, runID string) ([]api.Step, error) {
+	steps, err := s.store.StepsLight(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixMilli()
+	out := make([]api.Step, len(steps))
+	for i := range steps {
+		out[i] = views.Step(&steps[i], now)
+	}
+	return out, nil
+}
+
+// StepsBetween lists the steps with fromSeq ≤ seq ≤ toSeq, with their
+// final messages.
+func (s *Source) StepsBetween(ctx context.Context, runID string, fromSeq, toSeq int) ([]dashboard.Step, error) {
+	steps, err := s.store.StepsBetween(ctx, runID, fromSeq, toSeq)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixMilli()
+	out := make([]dashboard.Step, len(steps))
+	for i := range steps {
+		out[i] = dashboard.Step{Step: views.Step(&steps[i], now), FinalMessage: steps[i].FinalMessage}
+	}
+	return out, nil
+}
+
+// LastStep is the run's newest step, nil before its first.
+func (s *Source) LastStep(ctx context.Context, runID string) (*api.Step, error) {
+	st, err := s.store.LastStep(ctx, runID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := views.Step(&st, time.Now().UnixMilli())
+	return &out, nil
+}
+
+// ChangedRuns lists the runs with events after after (each once) and the
+// newest seq read.
+func (s *Source) ChangedRuns(ctx context.Context, after int64, limit int) ([]string, int64, error) {
+	return s.store.ChangedRuns(ctx, after, limit)
+}
+
+// Seq is the newest committed event seq.
+func (s *Source) Seq() int64 { return s.bus.Seq() }
+
+// Wait blocks until the event log passes after.
+func (s *Source) Wait(ctx context.Context, after int64) (int64, error) {
+	return s.bus.Wait(ctx, after)
+}
