@@ -182,8 +182,24 @@ func TestSocketRefusesAnotherUser(t *testing.T) {
 	if !ok || ee.ExitCode() != 69 {
 		t.Fatalf("loopctl as uid 65534: %v, want exit 69\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "refused") {
-		t.Errorf("output does not say it was refused: %s", out)
+	// loopctl checks the socket's owner itself (SO_PEERCRED) and sends
+	// nothing to another user's socket.
+	if !strings.Contains(string(out), "serves only the user who started it") {
+		t.Errorf("output does not say why it was refused: %s", out)
+	}
+	// The daemon refuses on its own too: a client that does not check (curl)
+	// as uid 65534 gets the daemon's 403.
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl to send a request without loopctl's own check")
+	}
+	cmd = exec.Command(curl, "-s", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", sock, "http://loopd/v1/runs")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "\n403") || !strings.Contains(string(out), "refused") {
+		t.Errorf("a request as uid 65534 straight to the socket: %v, want 403 refused\n%s", err, out)
 	}
 }
 
