@@ -33,6 +33,10 @@ type Agent struct {
 	// the agent's turn (see [ClassifyTurnLine]); nil when its output has
 	// no turns. A line type no other agent uses the other way.
 	Turn func(typ, subtype string) transcript.TurnMark
+	// Credentials is where the CLI keeps its login, so that runs sharing
+	// an account share its usage limit; nil when loopd cannot tell two
+	// logins apart (the user's own command).
+	Credentials *Credentials
 	// Paid reports that the CLI spends money per token, so a run without
 	// a cost cap is warned about.
 	Paid bool
@@ -228,4 +232,12 @@ func ProjectFiles() []ProjectFile {
 		}
 	}
 	return append(out, dormant...)
+}
+
+// Credentials is where an agent CLI keeps its login: its config home (the
+// variable that moves it, and its default under HOME) and the variables
+// that carry an API key or token.
+type Credentials struct {
+	HomeVar, HomeDefault string
+	Keys                 []string
 }

@@ -56,6 +56,7 @@ var Claude = &Agent{
 	// every parent directory up to / (tried: a parent's MCP server
 	// starts; a PROMPT.md of `/name` runs a parent command's `!` lines
 	// before any model call), not .claude/settings.json.
+	Credentials: &Credentials{HomeVar: "CLAUDE_CONFIG_DIR", HomeDefault: ".claude", Keys: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}},
 	ProjectFiles: []ProjectFile{
 		{Path: ".claude/settings.json"},
 		{Path: ".claude/settings.local.json"},

@@ -46,6 +46,7 @@ var Codex = &Agent{
 	// does; it is gated all the same, so a project trusted in Codex once
 	// cannot change what it runs unseen. AGENTS.md is instructions the
 	// model reads, not gated.
+	Credentials:  &Credentials{HomeVar: "CODEX_HOME", HomeDefault: ".codex", Keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}},
 	ProjectFiles: []ProjectFile{{Path: ".codex/config.toml", Syntax: SyntaxTOML}},
 	FilesDormant: true,
 }

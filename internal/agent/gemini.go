@@ -49,6 +49,7 @@ var Gemini = &Agent{
 	// first directory holding .gemini/.env or .env gives the only one
 	// loaded (tried: a parent's BASH_ENV runs). It does not walk up for
 	// its settings or commands.
+	Credentials: &Credentials{HomeVar: "GEMINI_CLI_HOME", HomeDefault: ".gemini", Keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}},
 	ProjectFiles: []ProjectFile{
 		{Path: ".gemini/settings.json"},
 		{Path: ".gemini/.env", Syntax: SyntaxEnv, Parents: FirstFound},

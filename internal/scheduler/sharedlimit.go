@@ -8,49 +8,31 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/storage"
 )
 
-// credentialSource is where an agent preset keeps its login: its config
-// home (the variable that moves it, and its default under HOME) and the
-// variables that carry an API key or token.
-type credentialSource struct {
-	homeVar, homeDefault string
-	keys                 []string
-}
-
-// credentialSources are the presets whose usage limits are shared. A
-// command agent's credentials are its own business: loopd cannot tell two
-// of them apart, so their limits are never shared.
-var credentialSources = map[config.Agent]credentialSource{
-	config.AgentClaude: {homeVar: "CLAUDE_CONFIG_DIR", homeDefault: ".claude",
-		keys: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}},
-	config.AgentCodex: {homeVar: "CODEX_HOME", homeDefault: ".codex",
-		keys: []string{"OPENAI_API_KEY", "CODEX_API_KEY"}},
-	config.AgentGemini: {homeVar: "GEMINI_CLI_HOME", homeDefault: ".gemini",
-		keys: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}},
-}
-
 // credentialOf is the fingerprint of an agent step's preset and
 // credentials in env (the step's environment): a SHA-256 of the preset,
 // its config home and its key variables' values, so that runs sharing an
 // account share its usage limit. The key itself is never stored. "" when
 // the preset's credentials are unknown (agent=command).
-func credentialOf(agent config.Agent, env []string) string {
-	src, ok := credentialSources[agent]
-	if !ok {
+func credentialOf(preset config.Agent, env []string) string {
+	a, ok := agent.Lookup(string(preset))
+	if !ok || a.Credentials == nil {
 		return ""
 	}
-	home := lookupEnv(env, src.homeVar)
+	src := a.Credentials
+	home := lookupEnv(env, src.HomeVar)
 	if home == "" {
-		home = filepath.Join(lookupEnv(env, "HOME"), src.homeDefault)
+		home = filepath.Join(lookupEnv(env, "HOME"), src.HomeDefault)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s", agent, filepath.Clean(home))
-	for _, k := range src.keys {
+	fmt.Fprintf(h, "%s\x00%s", preset, filepath.Clean(home))
+	for _, k := range src.Keys {
 		fmt.Fprintf(h, "\x00%s=%s", k, lookupEnv(env, k))
 	}
 	return hex.EncodeToString(h.Sum(nil))
