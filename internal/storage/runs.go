@@ -42,7 +42,14 @@ type Run struct {
 	BaseCommit    string `db:"base_commit"`    // the checkout's HEAD when the run started
 	LandedCommit  string `db:"landed_commit"`  // what `loopctl land` made or moved the base branch to
 	WorktreeState string `db:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
+
+	// Backlogs (docs/backlogs.md).
+	Kind   string `db:"kind"`   // KindBacklog for a backlog run, "" for any other
+	Parent string `db:"parent"` // a task run's backlog; "" otherwise
 }
+
+// KindBacklog is runs.kind of a backlog run.
+const KindBacklog = "backlog"
 
 // Stop request kinds stored in runs.stop_request.
 const (
@@ -52,7 +59,7 @@ const (
 
 const runColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
 	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at,
-	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state`
+	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state, kind, parent`
 
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
@@ -63,7 +70,7 @@ func (t *Tx) InsertRun(r Run, payload any) error {
 	_, err := t.namedExec(`INSERT INTO runs (`+runColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
 		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at,
-		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state)`, r)
+		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state, :kind, :parent)`, r)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}
