@@ -229,6 +229,10 @@ type Run struct {
 	BaseCommit    string `json:"base_commit"`    // the checkout's HEAD when the run started
 	LandedCommit  string `json:"landed_commit"`  // what `loopctl land` made; "" until landed
 	WorktreeState string `json:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
+
+	// Backlogs (docs/backlogs.md).
+	Kind   string `json:"kind,omitempty"` // "backlog" for a backlog run
+	Parent string `json:"parent"`         // a task run's backlog; "" otherwise
 }
 
 // Changes is what one implementation step changed in the workspace, from the
@@ -297,6 +301,9 @@ type CreateRunRequest struct {
 	Name       string   `json:"name,omitempty"`
 	Set        []string `json:"set,omitempty"`
 	StopFile   string   `json:"stop_file,omitempty"`
+	// TasksFile, when set, makes the run a backlog run working through the
+	// task list in that file (docs/backlogs.md).
+	TasksFile string `json:"tasks_file,omitempty"`
 }
 
 // StopRequest asks for a run to stop: after the current step, or at once.

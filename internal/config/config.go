@@ -296,6 +296,28 @@ type Config struct {
 	// (reason setup_failed).
 	SetupCommand string `json:"setup_command"`
 
+	// TasksFile (key tasks_file) makes a run a backlog run working through
+	// the task list in this file (docs/backlogs.md); "" for none.
+	TasksFile string `json:"tasks_file"`
+	// TasksCommand (key tasks_command) is a command whose standard output
+	// is the task list (gh issue list --json number,title,body,labels, say);
+	// read once, at start. "" for none.
+	TasksCommand string `json:"tasks_command"`
+	// MaxParallelTasks (key max_parallel_tasks, default 1, at least 1) is
+	// how many task runs of a backlog run at once.
+	MaxParallelTasks int `json:"max_parallel_tasks"`
+	// LandRetries (key land_retries, default 2) is how many times a task
+	// run whose land into the integration branch was refused (a conflict,
+	// the combination failing verification) goes back to its agent with
+	// the failure before the task is blocked.
+	LandRetries int `json:"land_retries"`
+	// MaxTaskCost (key max_task_cost, default 0 = off) limits each task
+	// run's cost in USD.
+	MaxTaskCost float64 `json:"max_task_cost"`
+	// MaxTaskIterations (key max_task_iterations, default 0 = the task
+	// run's max_iterations) limits each task run's iterations.
+	MaxTaskIterations int `json:"max_task_iterations"`
+
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is
 	// "input,output[,cache_read[,cache_write[,cache_write_1h]]]" in USD per million tokens; an
@@ -327,6 +349,8 @@ func Default() Config {
 		MaxAPIWait:                           Duration(6 * time.Hour),
 		RedactSecrets:                        true,
 		Isolation:                            IsolationInPlace,
+		MaxParallelTasks:                     1,
+		LandRetries:                          2,
 	}
 }
 

@@ -90,6 +90,12 @@ var keys = []key{
 	boolKey("redact_secrets", func(c *Config) *bool { return &c.RedactSecrets }),
 	{name: "isolation", set: setIsolation, check: checkIsolation},
 	textKey("setup_command", func(c *Config) *string { return &c.SetupCommand }),
+	pathKey("tasks_file", mustExist, func(c *Config) *string { return &c.TasksFile }),
+	textKey("tasks_command", func(c *Config) *string { return &c.TasksCommand }),
+	{name: "max_parallel_tasks", set: setMaxParallelTasks, check: checkMaxParallelTasks},
+	wholeKey("land_retries", func(c *Config) *int { return &c.LandRetries }),
+	{name: "max_task_cost", set: setMaxTaskCost, check: checkMaxTaskCost},
+	wholeKey("max_task_iterations", func(c *Config) *int { return &c.MaxTaskIterations }),
 }
 
 // lookupKey returns the key named name.
@@ -469,6 +475,38 @@ func setMaxCost(c *Config, v, _ string) string {
 		return fmt.Sprintf("must be an amount in USD ≥ 0 such as 10 or $2.50, got %q", v)
 	}
 	c.MaxCost = usd
+	return ""
+}
+
+func setMaxTaskCost(c *Config, v, _ string) string {
+	usd, ok := parseUSD(v)
+	if !ok {
+		return fmt.Sprintf("must be an amount in USD ≥ 0 such as 10 or $2.50, got %q", v)
+	}
+	c.MaxTaskCost = usd
+	return ""
+}
+
+func checkMaxTaskCost(c *Config) string {
+	if !validUSD(c.MaxTaskCost) {
+		return fmt.Sprintf("must be an amount in USD ≥ 0, got %v", c.MaxTaskCost)
+	}
+	return ""
+}
+
+func setMaxParallelTasks(c *Config, v, _ string) string {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 64 {
+		return fmt.Sprintf("must be a whole number from 1 to 64, got %q", v)
+	}
+	c.MaxParallelTasks = n
+	return ""
+}
+
+func checkMaxParallelTasks(c *Config) string {
+	if c.MaxParallelTasks < 1 || c.MaxParallelTasks > 64 {
+		return fmt.Sprintf("must be a whole number from 1 to 64, got %d", c.MaxParallelTasks)
+	}
 	return ""
 }
 

@@ -144,6 +144,18 @@ var keyDocs = map[string]keyDoc{
 		"and branch. See [workspaces](workspaces.md)."},
 	"setup_command": {meaning: "Runs once in a new worktree before the first iteration (phase `setup`); the run FAILS " +
 		"(`setup_failed`) if it fails. `$LOOP_CHECKOUT` names your checkout. See [workspaces](workspaces.md)."},
+	"tasks_file": {meaning: "Makes the run a backlog run: the task list (Markdown checklist, `tasks.json`, `prd.json`, or " +
+		"`gh issue list --json` output) is read once at start and each task runs in its own task run. A list with " +
+		"`verify_command` or `set` is under [trust](security.md#trust-commands-that-come-from-a-repository). See [backlogs](backlogs.md)."},
+	"tasks_command": {meaning: "A trusted command whose standard output is the backlog's task list, read once at start " +
+		"(`gh issue list --label loop --json number,title,body,labels`). See [backlogs](backlogs.md)."},
+	"max_parallel_tasks": {meaning: "How many task runs of a backlog run at once (1 to 64), each in its own worktree."},
+	"land_retries": {meaning: "How many times a task run whose land into the integration branch was refused (a conflict, or " +
+		"the combination failing verification) goes back to its agent with the failure before the task is blocked."},
+	"max_task_cost": {meaning: "Each task run of a backlog is ABORTED when its cost reaches this many USD, and its task " +
+		"blocked. `0` is off."},
+	"max_task_iterations": {meaning: "Each task run of a backlog may take at most this many iterations. `0`: the run's " +
+		"`max_iterations`."},
 	"max_api_wait": {meaning: "How long the run may wait in WAITING (`api_unavailable`) for the model API to recover before it " +
 		"is ABORTED (`fatal:api_unavailable`). See [agents](agents.md)."},
 	"notify_command": {meaning: "A shell command run for each notification, with the event JSON on stdin and `LOOP_*` " +
