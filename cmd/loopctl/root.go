@@ -69,7 +69,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 	pf.StringVar(&g.Socket, "socket", "", "daemon socket (default $LOOPD_SOCKET, else $LOOPD_HOME/loopd.sock)")
 	pf.StringVarP(&g.Dir, "dir", "C", "", "run as if in DIR: the workspace is the nearest ancestor holding .loop/, else the git top-level, else DIR")
 	root.AddCommand(
-		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newLogsCmd(g), newEventsCmd(g),
+		newStartCmd(g), newListCmd(g), newStatusCmd(g), newStepsCmd(g), newTasksCmd(g), newLogsCmd(g), newEventsCmd(g),
 		newWatchCmd(g), newWaitCmd(g), newStopCmd(g), newPauseCmd(g), newResumeCmd(g), newSignalCmd(g), newAnswerCmd(g),
 		newPostmortemCmd(g), newDaemonCmd(g), newVersionCmd(g),
 		newTrustCmd(g),

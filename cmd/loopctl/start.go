@@ -14,6 +14,7 @@ import (
 type startOptions struct {
 	*globalOptions
 	PromptFile, Spec, Plan, Name, StopFile string
+	Tasks                                  string
 	Set                                    []string
 	Wait                                   bool
 }
@@ -30,6 +31,7 @@ The goal is GOAL (all words joined), else prompt/prompt_file from the config,
 else PROMPT.md in the workspace. The configuration is resolved now and frozen:
 built-in defaults < ~/.config/loop/config < .loop/config < --set.`,
 		Example: `  loopctl start "make the tests in ./parser pass"
+  loopctl start --tasks PLAN.md "the v2 parser"
   loopctl start -C ~/src/app --plan PLAN.md --set max_cost=5 --wait`,
 		RunE: o.run,
 	}
@@ -40,6 +42,7 @@ built-in defaults < ~/.config/loop/config < .loop/config < --set.`,
 	f.StringVar(&o.Name, "name", "", "a name for the run")
 	f.StringArrayVar(&o.Set, "set", nil, "config key=value, repeatable (highest precedence)")
 	f.StringVar(&o.StopFile, "stop-file", "", "JSON stop conditions (default .loop/stop.json when present)")
+	f.StringVar(&o.Tasks, "tasks", "", "a task list (Markdown checklist, tasks.json, prd.json, gh issue list --json output): start a backlog run that works through it task by task (docs/backlogs.md)")
 	f.BoolVar(&o.Wait, "wait", false, "wait for the run to end; exit with its code (0 COMPLETED, 1 FAILED, 2 ABORTED, 3 INTERRUPTED)")
 	return cmd
 }
@@ -63,6 +66,7 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 		out *string
 	}{
 		{o.PromptFile, &req.PromptFile}, {o.Spec, &req.SpecFile}, {o.Plan, &req.PlanFile}, {o.StopFile, &req.StopFile},
+		{o.Tasks, &req.TasksFile},
 	} {
 		if p.in != "" {
 			in := p.in

@@ -45,6 +45,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/resume", d.handleResume)
 	mux.HandleFunc("POST /v1/runs/{ref}/signal", d.handleSignal)
 	mux.HandleFunc("POST /v1/runs/{ref}/answer", d.handleAnswer)
+	mux.HandleFunc("GET /v1/runs/{ref}/tasks", d.handleTasks)
+	mux.HandleFunc("POST /v1/runs/{ref}/tasks/{task}/retry", d.handleRetryTask)
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
 	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log, d.stepGap))

@@ -33,6 +33,11 @@ const (
 	RunLanded           Type = "RUN_LANDED"           // loopctl land merged a worktree run's branch into its base branch
 	NotificationSent    Type = "NOTIFICATION_SENT"    // a notification was delivered (one channel, one attempt)
 	NotificationFailed  Type = "NOTIFICATION_FAILED"  // a notification attempt failed; final says whether it is retried
+	TaskStarted         Type = "TASK_STARTED"         // a backlog started a task run for a task (or sent it back to its agent after a refused land: land_retry)
+	TaskLanded          Type = "TASK_LANDED"          // a task run was landed into the backlog's integration branch (task, run, commit, verified)
+	TaskDone            Type = "TASK_DONE"            // a task is done: landed
+	TaskBlocked         Type = "TASK_BLOCKED"         // a task cannot go on (why: its run failed, or its land was refused too often)
+	TaskSkipped         Type = "TASK_SKIPPED"         // a task will not run: a task it depends on is blocked
 )
 
 // Terminal reports whether t ends a run.

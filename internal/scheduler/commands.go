@@ -94,7 +94,7 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	// line wins over prompt/prompt_file from any file.
 	sets := append([]string(nil), req.Set...)
 	for _, kv := range [][2]string{{"prompt_file", req.PromptFile}, {"spec_file", req.SpecFile},
-		{"plan_file", req.PlanFile}, {"stop_file", req.StopFile}} {
+		{"plan_file", req.PlanFile}, {"stop_file", req.StopFile}, {"tasks_file", req.TasksFile}} {
 		if kv[1] != "" {
 			sets = append(sets, kv[0]+"="+config.QuoteValue(kv[1]))
 		}
@@ -116,11 +116,20 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
+	// A backlog run (a task list) is read here, once: the tasks stored
+	// are the bytes the trust check below hashes.
+	bl, err := s.prepareBacklog(ctx, ws, &cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
 		if goal, err = readPromptFile("", cfg.PromptFile); err != nil {
 			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
+	}
+	if goal == "" && bl != nil {
+		goal = bl.defaultGoal()
 	}
 	if goal == "" {
 		return storage.Run{}, nil, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
@@ -161,9 +170,20 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if run.Isolation == string(config.IsolationWorktree) {
 		in.AgentCommit = run.BaseCommit
 	}
+	if bl != nil {
+		in.TasksFile, in.TasksData = cfg.TasksFile, bl.data
+	}
 	envTrust, err := s.checkTrust(ctx, in)
 	if err != nil {
 		return storage.Run{}, nil, err
+	}
+	if bl != nil {
+		// tasks_command runs only now: a command from the workspace's
+		// config runs once the user has trusted it.
+		if err := bl.read(ctx, ws, cfg); err != nil {
+			return storage.Run{}, nil, err
+		}
+		run.Kind = storage.KindBacklog
 	}
 	// After the trust check: the PATH an untrusted env file sets says
 	// nothing until the user has reviewed it.
@@ -206,6 +226,11 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 				if err := tx.RecordGitObject(o); err != nil {
 					return err
 				}
+			}
+		}
+		if bl != nil {
+			if err := bl.insert(tx, run.ID); err != nil {
+				return err
 			}
 		}
 		if envTrust != "" {

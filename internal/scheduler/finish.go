@@ -65,6 +65,8 @@ func (s *Scheduler) finished(runID string) {
 	}
 	s.writing[runID] = false
 	s.mu.Unlock()
+	// A task run that ended is its backlog's news: it lands or blocks now.
+	s.kickBacklogs()
 	s.runners.Go(func() {
 		for {
 			if err := s.writePostmortem(runID); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -84,6 +85,11 @@ type Scheduler struct {
 
 	ontoBusy sync.Map // ids of runs a resume --onto-base is merging into
 
+	// Backlog runs are driven by coordinators (backlog.go), not runners:
+	// they hold no run slot (their task runs do), under mu.
+	backlogs map[string]*backlogRunner
+	lander   *landing.Lander // lands task runs into integration branches (SetLander)
+
 	// postCtx bounds postmortem commands: canceled at shutdown, which must
 	// not wait for a user's analysis command.
 	postCtx    context.Context
@@ -130,6 +136,7 @@ func New(opts Options) *Scheduler {
 		active:      map[string]*runner{},
 		writing:     map[string]bool{},
 		frozenCache: map[frozenKey]frozenEntry{},
+		backlogs:    map[string]*backlogRunner{},
 		detach:      make(chan struct{}),
 		postCtx:     postCtx,
 		postCancel:  postCancel,
@@ -289,8 +296,12 @@ func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
 	return time.UnixMilli(at), nil
 }
 
-// start launches the runner of a RUNNING run.
+// start launches the runner of a RUNNING run (a backlog's coordinator
+// for a backlog run).
 func (s *Scheduler) start(runID string, recovered bool) {
+	if s.startBacklog(runID, recovered) {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.active[runID]; ok {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/loopd/loopd/internal/events"
 )
 
 // Task states (docs/backlogs.md).
@@ -123,8 +125,10 @@ type TaskChange struct {
 	LandBase    *string
 	Landed      *string
 	Verified    *bool
-	// LandAttempt adds one to land_attempts (a refused land sent back).
-	LandAttempt bool
+	Settings    *string // JSON object (loopctl tasks --retry --set)
+	// LandAttempt adds one to land_attempts (a refused land sent back);
+	// ResetLandAttempts sets it to 0 (a retry).
+	LandAttempt, ResetLandAttempts bool
 }
 
 // ChangeTask applies c: ErrConflict when the task is not in a From state,
@@ -154,8 +158,14 @@ func (t *Tx) ChangeTask(c TaskChange) error {
 	if c.Verified != nil {
 		add("verified", *c.Verified)
 	}
-	if c.LandAttempt {
+	if c.Settings != nil {
+		add("settings", *c.Settings)
+	}
+	switch {
+	case c.LandAttempt:
 		set = append(set, "land_attempts = land_attempts + 1")
+	case c.ResetLandAttempts:
+		set = append(set, "land_attempts = 0")
 	}
 	q := `UPDATE tasks SET ` + strings.Join(set, ", ") + ` WHERE backlog = ? AND id = ? AND state IN (?` +
 		strings.Repeat(", ?", len(c.From)-1) + `)`
@@ -175,4 +185,11 @@ func (t *Tx) ChangeTask(c TaskChange) error {
 		return fmt.Errorf("task %s to %s: %w", c.ID, c.To, ErrConflict)
 	}
 	return nil
+}
+
+// EventsOfType returns a run's events of one type, in order.
+func (s *Store) EventsOfType(ctx context.Context, runID string, typ events.Type) ([]Event, error) {
+	var evs []Event
+	err := s.sel(ctx, &evs, `SELECT `+eventColumns+` FROM events WHERE run_id = ? AND type = ? ORDER BY seq`, runID, typ)
+	return evs, err
 }

@@ -2,6 +2,7 @@ package trust
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,12 @@ type Inputs struct {
 	AgentCommit string
 	// Context bounds the git commands that read AgentCommit.
 	Context context.Context
+	// TasksFile is a backlog's task list (loopctl start --tasks; else the
+	// config's tasks_file) and TasksData, when not nil, its content as the
+	// caller read it. A list inside the workspace that names commands
+	// needs trust, whoever named it: its content is the repository's.
+	TasksFile string
+	TasksData []byte
 }
 
 // Inspect reads the workspace's files that need trust and describes them,
@@ -109,6 +116,21 @@ func InspectRun(in Inputs) ([]File, string, error) {
 			files = append(files, f)
 		}
 	}
+	if tasks := cmp.Or(in.TasksFile, in.Config.TasksFile); tasks != "" && inWorkspace(in.Workspace, tasks) {
+		var f File
+		var err error
+		if in.TasksData != nil {
+			f, err = DescribeTasks(tasks, in.TasksData)
+		} else {
+			f, err = describeFile(tasks, DescribeTasks)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if len(f.Commands) > 0 {
+			files = append(files, f)
+		}
+	}
 	var env string
 	if needsTrust(ch.Origin("env_file", in.Config.EnvFile != ""), in.Workspace, in.Config.EnvFile) {
 		env = in.Config.EnvFile
@@ -158,6 +180,12 @@ func needsTrust(o Origin, ws, path string) bool {
 		return err == nil && filepath.IsLocal(rel)
 	}
 	return false
+}
+
+// inWorkspace reports whether path is inside the workspace ws.
+func inWorkspace(ws, path string) bool {
+	rel, err := filepath.Rel(ws, path)
+	return err == nil && filepath.IsLocal(rel)
 }
 
 // EnvFile returns the path of the env file among files ("" when none): a

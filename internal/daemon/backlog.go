@@ -1,0 +1,60 @@
+package daemon
+
+import (
+	"net/http"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/dashboard"
+)
+
+// handleTasks is GET /v1/runs/{ref}/tasks: a backlog run's tasks.
+func (d *Daemon) handleTasks(w http.ResponseWriter, r *http.Request) {
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	out, err := d.sched.BacklogTasks(r.Context(), run)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleRetryTask is POST /v1/runs/{ref}/tasks/{task}/retry: a blocked
+// task re-opened, answered with the backlog's tasks.
+func (d *Daemon) handleRetryTask(w http.ResponseWriter, r *http.Request) {
+	var req api.RetryTaskRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	run, err := d.resolve(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if d.sessionOnly(r) {
+		// What a session may set on resume, it may set on a retry.
+		if err := dashboard.ResumeRefusal(req.Set); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+	}
+	if err := d.sched.RetryTask(r.Context(), run.ID, r.PathValue("task"), req.Set); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	run, err = d.store.Run(r.Context(), run.ID)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	out, err := d.sched.BacklogTasks(r.Context(), run)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,185 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
+	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/views"
+)
+
+// BacklogTasks is a backlog run's tasks with their task runs' numbers
+// (`loopctl tasks`, GET /v1/runs/{id}/tasks). A run that is not a backlog
+// is an *InputError.
+func (s *Scheduler) BacklogTasks(ctx context.Context, run storage.Run) (api.BacklogTasks, error) {
+	if run.Kind != storage.KindBacklog {
+		hint := ""
+		if run.Parent != "" {
+			hint = fmt.Sprintf(" (it is a task run of backlog %s: loopctl tasks %s)", shortOf(run.Parent), shortOf(run.Parent))
+		}
+		return api.BacklogTasks{}, &InputError{Msg: fmt.Sprintf("run %s is not a backlog run%s; a backlog is started with loopctl start --tasks FILE", shortOf(run.ID), hint)}
+	}
+	tasks, err := s.store.Tasks(ctx, run.ID)
+	if err != nil {
+		return api.BacklogTasks{}, err
+	}
+	kids, err := s.store.ChildRuns(ctx, run.ID)
+	if err != nil {
+		return api.BacklogTasks{}, err
+	}
+	described, err := s.DescribeList(ctx, kids)
+	if err != nil {
+		return api.BacklogTasks{}, err
+	}
+	byID := map[string]api.Run{}
+	for _, d := range described {
+		byID[d.ID] = d
+	}
+	out := api.BacklogTasks{Backlog: run.ID, Status: run.Status, Reason: run.Reason, Goal: run.Goal, Branch: run.Branch,
+		BaseBranch: run.BaseBranch, Tasks: make([]api.Task, 0, len(tasks))}
+	for _, t := range tasks {
+		at := api.Task{ID: t.ID, Position: t.Position, Title: t.Title, Description: t.Description, DependsOn: t.Deps(),
+			Priority: t.Priority, State: t.State, Why: t.Why, Run: t.TaskRun, LandAttempts: t.LandAttempts,
+			LandedCommit: t.LandedCommit, Verified: t.Verified}
+		if at.DependsOn == nil {
+			at.DependsOn = []string{}
+		}
+		if d, ok := byID[t.TaskRun]; ok {
+			at.RunStatus, at.Iterations, at.Usage = d.Status, d.Iteration, d.Usage
+			if err := s.taskRunSteps(ctx, t.TaskRun, &at); err != nil {
+				return api.BacklogTasks{}, err
+			}
+		}
+		out.Tasks = append(out.Tasks, at)
+	}
+	return out, nil
+}
+
+// taskRunSteps fills in a task's tests (its run's last verification) and
+// its diffstat (the changes its iterations recorded).
+func (s *Scheduler) taskRunSteps(ctx context.Context, runID string, at *api.Task) error {
+	steps, err := s.store.StepsLight(ctx, runID)
+	if err != nil {
+		return err
+	}
+	for i := range steps {
+		st := &steps[i]
+		if st.Phase == api.PhaseVerification && st.Status != api.StepRunning {
+			at.Tests = views.StepTests(st)
+		}
+		if st.FilesChanged != nil {
+			at.FilesChanged += *st.FilesChanged
+		}
+		if st.Insertions != nil {
+			at.Insertions += *st.Insertions
+		}
+		if st.Deletions != nil {
+			at.Deletions += *st.Deletions
+		}
+	}
+	return nil
+}
+
+// RetryTask re-opens a blocked task of a backlog (`loopctl tasks RUN
+// --retry ID`): it and the tasks skipped because of it go back to pending
+// (the task gets a new task run from the integration branch's tip), sets
+// change the task's settings, and a backlog that had ended is resumed —
+// all in one transaction. Refusals are *InputError or *StateError and
+// change nothing.
+func (s *Scheduler) RetryTask(ctx context.Context, backlogID, taskID string, sets []string) error {
+	run, err := s.store.Run(ctx, backlogID)
+	if err != nil {
+		return err
+	}
+	if run.Kind != storage.KindBacklog {
+		return &InputError{Msg: fmt.Sprintf("run %s is not a backlog run: only a backlog's tasks can be retried", shortOf(run.ID))}
+	}
+	parsed, err := config.ParseSets(sets)
+	if err != nil {
+		return &InputError{Msg: "invalid --set; nothing was changed", Problems: problems(err)}
+	}
+	cfg, _, err := decodeFrozen(run)
+	if err != nil {
+		return err
+	}
+	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+		cur, err := tx.Run(backlogID)
+		if err != nil {
+			return err
+		}
+		tasks, err := tx.Tasks(backlogID)
+		if err != nil {
+			return err
+		}
+		var task *storage.Task
+		for i := range tasks {
+			if tasks[i].ID == taskID {
+				task = &tasks[i]
+			}
+		}
+		if task == nil {
+			ids := make([]string, 0, len(tasks))
+			for _, t := range tasks {
+				ids = append(ids, t.ID)
+			}
+			return &InputError{Msg: fmt.Sprintf("backlog %s has no task %q; its tasks are %s", shortOf(backlogID), taskID, strings.Join(ids, ", "))}
+		}
+		if task.State != storage.TaskBlocked {
+			return &StateError{Msg: fmt.Sprintf("task %s is %s, not blocked: only a blocked task can be retried", taskID, task.State)}
+		}
+		settings := task.Set()
+		for _, kv := range parsed {
+			settings[kv.Key] = kv.Value
+		}
+		if _, err := cfg.With(run.Workspace, taskSets(settings)); err != nil {
+			return &InputError{Msg: "invalid --set; nothing was changed", Problems: problems(err)}
+		}
+		js, err := json.Marshal(settings)
+		if err != nil {
+			return err
+		}
+		sjs, none, empty := string(js), "", ""
+		if err := tx.ChangeTask(storage.TaskChange{Backlog: backlogID, ID: taskID, From: []string{storage.TaskBlocked}, To: storage.TaskPending,
+			Why: &empty, TaskRun: &none, Settings: &sjs, ResetLandAttempts: true}); err != nil {
+			return err
+		}
+		// Its skipped dependents (and theirs) go back to pending too.
+		reopened := map[string]bool{taskID: true}
+		for changed := true; changed; {
+			changed = false
+			for i := range tasks {
+				t := &tasks[i]
+				if t.State != storage.TaskSkipped || reopened[t.ID] {
+					continue
+				}
+				for _, d := range t.Deps() {
+					if reopened[d] {
+						if err := tx.ChangeTask(storage.TaskChange{Backlog: backlogID, ID: t.ID, From: []string{storage.TaskSkipped},
+							To: storage.TaskPending, Why: &empty}); err != nil {
+							return err
+						}
+						reopened[t.ID], changed = true, true
+						break
+					}
+				}
+			}
+		}
+		if cur.Status.Terminal() {
+			return tx.TransitionRun(storage.Transition{RunID: backlogID, From: []api.RunStatus{cur.Status}, To: api.RunPending,
+				Event: events.RunResumed, ClearRequests: true,
+				Payload: map[string]any{"run_id": backlogID, "from": cur.Status, "retry": taskID, "set": sets}})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.Wake()
+	s.kickBacklogs()
+	return nil
+}
