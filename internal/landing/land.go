@@ -297,6 +297,17 @@ func (l *Lander) verify(ctx context.Context, run storage.Run, plan *git.LandPlan
 		res.Note = "not verified: --no-verify"
 	case len(lv.Commands) == 0:
 		res.Note = "not verified: the run has no verify_command"
+	case !plan.Moved && run.Kind == storage.KindBacklog:
+		// A backlog's branch is its tasks' lands, each tested together
+		// with what landed before it: that is its verification.
+		if why := l.backlogUntested(ctx, run, plan.RunTip); why != "" {
+			return &git.Refusal{Kind: git.RefusedUntested,
+				Message: fmt.Sprintf("%s is not all tested: %s; land it anyway with loopctl land %s --no-verify, or by hand", run.Branch, why, shortID(run.ID)),
+				Hand:    []string{"cd " + run.Workspace, "git merge " + run.Branch + "   # then run your tests"}}
+		}
+		res.Verified, res.TestedCommit = true, plan.RunTip
+		opts.Progress(fmt.Sprintf("%s has not moved since the backlog started: every task's land into %s was tested with what landed before it",
+			run.BaseBranch, run.Branch))
 	case !plan.Moved:
 		// The base has not moved: what lands is the run's last commit,
 		// and the run's own last verification says whether it passed.
@@ -462,6 +473,37 @@ func (l *Lander) verifyCombination(ctx context.Context, run storage.Run, plan *g
 	return &Refusal{Kind: git.RefusedVerifyFailed, Hand: hand, LogPath: logPath, OutputTail: fileTail(logPath, landTailBytes),
 		Message: fmt.Sprintf("%s has moved since the run started, and the merge of %s into it fails verify_command (%s): nothing landed",
 			run.BaseBranch, run.Branch, why)}
+}
+
+// backlogUntested says why a backlog's integration branch at tip is not
+// known tested ("" when it is): its last land was not verified, or the
+// branch moved after it.
+func (l *Lander) backlogUntested(ctx context.Context, run storage.Run, tip string) string {
+	tasks, err := l.store.Tasks(ctx, run.ID)
+	if err != nil {
+		return err.Error()
+	}
+	// The tip's own land decides: a verified land tested the tip, which
+	// holds every land before it.
+	var last *storage.Task
+	landed := 0
+	for i := range tasks {
+		if tasks[i].LandedCommit != "" {
+			landed++
+			if tasks[i].LandedCommit == tip {
+				last = &tasks[i]
+			}
+		}
+	}
+	switch {
+	case landed == 0:
+		return "no task has landed in it"
+	case last == nil:
+		return fmt.Sprintf("its tip %s is not a task's land: it moved after the last one", shortCommit(tip))
+	case !last.Verified:
+		return fmt.Sprintf("the land of task %s was not verified (its task run has no verify_command)", last.ID)
+	}
+	return ""
 }
 
 // prepareWorktree makes sure the run's worktree can test the combination:
