@@ -1,6 +1,7 @@
 package landing
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,10 @@ type LandOptions struct {
 	Squash   bool   // one commit on the base branch instead of a merge
 	Message  string // the merge or squash commit's message; "" for the default
 	NoVerify bool   // land without testing the combination
+	// Checkout is the checkout whose base branch moves; "" for the run's
+	// workspace. A backlog lands its task runs into its integration
+	// branch, checked out in the backlog's own worktree.
+	Checkout string
 	// Progress, when set, is told what the land is doing, a line at a
 	// time (a long verification says it is still running).
 	Progress func(string)
@@ -211,7 +216,7 @@ func (l *Lander) land(ctx context.Context, run storage.Run, opts LandOptions) (*
 	if err := refuseEarly(ctx, run); err != nil {
 		return nil, err
 	}
-	in := git.LandInput{Checkout: run.Workspace, Branch: run.Branch, BaseBranch: run.BaseBranch,
+	in := git.LandInput{Checkout: cmp.Or(opts.Checkout, run.Workspace), Branch: run.Branch, BaseBranch: run.BaseBranch,
 		BaseCommit: run.BaseCommit, Squash: opts.Squash, Message: opts.Message}
 	if in.Message == "" {
 		in.Message = defaultLandMessage(run, opts.Squash)
@@ -248,7 +253,7 @@ func (l *Lander) land(ctx context.Context, run storage.Run, opts LandOptions) (*
 		return nil, err
 	}
 	res := &api.LandResult{RunID: run.ID, Branch: run.Branch, BaseBranch: run.BaseBranch, Mode: string(plan.Mode),
-		Checkout: run.Workspace, BaseMoved: plan.Moved}
+		Checkout: in.Checkout, BaseMoved: plan.Moved}
 	if opts.Message != "" && plan.Mode == git.LandFastForward {
 		// Like git merge -m, a fast-forward makes no commit to carry the
 		// message; saying so beats a message that silently goes nowhere.
@@ -338,7 +343,7 @@ func (l *Lander) apply(ctx context.Context, run storage.Run, plan *git.LandPlan,
 	// A daemon that dies between git's fast-forward and the record below
 	// leaves the base branch moved, and the next daemon records the land
 	// from the intent (recoverLandedIntents) instead of forgetting it.
-	intent := landedIntent{Checkout: run.Workspace, BaseBranch: run.BaseBranch, Commit: plan.Target, Payload: map[string]any{
+	intent := landedIntent{Checkout: plan.Input.Checkout, BaseBranch: run.BaseBranch, Commit: plan.Target, Payload: map[string]any{
 		"run_id": run.ID, "branch": run.Branch, "base_branch": run.BaseBranch, "commit": plan.Target,
 		"mode": string(plan.Mode), "verified": res.Verified, "tested_commit": res.TestedCommit,
 	}}

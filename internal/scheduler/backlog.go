@@ -430,9 +430,7 @@ func (b *backlogRunner) landNext(ctx context.Context, st *backlogState) error {
 	}
 	// The task run lands into the integration branch, checked out in the
 	// backlog's worktree: that worktree is the checkout the land moves.
-	into := child
-	into.Workspace = st.run.Worktree
-	res, err := b.s.lander.Land(ctx, into, landing.LandOptions{NoVerify: len(ccfg.VerifyCommands) == 0})
+	res, err := b.s.lander.Land(ctx, child, landing.LandOptions{NoVerify: len(ccfg.VerifyCommands) == 0, Checkout: st.run.Worktree})
 	if err == nil {
 		return b.recordLanded(ctx, st, t, child, res.Commit, res.Verified)
 	}
