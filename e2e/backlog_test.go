@@ -22,6 +22,7 @@ const backlogAgent = `#!/bin/sh
 prompt=$(cat "$LOOP_PROMPT_FILE")
 task=$(printf '%s\n' "$prompt" | sed -n 's/^## Your task (\([^)]*\)).*/\1/p' | head -n 1)
 echo "$task $LOOP_ITERATION" >> "$AGENT_LOG"
+[ -n "${AGENT_SLEEP:-}" ] && sleep "$AGENT_SLEEP"
 printf '%s\n' "$prompt" > "$PROMPTS/$task-$LOOP_ITERATION.txt"
 if [ -n "${REWRITE:-}" ]; then
   printf -- '- [x] everything is done\n' > "$REWRITE"
