@@ -439,8 +439,10 @@ func (b *backlogRunner) landNext(ctx context.Context, st *backlogState) error {
 		return err
 	}
 	switch ref.Kind {
-	case git.RefusedBusy:
-		return nil // a land the user asked for holds the repository: next pass
+	case git.RefusedBusy, git.RefusedBaseMoved:
+		return nil // a land the user asked for holds or moved the repository: next pass
+	case git.RefusedNothing:
+		return b.recordNothing(ctx, t, child)
 	case git.RefusedConflict, git.RefusedVerifyFailed:
 		if t.LandAttempts < st.cfg.LandRetries {
 			return b.sendBack(ctx, t, child, ref)
@@ -509,6 +511,23 @@ func (b *backlogRunner) recordLanded(ctx context.Context, st *backlogState, t *s
 	b.log.Info("task landed", zap.String("task", t.ID), zap.String("commit", commit), zap.Bool("verified", verified))
 	t.State, t.LandedCommit, t.Verified = storage.TaskDone, commit, verified
 	return nil
+}
+
+// recordNothing records done a task whose task run completed without
+// changing anything: there is nothing to land.
+func (b *backlogRunner) recordNothing(ctx context.Context, t *storage.Task, child storage.Run) error {
+	why := "its task run completed without changing anything: nothing to land"
+	err := b.s.store.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.ChangeTask(storage.TaskChange{Backlog: b.id, ID: t.ID, From: []string{t.State}, To: storage.TaskDone, Why: &why}); err != nil {
+			return err
+		}
+		_, err := tx.Event(b.id, nil, events.TaskDone, map[string]any{"task": t.ID, "run": child.ID, "title": t.Title, "nothing_to_land": true})
+		return err
+	})
+	if err == nil {
+		t.State, t.Why = storage.TaskDone, why
+	}
+	return err
 }
 
 // startReady starts ready tasks, priority first then list order, while
