@@ -84,7 +84,15 @@ func (b *bench) backlog(n, rounds int) error {
 	}
 	final, err := d.client.Wait(ctx, api.RunRef{Ref: run.ID})
 	if err != nil || final.Reason != fmt.Sprintf("completed:tasks:%d", n) {
-		return fmt.Errorf("the land-queue backlog ended %s %q: %v", final.Status, final.Reason, err)
+		var why []string
+		if bt, terr := d.client.Tasks(ctx, api.RunRef{Ref: run.ID}); terr == nil {
+			for _, t := range bt.Tasks {
+				if t.State != "done" {
+					why = append(why, t.ID+" "+t.State+": "+t.Why)
+				}
+			}
+		}
+		return fmt.Errorf("the land-queue backlog ended %s %q: %v %s", final.Status, final.Reason, err, strings.Join(why, "; "))
 	}
 	total := time.Since(t0)
 	var lands []time.Time

@@ -56,6 +56,9 @@ type backlogRunner struct {
 	// resumed: the backlog was (re)claimed, not recovered after a crash;
 	// its task runs held by the backlog's own pause or stop go on.
 	resumed bool
+	// again: the pass did a land (or settled one); the queue may hold
+	// the next, so the next pass runs at once.
+	again bool
 }
 
 // SetLander gives the scheduler the daemon's Lander: backlogs land their
@@ -118,6 +121,10 @@ func (b *backlogRunner) drive() {
 			return
 		}
 		wait := backlogPoll
+		if b.again && err == nil {
+			b.again = false
+			continue
+		}
 		if err != nil {
 			b.log.Error("backlog pass failed; trying again", zap.String("problem", storage.Explain(err)))
 			wait = b.s.opts.RetryBackoff
@@ -403,6 +410,7 @@ func (b *backlogRunner) landNext(ctx context.Context, st *backlogState) error {
 	if t == nil {
 		return nil
 	}
+	b.again = true
 	if b.s.lander == nil {
 		return errors.New("no lander: the daemon did not give the scheduler one")
 	}
@@ -440,7 +448,8 @@ func (b *backlogRunner) landNext(ctx context.Context, st *backlogState) error {
 	}
 	switch ref.Kind {
 	case git.RefusedBusy, git.RefusedBaseMoved:
-		return nil // a land the user asked for holds or moved the repository: next pass
+		b.again = false // no spin: the next poll, or a run's end, tries again
+		return nil      // a land the user asked for holds or moved the repository
 	case git.RefusedNothing:
 		return b.recordNothing(ctx, t, child)
 	case git.RefusedConflict, git.RefusedVerifyFailed:
