@@ -266,7 +266,8 @@ type Config struct {
 	// notification with notify-send when a desktop session exists.
 	NotifyDesktop bool `json:"notify_desktop"`
 	// NotifyOn (key notify_on, default ended,waiting) lists the run changes
-	// that notify: ended, waiting, completed, failed, aborted, paused.
+	// that notify: ended, waiting, completed, failed, aborted, paused, and
+	// a backlog's task_done and task_blocked.
 	NotifyOn []string `json:"notify_on"`
 	// MaxAPIWait (key max_api_wait, default 6h, at least 1s) is how long the
 	// model API may stay unavailable (overloaded, 5xx, 429 without a

@@ -164,7 +164,7 @@ var keyDocs = map[string]keyDoc{
 		"Discord and ntfy incoming webhooks. Retried with back-off. See [notifications](notifications.md)."},
 	"notify_desktop": {meaning: "`true` shows each notification with `notify-send` when a desktop session exists."},
 	"notify_on": {meaning: "Comma list of the changes that notify: `ended` (any terminal status), `waiting`, `completed`, " +
-		"`failed`, `aborted`, `paused`. An empty value turns notifications off."},
+		"`failed`, `aborted`, `paused`, and for a backlog `task_done` and `task_blocked`. An empty value turns notifications off."},
 	"price.<model>": {def: "built in", meaning: "Overrides one model's price: `input,output[,cache_read[,cache_write[,cache_write_1h]]]` in USD " +
 		"per million tokens, e.g. `price.my-model=3,15,0.30,3.75,6`. A missing cache price equals the input price; a missing " +
 		"1-hour cache write price (Anthropic's 1-hour prompt cache) equals `cache_write`. An empty value removes the override."},

@@ -285,7 +285,7 @@ func (b *backlogRunner) reconcile(ctx context.Context, st *backlogState) error {
 				why += ": " + firstLine(child.Description)
 			}
 			ch = &storage.TaskChange{To: storage.TaskBlocked, Why: &why}
-			ev, payload = events.TaskBlocked, map[string]any{"task": t.ID, "run": child.ID, "why": why,
+			ev, payload = events.TaskBlocked, map[string]any{"task": t.ID, "title": t.Title, "run": child.ID, "why": why,
 				"run_status": child.Status, "reason": child.Reason}
 		default:
 			continue
@@ -491,7 +491,7 @@ func (b *backlogRunner) block(ctx context.Context, t *storage.Task, runID, why s
 		if err := tx.ChangeTask(storage.TaskChange{Backlog: b.id, ID: t.ID, From: []string{t.State}, To: storage.TaskBlocked, Why: &why}); err != nil {
 			return err
 		}
-		_, err := tx.Event(b.id, nil, events.TaskBlocked, map[string]any{"task": t.ID, "run": runID, "why": why})
+		_, err := tx.Event(b.id, nil, events.TaskBlocked, map[string]any{"task": t.ID, "title": t.Title, "run": runID, "why": why})
 		return err
 	})
 	if err == nil {
