@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -113,6 +114,16 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 		opts.WorkspaceConfigGiven = true
 	}
 	cfg, err := config.Load(opts)
+	if err != nil && strings.TrimSpace(req.Goal) == "" {
+		// A backlog's goal is optional (each task brings its own): a
+		// config whose only problem is the missing goal loads with the
+		// backlog's default one, when it is a backlog.
+		retry := opts
+		retry.Sets = append(slices.Clip(opts.Sets), "prompt="+config.QuoteValue(backlogGoal))
+		if c2, err2 := config.Load(retry); err2 == nil && (c2.TasksFile != "" || c2.TasksCommand != "") {
+			cfg, err = c2, nil
+		}
+	}
 	if err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
