@@ -127,8 +127,8 @@ var keyDocs = map[string]keyDoc{
 	"max_consecutive_review_failures":       {meaning: "Likewise for review failures in a row. `0` disables it."},
 	"max_consecutive_verification_failures": {meaning: "Likewise for verification failures in a row. `0` disables it."},
 	"progress_resets_streak": {meaning: "A failed verification with fewer failing tests than the previous failed verification " +
-		"restarts the verification failure streak at 1 instead of extending it, so a loop fixing one test per iteration is not " +
-		"declared stuck. `false` counts every failure. `loopctl status` shows the trend (`failing 5 → 4 → 3`)."},
+		"restarts the verification failure streak (and a `test_failure_streak` condition's count) at 1 instead of extending it, " +
+		"so a loop fixing one test per iteration is not declared stuck. `false` counts every failure. `loopctl status` shows the trend (`failing 5 → 4 → 3`)."},
 	"max_task_failures": {meaning: "The run FAILS (`stuck_task:<n>`) when the same plan task failed verification this many " +
 		"times in a row. `0` disables it."},
 	"no_progress_iterations": {meaning: "The run FAILS (`no_progress:<n>`) after this many iterations without progress " +

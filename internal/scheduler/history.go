@@ -136,8 +136,13 @@ func (t *tally) add(steps []storage.Step, i int, p Pipeline) {
 		return // the setup step is in no iteration and no failure streak
 	}
 	failed := s.Status == api.StepFailed
+	// Progress (fewer failing tests than the previous failed verification)
+	// restarts both verification streaks: max_consecutive_failures and
+	// test_failure_streak alike would otherwise declare stuck a loop that
+	// fixes one test per iteration.
+	progress := failed && s.Phase == api.PhaseVerification && p.ProgressResets && t.fewerFailing(s)
 	switch {
-	case failed && s.Phase == api.PhaseVerification && p.ProgressResets && t.fewerFailing(s):
+	case progress:
 		t.streaks[phaseIndex(s.Phase)] = 1 // progress: the streak starts again
 	case failed:
 		t.streaks[phaseIndex(s.Phase)]++
@@ -147,7 +152,11 @@ func (t *tally) add(steps []storage.Step, i int, p Pipeline) {
 	if s.Phase == api.PhaseVerification {
 		t.lastVerification = i + 1
 		if failed {
-			t.testFailures++
+			if progress {
+				t.testFailures = 1
+			} else {
+				t.testFailures++
+			}
 			n := -1
 			if s.TestsFailed != nil {
 				n = *s.TestsFailed

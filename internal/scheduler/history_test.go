@@ -333,18 +333,69 @@ func defFailingTrend(h *History) []int {
 
 func defTestFailureStreak(h *History) int {
 	n := 0
+	prevFailing := -1 // failing tests of the previous failed verification, -1 unknown
 	for i := range h.Steps {
 		s := &h.Steps[i]
 		if s.Phase != api.PhaseVerification || !counts(s) {
 			continue
 		}
-		if s.Status == api.StepFailed {
+		switch {
+		case s.Status == api.StepFailed && h.Pipeline.ProgressResets && s.TestsFailed != nil && prevFailing >= 0 &&
+			*s.TestsFailed < prevFailing:
+			n = 1
+		case s.Status == api.StepFailed:
 			n++
-		} else {
+		default:
 			n = 0
+		}
+		prevFailing = -1
+		if s.Status == api.StepFailed && s.TestsFailed != nil {
+			prevFailing = *s.TestsFailed
 		}
 	}
 	return n
+}
+
+// TestProgressResetsTestFailureStreak: failing tests going 5 → 4 → 3 is
+// progress for test_failure_streak as for max_consecutive_failures; with
+// progress_resets_streak=false every failure counts, and a failure that
+// is not fewer (or not counted) extends the streak either way.
+func TestProgressResetsTestFailureStreak(t *testing.T) {
+	failing := func(counts ...int) []storage.Step {
+		var spec []string
+		for range counts {
+			spec = append(spec, "I+", "V-")
+		}
+		st := steps(spec...)
+		for i, n := range counts {
+			if n >= 0 {
+				st[2*i+1].TestsFailed = &n
+			}
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name   string
+		counts []int
+		resets bool
+		want   int
+	}{
+		{"fewer each time", []int{5, 4, 3}, true, 1},
+		{"fewer each time, progress_resets_streak=false", []int{5, 4, 3}, false, 3},
+		{"the same count is no progress", []int{5, 4, 4}, true, 2},
+		{"more is no progress", []int{3, 4, 5}, true, 3},
+		{"an unparsed count is never progress, nor compared with", []int{5, -1, 3}, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHistory(failing(tc.counts...), Pipeline{Verification: true, ProgressResets: tc.resets})
+			if got := h.TestFailureStreak(); got != tc.want {
+				t.Errorf("TestFailureStreak = %d, want %d", got, tc.want)
+			}
+			if got := h.Counters().Verification; got != tc.want {
+				t.Errorf("verification streak = %d, want %d (both streaks read progress alike)", got, tc.want)
+			}
+		})
+	}
 }
 
 func defStuckTask(h *History) (task string, failures int) {
