@@ -104,6 +104,12 @@ var keyDocs = map[string]keyDoc{
 		"Repeatable: each line adds a command; a layer that sets it replaces the list of the layers below; " +
 		"an empty value clears the list."},
 	"verify_report": {meaning: "A JUnit XML file the verify commands write; test counts and failing test names are read from it."},
+	"verify_baseline": {meaning: "Run the verification once on the untouched workspace before iteration 1 (a step of phase " +
+		"`baseline` at iteration 0: no iteration, never a failure) and record its failing tests as pre-existing. The `verify` " +
+		"gate then holds when every failing test was already failing there, matched by parsed test name; a new failure still " +
+		"fails, a pre-existing one that now passes is fine, and a failure that has no name (unparsed output, a build error, " +
+		"a timeout) must pass outright. With several `verify_command`s only the last one's pre-existing failures are ignored. " +
+		"Nothing without a `verify_command`."},
 	"completion": {meaning: "The completion gates that must all hold after the same iteration: `promise`, `verify`, `review`, `plan`, " +
 		"`changes` (the run changed something against its base; needs a git repository). " +
 		"`verify` and `review` hold vacuously when not configured, so at least one gate must check something."},
