@@ -85,8 +85,8 @@ func TestVerifyBaseline(t *testing.T) {
 			steps: "baseline:FAILED implementation:SUCCEEDED verification:FAILED implementation:SUCCEEDED verification:FAILED",
 		},
 		{
-			name:     "a failure without a name is never ignored",
-			sets:     []string{"verify_baseline=true"},
+			name: "a failure without a name is never ignored",
+			sets: []string{"verify_baseline=true"},
 			baseline: fakeStep{code: 1, output: "FAILED test_calc.py::test_1 - assert 0 == 1\n" +
 				"========================= 1 failed, 4 passed in 0.05s =========================\n"},
 			// One failure named, two counted.
