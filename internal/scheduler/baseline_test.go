@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -45,6 +46,7 @@ func TestVerifyBaseline(t *testing.T) {
 		reason   string
 		steps    string
 		ignored  []string // the last verification's ignored tests
+		prompt   string   // in the last implementation step's prompt
 	}{
 		{
 			name:     "only the baseline's failures: the gate holds",
@@ -76,6 +78,7 @@ func TestVerifyBaseline(t *testing.T) {
 			status: api.RunAborted, reason: "max_iterations:2",
 			steps:   "baseline:FAILED implementation:SUCCEEDED verification:FAILED implementation:SUCCEEDED verification:FAILED",
 			ignored: []string{"test_1"},
+			prompt:  "Of these, 1 was already failing before the run and ignored: tests.test_calc.TestCalc.test_1. The others are the ones to fix.",
 		},
 		{
 			name:     "a baseline whose failures were not parsed ignores nothing",
@@ -166,6 +169,13 @@ func TestVerifyBaseline(t *testing.T) {
 			}
 			if !slices.Equal(ignored, tt.ignored) {
 				t.Errorf("ignored %q, want %v", last.TestsIgnoredNames, tt.ignored)
+			}
+			if tt.prompt != "" {
+				impl := steps[len(steps)-2]
+				b, err := os.ReadFile(filepath.Join(filepath.Dir(impl.LogPath), fmt.Sprintf("%04d-implementation.prompt", impl.Seq)))
+				if err != nil || !strings.Contains(string(b), tt.prompt) {
+					t.Errorf("the next prompt lacks %q (%v):\n%s", tt.prompt, err, b)
+				}
 			}
 		})
 	}

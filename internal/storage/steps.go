@@ -300,3 +300,17 @@ func (s *Store) SharedLimit(ctx context.Context, credential, runID string, now i
 }
 
 const qSetCancelCause = `UPDATE steps SET cancel_cause = ? WHERE id = ? AND status = 'RUNNING'`
+
+// LastEnded returns a run's newest step of phase that ran to an outcome
+// (SUCCEEDED or FAILED), with every column; ErrNotFound when there is none.
+// Status reads verify_baseline's record with it: the baseline step's
+// failing tests and what the newest verification ignored of them.
+func (s *Store) LastEnded(ctx context.Context, runID string, phase api.Phase) (Step, error) {
+	var st Step
+	err := s.get(ctx, &st, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? AND phase = ?
+		AND status IN ('SUCCEEDED', 'FAILED') ORDER BY seq DESC LIMIT 1`, runID, phase)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, ErrNotFound
+	}
+	return st, err
+}
