@@ -233,4 +233,3 @@ func storedConditions(results []storedResult) []api.Condition {
 	}
 	return out
 }
-
