@@ -381,6 +381,15 @@ func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) err
 	if _, busy := s.ontoBusy.Load(runID); busy {
 		return &StateError{Msg: fmt.Sprintf("run %s is being resumed with --onto-base; wait for it to finish", runID)}
 	}
+	if run, err := s.store.Run(ctx, runID); err == nil {
+		if base := s.cutOntoBase(ctx, run); base != "" {
+			// A resume --onto-base was cut after git merged: finish it,
+			// as running it again would (the docs promise either works).
+			s.log.Info("resume: finishing the merge of the base a cut resume --onto-base left in the worktree",
+				zap.String("run", runID), zap.String("base", base))
+			return s.resumeOntoBase(ctx, runID, sets, base)
+		}
+	}
 	return s.resume(ctx, runID, sets, nil)
 }
 
