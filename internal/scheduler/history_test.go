@@ -520,3 +520,53 @@ func TestHistorySetupStep(t *testing.T) {
 		t.Fatalf("Next() without setup = %+v", got)
 	}
 }
+
+// TestHistoryBaselineStep: with verify_baseline the baseline runs once,
+// after any setup and before iteration 1, until one records an outcome
+// (a failing one included); it is in no iteration and no streak, and a
+// run that already has iterations never goes back to it.
+func TestHistoryBaselineStep(t *testing.T) {
+	at := func(seq int, phase api.Phase, it int, status api.StepStatus) storage.Step {
+		end := int64(seq * 10)
+		return storage.Step{Seq: seq, Phase: phase, Iteration: it, Status: status, EndedAt: &end}
+	}
+	base := Pipeline{Verification: true, Baseline: true}
+	withSetup := Pipeline{Verification: true, Baseline: true, Setup: true}
+	tests := []struct {
+		name  string
+		p     Pipeline
+		steps []storage.Step
+		next  Next
+	}{
+		{"the first step is the baseline", base, nil, Next{Phase: api.PhaseBaseline}},
+		{"after the setup, the baseline", withSetup, []storage.Step{at(1, api.PhaseSetup, 0, api.StepSucceeded)}, Next{Phase: api.PhaseBaseline}},
+		{"the setup first", withSetup, nil, Next{Phase: api.PhaseSetup}},
+		{"a failing baseline is an outcome: iteration 1", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepFailed)},
+			Next{Phase: api.PhaseImplementation, Iteration: 1}},
+		{"a passing baseline: iteration 1", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepSucceeded)},
+			Next{Phase: api.PhaseImplementation, Iteration: 1}},
+		{"an interrupted baseline runs again", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepInterrupted)},
+			Next{Phase: api.PhaseBaseline, Retry: true}},
+		{"a canceled baseline runs again", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepCanceled)},
+			Next{Phase: api.PhaseBaseline, Retry: true}},
+		{"turned on by resume --set after iteration 1: none", base, []storage.Step{at(1, api.PhaseImplementation, 1, api.StepSucceeded),
+			at(2, api.PhaseVerification, 1, api.StepFailed)}, Next{Phase: api.PhaseImplementation, Iteration: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHistory(tt.steps, tt.p)
+			if got := h.Next(); got != tt.next {
+				t.Fatalf("Next() = %+v, want %+v", got, tt.next)
+			}
+			if len(tt.steps) > 0 && tt.steps[0].Phase != api.PhaseImplementation {
+				if c := h.Counters(); c != (api.Counters{}) || h.CompletedIterations() != 0 || h.TestFailureStreak() != 0 || h.LastVerification() != nil {
+					t.Fatalf("the baseline counted: %+v, %d iterations, test streak %d", c, h.CompletedIterations(), h.TestFailureStreak())
+				}
+			}
+		})
+	}
+	h := NewHistory([]storage.Step{at(1, api.PhaseBaseline, 0, api.StepInterrupted), at(2, api.PhaseBaseline, 0, api.StepFailed)}, base)
+	if b := h.Baseline(); b == nil || b.Seq != 2 {
+		t.Fatalf("Baseline() = %+v, want the counted step 2", b)
+	}
+}
