@@ -211,3 +211,23 @@ func TestVerifyBaselineRecovery(t *testing.T) {
 		t.Errorf("the interrupted baseline's log: %v", err)
 	}
 }
+
+// verify_baseline without a verify_command has nothing to run: start
+// says so, and the run has no baseline step.
+func TestVerifyBaselineWithoutVerification(t *testing.T) {
+	fx := newFakeExec(t, func(api.Phase, int) fakeStep { return fakeStep{} })
+	h := newHarness(t, fx)
+	run, warnings, err := h.s.CreateRun(t.Context(), api.CreateRunRequest{Workspace: t.TempDir(), Goal: "g",
+		Set: []string{"agent=command", "agent_command=agent", "verify_baseline=true", "max_iterations=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "verify_baseline is ignored") }) {
+		t.Errorf("warnings = %q, want one for verify_baseline", warnings)
+	}
+	h.claim(run.ID)
+	h.drive(run.ID, false)
+	if got := statuses(h.steps(run.ID)); got != "implementation:SUCCEEDED" {
+		t.Errorf("steps %s, want one implementation step and no baseline", got)
+	}
+}

@@ -153,6 +153,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
+		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
+	}
 	// After isolate: a worktree run's agent reads the agents' own files
 	// (.claude/settings.json…) as committed in its base commit, so those
 	// are the ones checked.
