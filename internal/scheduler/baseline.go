@@ -39,7 +39,10 @@ func (r *runner) ignorePreExisting(st *storage.Step, res testreport.Result) {
 	fresh := false
 	var ignored []string
 	for _, n := range st.TestsFailedNames {
-		if pre[n] {
+		// The baseline's names were stored redacted (redactStep): compare
+		// like with like. What is kept is the name as parsed, redacted
+		// with the step's other names when it is recorded.
+		if pre[r.secrets.String(n)] {
 			ignored = append(ignored, n)
 		} else {
 			fresh = true

@@ -231,3 +231,33 @@ func TestVerifyBaselineWithoutVerification(t *testing.T) {
 		t.Errorf("steps %s, want one implementation step and no baseline", got)
 	}
 }
+
+// A test name holding a secret of the env_file is stored redacted, the
+// baseline's and the ignored names alike, and still matches.
+func TestVerifyBaselineRedactedNames(t *testing.T) {
+	out := "FAIL: test_a (t_sk-live-123.T.test_a)\n----------------------------------------------------------------------\n" +
+		"Ran 2 tests in 0.001s\n\nFAILED (failures=1)\n"
+	fx := newFakeExec(t, func(phase api.Phase, seq int) fakeStep {
+		if phase == api.PhaseImplementation {
+			return fakeStep{output: "<promise>COMPLETE</promise>\n"}
+		}
+		return fakeStep{code: 1, output: out}
+	})
+	h := newHarness(t, fx)
+	ws := t.TempDir()
+	envFile := filepath.Join(ws, "secrets.env")
+	if err := os.WriteFile(envFile, []byte("DEPLOY_TOKEN=sk-live-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := h.start(ws, "agent=command", "agent_command=agent", "verify_command=python3 -m unittest", "verify_baseline=true",
+		"completion=promise,verify", "max_iterations=1", "env_file="+envFile)
+	run := h.drive(id, false)
+	steps := h.steps(id)
+	if run.Status != api.RunCompleted || len(steps) != 3 {
+		t.Fatalf("run %s %q, steps %s; want COMPLETED after baseline, implementation, verification", run.Status, run.Reason, statuses(steps))
+	}
+	want := "t_[REDACTED:DEPLOY_TOKEN].T.test_a"
+	if b, v := steps[0].TestsFailedNames, steps[2].TestsIgnoredNames; len(b) != 1 || b[0] != want || len(v) != 1 || v[0] != want {
+		t.Fatalf("baseline failing %q, ignored %q; want both %q", b, v, want)
+	}
+}
