@@ -17,12 +17,14 @@ import (
 // unless its task is in $NEVER (it then never completes). With $REWRITE set
 // it overwrites the plan file in the user's checkout and in its worktree
 // first, as an agent "marking tasks done" would. When its prompt says its
-// land was refused, it writes fixed.txt (the fix check.sh wants).
+// land was refused, it writes fixed.txt (the fix check.sh wants). While the
+// file $HOLD exists it waits (touching $HOLD.waiting first).
 const backlogAgent = `#!/bin/sh
 prompt=$(cat "$LOOP_PROMPT_FILE")
 task=$(printf '%s\n' "$prompt" | sed -n 's/^## Your task (\([^)]*\)).*/\1/p' | head -n 1)
 echo "$task $LOOP_ITERATION" >> "$AGENT_LOG"
 [ -n "${AGENT_SLEEP:-}" ] && sleep "$AGENT_SLEEP"
+if [ -n "${HOLD:-}" ] && [ -f "$HOLD" ]; then touch "$HOLD.waiting"; while [ -f "$HOLD" ]; do sleep 0.05; done; fi
 printf '%s\n' "$prompt" > "$PROMPTS/$task-$LOOP_ITERATION.txt"
 if [ -n "${REWRITE:-}" ]; then
   printf -- '- [x] everything is done\n' > "$REWRITE"
