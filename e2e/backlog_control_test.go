@@ -131,3 +131,41 @@ func TestBacklogBudgets(t *testing.T) {
 		t.Errorf("after = %+v, want skipped", after)
 	}
 }
+
+// A graceful stop lets the task run finish its step; a backlog resumed
+// before that step ends does not take the task run's INTERRUPTED for a
+// failure: it resumes the task run once it has stopped, and the task lands.
+func TestBacklogResumedBeforeItsTaskRunStopped(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	agentLog, prompts := e.backlogRepo()
+	hold := filepath.Join(e.home, "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.writeFile(".env", "AGENT_LOG="+agentLog+"\nPROMPTS="+prompts+"\nHOLD="+hold+"\n", 0o600)
+	e.writeFile("PLAN.md", "- [ ] only {#only}\n", 0o644)
+	id := e.start("--tasks", "PLAN.md", "stop me gently")
+	eventually(t, "the task run's agent", 30*time.Second, func() bool { _, err := os.Stat(hold + ".waiting"); return err == nil })
+	task := taskByID(t, e.tasks(id), "only")
+	e.must("stop", id)
+	if code := e.wait(id); code != 3 {
+		t.Fatalf("stopped backlog: exit %d, want 3", code)
+	}
+	if r := e.status(task.Run); r.Status != api.RunRunning || r.StopRequested != "graceful" {
+		t.Fatalf("task run %s %q, want RUNNING with a graceful stop asked", r.Status, r.StopRequested)
+	}
+	e.must("resume", id)
+	eventually(t, "the backlog RUNNING", 30*time.Second, func() bool { return e.status(id).Status == api.RunRunning })
+	os.Remove(hold) // the step ends; the task run stops, then goes on
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("resumed backlog: exit %d: %+v", code, e.tasks(id))
+	}
+	if got := taskByID(t, e.tasks(id), "only"); got.State != "done" || got.Run != task.Run {
+		t.Errorf("%+v, want done by task run %s", got, task.Run)
+	}
+	evs := e.events(task.Run)
+	if countType(evs, "RUN_INTERRUPTED") != 1 || countType(evs, "RUN_RESUMED") != 1 {
+		t.Errorf("task run events: %v, want it interrupted once and resumed once", eventTypes(evs))
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/git"
@@ -53,9 +56,6 @@ type backlogRunner struct {
 	id   string
 	log  *zap.Logger
 	kick chan struct{}
-	// resumed: the backlog was (re)claimed, not recovered after a crash;
-	// its task runs held by the backlog's own pause or stop go on.
-	resumed bool
 	// again: the pass did a land (or settled one); the queue may hold
 	// the next, so the next pass runs at once.
 	again bool
@@ -68,7 +68,7 @@ func (s *Scheduler) SetLander(l *landing.Lander) { s.lander = l }
 
 // startBacklog starts the coordinator of runID when it is a backlog run;
 // false: it is not one (or cannot be read now: its runner will say why).
-func (s *Scheduler) startBacklog(runID string, recovered bool) bool {
+func (s *Scheduler) startBacklog(runID string, _ bool) bool {
 	run, err := s.store.Run(context.Background(), runID)
 	if err != nil || run.Kind != storage.KindBacklog {
 		return false
@@ -78,7 +78,7 @@ func (s *Scheduler) startBacklog(runID string, recovered bool) bool {
 	if _, ok := s.backlogs[runID]; ok || s.stopping {
 		return true
 	}
-	b := &backlogRunner{s: s, id: runID, log: s.log.With(zap.String("backlog", runID)), kick: make(chan struct{}, 1), resumed: !recovered}
+	b := &backlogRunner{s: s, id: runID, log: s.log.With(zap.String("backlog", runID)), kick: make(chan struct{}, 1)}
 	s.backlogs[runID] = b
 	s.runners.Go(func() {
 		defer func() {
@@ -156,6 +156,7 @@ type backlogState struct {
 	cfg      config.Config
 	tasks    []storage.Task
 	children map[string]storage.Run
+	held     map[string]bool // task runs the backlog's stop or pause holds (resumeHeld)
 }
 
 // pass does what can be done now; done: the backlog has left RUNNING.
@@ -178,9 +179,8 @@ func (b *backlogRunner) pass(ctx context.Context) (bool, error) {
 			fmt.Sprintf("could not add the backlog's integration worktree at %s on branch %s: %v; fix the problem, then `loopctl resume %s`",
 				st.run.Worktree, st.run.Branch, err, shortOf(b.id)))
 	}
-	if b.resumed {
-		b.resumed = false
-		b.resumeChildren(ctx, st)
+	if err := b.resumeHeld(ctx, st); err != nil {
+		return false, err
 	}
 	if err := b.reconcile(ctx, st); err != nil {
 		return false, err
@@ -270,6 +270,9 @@ func (b *backlogRunner) reconcile(ctx context.Context, st *backlogState) error {
 		if !ok {
 			return fmt.Errorf("task %s: its task run %s is missing", t.ID, t.TaskRun)
 		}
+		if st.held[child.ID] {
+			continue // held by the backlog's stop or pause, not ended
+		}
 		var ch *storage.TaskChange
 		var ev events.Type
 		var payload map[string]any
@@ -278,6 +281,7 @@ func (b *backlogRunner) reconcile(ctx context.Context, st *backlogState) error {
 			// Landed (by this backlog before a crash cut the record short,
 			// or recorded from the land's intent by landing's recovery):
 			// recorded, never landed again.
+			b.again = true
 			return b.recordLanded(ctx, st, t, child, child.LandedCommit, b.landedVerified(ctx, child))
 		case t.State == storage.TaskLanding && !child.Status.Terminal():
 			// Sent back to its agent after a refused land, the record of
@@ -775,34 +779,131 @@ func (b *backlogRunner) end(ctx context.Context, st *backlogState, status api.Ru
 	return nil
 }
 
-// stopChildren stops the backlog's live task runs.
-func (b *backlogRunner) stopChildren(ctx context.Context, st *backlogState, now bool) {
-	for _, k := range st.children {
-		if k.Status.Terminal() {
-			continue
+// heldFile lists, in the backlog's run directory, the task runs the
+// backlog's own stop or pause held: they go on when the backlog does, and
+// until then their ending INTERRUPTED or PAUSED does not block their task.
+// It is written before they are stopped, so a crash in between leaves the
+// list, never a held task run the backlog would take for failed.
+const heldFile = "held-task-runs.json"
+
+func (b *backlogRunner) heldPath() string {
+	return filepath.Join(b.s.opts.Home, "runs", b.id, heldFile)
+}
+
+func (b *backlogRunner) readHeld() map[string]bool {
+	var ids []string
+	if data, err := os.ReadFile(b.heldPath()); err == nil {
+		_ = json.Unmarshal(data, &ids)
+	}
+	out := map[string]bool{}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+func (b *backlogRunner) writeHeld(held map[string]bool) error {
+	if len(held) == 0 {
+		if err := os.Remove(b.heldPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
-		if err := b.s.Stop(ctx, k.ID, now); err != nil {
-			b.log.Warn("stop a task run", zap.String("run", k.ID), zap.Error(err))
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(held))
+	data, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(b.heldPath()), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Write(b.heldPath(), data)
+}
+
+// hold records the backlog's live task runs as held by it, then stops
+// (stop) or pauses them.
+func (b *backlogRunner) hold(ctx context.Context, st *backlogState, stop, now bool) error {
+	held := b.readHeld()
+	var live []storage.Run
+	for _, k := range st.children {
+		if !k.Status.Terminal() && k.Status != api.RunPaused {
+			held[k.ID] = true
+			live = append(live, k)
 		}
 	}
+	if err := b.writeHeld(held); err != nil {
+		return err
+	}
+	for _, k := range live {
+		var err error
+		if stop {
+			err = b.s.Stop(ctx, k.ID, now)
+		} else {
+			err = b.s.Pause(ctx, k.ID)
+		}
+		if err != nil {
+			b.log.Warn("hold a task run", zap.String("run", k.ID), zap.Bool("stop", stop), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// resumeHeld continues the task runs the backlog's own stop or pause held,
+// now that the backlog runs again: PAUSED ones, and those a stop ended
+// INTERRUPTED. One still finishing its step stays held for a later pass;
+// reconcile leaves the held ones alone.
+func (b *backlogRunner) resumeHeld(ctx context.Context, st *backlogState) error {
+	held := b.readHeld()
+	if len(held) == 0 {
+		return nil
+	}
+	for id := range held {
+		k, ok := st.children[id]
+		switch {
+		case !ok:
+			delete(held, id)
+		case k.Status == api.RunPaused || (k.Status == api.RunInterrupted && k.Reason == "user_stop"):
+			if err := b.s.Resume(ctx, id, nil); err != nil {
+				b.log.Warn("resume a held task run", zap.String("run", id), zap.Error(err))
+			} else {
+				k.Status = api.RunPending
+				st.children[id] = k
+			}
+			delete(held, id)
+		case k.Status.Terminal():
+			delete(held, id) // it ended otherwise: reconcile decides
+		case k.PauseRequest && k.StopRequest == "":
+			// Still in the step it was to pause after: resume cancels
+			// the pause.
+			if err := b.s.Resume(ctx, id, nil); err != nil {
+				b.log.Warn("resume a held task run", zap.String("run", id), zap.Error(err))
+			}
+			delete(held, id)
+		case k.StopRequest == "" && !k.PauseRequest:
+			delete(held, id) // never held after all (it had ended its step)
+		}
+	}
+	if err := b.writeHeld(held); err != nil {
+		return err
+	}
+	st.held = held
+	return nil
 }
 
 // stop carries out loopctl stop of the backlog: its task runs are stopped
 // (at once with --now, else after their step), the backlog INTERRUPTED.
 func (b *backlogRunner) stop(ctx context.Context, st *backlogState) error {
-	b.stopChildren(ctx, st, st.run.StopRequest == storage.StopNow)
+	if err := b.hold(ctx, st, true, st.run.StopRequest == storage.StopNow); err != nil {
+		return err
+	}
 	return b.end(ctx, st, api.RunInterrupted, "user_stop", "stopped by the user; `loopctl resume` continues the backlog and its task runs")
 }
 
 // pause carries out loopctl pause of the backlog: its running task runs
 // are paused (after their step) and the backlog PAUSED.
 func (b *backlogRunner) pause(ctx context.Context, st *backlogState) error {
-	for _, k := range st.children {
-		if k.Status == api.RunRunning || k.Status == api.RunPending || k.Status == api.RunWaiting {
-			if err := b.s.Pause(ctx, k.ID); err != nil {
-				b.log.Warn("pause a task run", zap.String("run", k.ID), zap.Error(err))
-			}
-		}
+	if err := b.hold(ctx, st, false, false); err != nil {
+		return err
 	}
 	err := b.s.store.Write(ctx, func(tx *storage.Tx) error {
 		return tx.TransitionRun(storage.Transition{RunID: b.id, From: []api.RunStatus{api.RunRunning}, To: api.RunPaused,
@@ -814,21 +915,14 @@ func (b *backlogRunner) pause(ctx context.Context, st *backlogState) error {
 	return err
 }
 
-// resumeChildren continues, when the backlog is resumed, the task runs its
-// own pause or stop held: PAUSED ones, and those INTERRUPTED by a stop.
-func (b *backlogRunner) resumeChildren(ctx context.Context, st *backlogState) {
-	for _, t := range st.tasks {
-		if t.TaskRun == "" || (t.State != storage.TaskRunning && t.State != storage.TaskWaiting) {
+// stopChildren stops the backlog's live task runs (its budget is spent).
+func (b *backlogRunner) stopChildren(ctx context.Context, st *backlogState, now bool) {
+	for _, k := range st.children {
+		if k.Status.Terminal() {
 			continue
 		}
-		k := st.children[t.TaskRun]
-		if k.Status == api.RunPaused || (k.Status == api.RunInterrupted && k.Reason == "user_stop") {
-			if err := b.s.Resume(ctx, k.ID, nil); err != nil {
-				b.log.Warn("resume a task run", zap.String("run", k.ID), zap.Error(err))
-				continue
-			}
-			k.Status = api.RunPending
-			st.children[k.ID] = k
+		if err := b.s.Stop(ctx, k.ID, now); err != nil {
+			b.log.Warn("stop a task run", zap.String("run", k.ID), zap.Error(err))
 		}
 	}
 }
