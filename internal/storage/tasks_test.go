@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/events"
 )
 
 // A backlog's tasks round-trip in list order, a task run names its parent,
@@ -99,6 +100,13 @@ func TestBacklogTasks(t *testing.T) {
 		}
 		if b, err := s.Run(t.Context(), "b1"); err != nil || b.Kind != KindBacklog || b.Parent != "" {
 			t.Fatalf("backlog run = %+v, %v", b, err)
+		}
+		evs, err := s.EventsOfType(t.Context(), "b1", events.RunCreated)
+		if err != nil || len(evs) != 1 || evs[0].RunID != "b1" {
+			t.Fatalf("RUN_CREATED events of b1 = %+v, %v", evs, err)
+		}
+		if evs, err := s.EventsOfType(t.Context(), "b1", events.TaskDone); err != nil || len(evs) != 0 {
+			t.Fatalf("TASK_DONE events of b1 = %+v, %v; want none", evs, err)
 		}
 		// A task list that names commands is trusted as kind tasks.
 		sum := strings.Repeat("a", 64)
