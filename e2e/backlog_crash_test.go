@@ -99,8 +99,18 @@ func TestBacklogCrashBeforeLand(t *testing.T) {
 	e.writeFile("PLAN.md", "- [ ] one {#one}\n- [ ] two (after #one) {#two}\n", 0o644)
 	id := e.start("--tasks", "PLAN.md", "crash before a land")
 	eventually(t, "the first land's intent", 30*time.Second, func() bool { _, err := os.Stat(hold); return err == nil })
-	if bt := e.tasks(id); bt.Tasks[0].State != "landing" || bt.Tasks[0].LandedCommit != "" {
+	bt := e.tasks(id)
+	if bt.Tasks[0].State != "landing" || bt.Tasks[0].LandedCommit != "" {
 		t.Fatalf("held before the land: %+v", bt.Tasks[0])
+	}
+	// The COMPLETED task run waiting in the land queue keeps its worktree:
+	// the land may test the combination there.
+	out := e.must("clean", "--ended")
+	if !strings.Contains(out, "task run of backlog") {
+		t.Errorf("clean --ended while a task run waits to land:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "worktrees", bt.Tasks[0].Run)); err != nil {
+		t.Fatalf("clean removed a task run's worktree before its land: %v", err)
 	}
 	e.killDaemon()
 	e.daemonEnv = nil

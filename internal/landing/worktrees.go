@@ -84,6 +84,14 @@ func (l *Lander) cleanRun(ctx context.Context, runID string, res *api.CleanResul
 			skip("a land of this run is under way: clean again when it has finished")
 			continue
 		}
+		if run.Parent != "" {
+			// A task run waits in its backlog's land queue, or may go back
+			// to its agent: the land tests the combination in its worktree.
+			if b, err := l.store.Run(ctx, run.Parent); err == nil && !b.Status.Terminal() {
+				skip("it is a task run of backlog %s, which is %s: its land may need this worktree", shortID(b.ID), b.Status)
+				continue
+			}
+		}
 		if !within(root, o.Name) {
 			// A record is trusted only for worktrees where loopd makes
 			// them: a damaged or foreign row must not delete elsewhere.
