@@ -104,6 +104,9 @@ func TestBacklogBudgets(t *testing.T) {
 	if r.Status != api.RunAborted || r.Reason != "max_cost:0.70" {
 		t.Fatalf("backlog = %s %s, want ABORTED max_cost:0.70", r.Status, r.Reason)
 	}
+	if r.Usage.CostUSD < 0.7 || r.Usage.InputTokens != 300000 {
+		t.Errorf("backlog usage = %+v, want its three task runs' ($0.909, 300,000 input tokens)", r.Usage)
+	}
 	// One task at a time: the third task run's $0.909 is over the budget
 	// before a fourth starts.
 	if started := countType(e.events(id), "TASK_STARTED"); started != 3 {

@@ -183,3 +183,35 @@ func (s *Scheduler) RetryTask(ctx context.Context, backlogID, taskID string, set
 	s.kickBacklogs()
 	return nil
 }
+
+// backlogUsage makes a backlog's usage the sum of its task runs': a
+// backlog runs no step of its own, and its budgets count every task run.
+func (s *Scheduler) backlogUsage(ctx context.Context, run storage.Run, out *api.Run) error {
+	kids, err := s.store.ChildRuns(ctx, run.ID)
+	if err != nil || len(kids) == 0 {
+		return err
+	}
+	described, err := s.DescribeList(ctx, kids)
+	if err != nil {
+		return err
+	}
+	u := api.Usage{Model: out.Usage.Model}
+	for _, d := range described {
+		u.InputTokens += d.Usage.InputTokens
+		u.OutputTokens += d.Usage.OutputTokens
+		u.CacheReadTokens += d.Usage.CacheReadTokens
+		u.CacheWriteTokens += d.Usage.CacheWriteTokens
+		u.ReasoningTokens += d.Usage.ReasoningTokens
+		u.CostUSD += d.Usage.CostUSD
+		u.CostUnknown = u.CostUnknown || d.Usage.CostUnknown
+		if d.Usage.ReportedCostUSD != nil {
+			r := *d.Usage.ReportedCostUSD
+			if u.ReportedCostUSD != nil {
+				r += *u.ReportedCostUSD
+			}
+			u.ReportedCostUSD = &r
+		}
+	}
+	out.Usage = u
+	return nil
+}

@@ -169,6 +169,11 @@ func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts Describe
 			out.Evaluations = append(out.Evaluations, views.Evaluation(e))
 		}
 	}
+	if run.Kind == storage.KindBacklog {
+		if err := s.backlogUsage(ctx, run, &out); err != nil {
+			return out, err
+		}
+	}
 	out.Config = json.RawMessage(run.Config)
 	return out, nil
 }
