@@ -172,3 +172,28 @@ func TestBacklogResumedBeforeItsTaskRunStopped(t *testing.T) {
 		t.Errorf("task run events: %v, want it interrupted once and resumed once", eventTypes(evs))
 	}
 }
+
+// A task run that waits for its agent's usage limit makes its task
+// waiting; it goes on by itself and the task lands.
+func TestBacklogTaskWaits(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.git("init", "-q", "-b", "main")
+	e.writeFile("README", "project\n", 0o644)
+	e.writeFile(".gitignore", ".env\n.agent-invocations\n.prompt-*\n.rate-limited\n", 0o644)
+	e.git("add", "-A")
+	e.git("commit", "-q", "-m", "project")
+	agent := e.fakeAgent("FAKE_DONE_AT=1", "FAKE_RATE_LIMIT_ONCE=3")
+	e.writeFile("PLAN.md", "- [ ] limited {#limited}\n", 0o644)
+	id := e.start("--tasks", "PLAN.md", "--set", agent, "wait for the limit")
+	eventually(t, "the task waiting", 30*time.Second, func() bool { return taskByID(t, e.tasks(id), "limited").State == "waiting" })
+	if r := e.status(taskByID(t, e.tasks(id), "limited").Run); r.Status != api.RunWaiting {
+		t.Errorf("task run %s, want WAITING", r.Status)
+	}
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("exit %d: %+v", code, e.tasks(id))
+	}
+	if got := taskByID(t, e.tasks(id), "limited"); got.State != "done" {
+		t.Errorf("%+v, want done", got)
+	}
+}
