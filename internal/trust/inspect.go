@@ -116,7 +116,10 @@ func InspectRun(in Inputs) ([]File, string, error) {
 			files = append(files, f)
 		}
 	}
-	if tasks := cmp.Or(in.TasksFile, in.Config.TasksFile); tasks != "" && inWorkspace(in.Workspace, tasks) {
+	// A task list inside the workspace is the repository's, whoever named
+	// it; one the workspace's config picked is, wherever it is.
+	if tasks := cmp.Or(in.TasksFile, in.Config.TasksFile); tasks != "" &&
+		(inWorkspace(in.Workspace, tasks) || needsTrust(ch.Origin("tasks_file", in.Config.TasksFile != ""), in.Workspace, tasks)) {
 		var f File
 		var err error
 		if in.TasksData != nil {
