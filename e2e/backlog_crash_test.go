@@ -121,8 +121,9 @@ func TestBacklogCrashBeforeLand(t *testing.T) {
 	e.checkBacklogHistory(id)
 }
 
-// kill -9 of the daemon at random moments of a backlog (after a random
-// number of its events, plus a random delay): no task is started twice,
+// kill -9 of the daemon (and, a third of the times, an orderly stop) at
+// random moments of a backlog (after a random number of its events, plus
+// a random delay): no task is started twice,
 // none landed twice, no land lost, and the integration branch's history
 // is the recorded lands. LOOPD_CHAOS_SEED replays a campaign.
 func TestBacklogKilledAtRandom(t *testing.T) {
@@ -142,7 +143,7 @@ func TestBacklogKilledAtRandom(t *testing.T) {
 	}
 	e.writeFile("PLAN.md", plan.String(), 0o644)
 	id := e.start("--tasks", "PLAN.md", "survive crashes")
-	kills := 0
+	kills, terms := 0, 0
 	for {
 		seen := len(e.events(id))
 		target := seen + 1 + rng.IntN(3)
@@ -158,14 +159,19 @@ func TestBacklogKilledAtRandom(t *testing.T) {
 			break
 		}
 		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond) // a random moment after the marker
-		e.killDaemon()
-		kills++
+		if rng.IntN(3) == 0 {
+			e.stopDaemon() // an orderly stop: a land's verification is cut, nothing lands
+			terms++
+		} else {
+			e.killDaemon()
+			kills++
+		}
 		e.startDaemon()
 	}
 	if code := e.wait(id); code != 0 {
-		t.Fatalf("exit %d after %d kills (seed %d): %+v", code, kills, seed, e.tasks(id))
+		t.Fatalf("exit %d after %d kills and %d stops (seed %d): %+v", code, kills, terms, seed, e.tasks(id))
 	}
-	t.Logf("%d kills of the daemon during the backlog (seed %d)", kills, seed)
+	t.Logf("%d kills and %d orderly stops of the daemon during the backlog (seed %d)", kills, terms, seed)
 	if kills == 0 {
 		t.Fatal("the backlog ended before any kill: the test proved nothing")
 	}
