@@ -71,12 +71,13 @@ func (o *tasksOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	fmt.Fprintf(o.Out, "  integration branch %s\n", tasks.Branch)
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRUN\tITER\tCOST\tTESTS\tCHANGES\tLANDED\tTITLE")
+	fmt.Fprintln(tw, "ID\tSTATE\tRUN\tITER\tTOKENS\tCOST\tTESTS\tCHANGES\tLANDED\tTITLE")
 	for _, t := range tasks.Tasks {
-		run, iter, cst, tests, changes, landed := "-", "-", "-", "-", "-", "-"
+		run, iter, tokens, cst, tests, changes, landed := "-", "-", "-", "-", "-", "-", "-"
 		if t.Run != "" {
 			run = shortID(t.Run)
 			iter = fmt.Sprint(t.Iterations)
+			tokens = count(t.Usage.InputTokens + t.Usage.OutputTokens + t.Usage.CacheReadTokens + t.Usage.CacheWriteTokens)
 			cst = cost(t.Usage)
 			changes = fmt.Sprintf("%d files +%d -%d", t.FilesChanged, t.Insertions, t.Deletions)
 		}
@@ -93,7 +94,7 @@ func (o *tasksOptions) run(cmd *cobra.Command, args []string) error {
 		if t.Why != "" {
 			title += " — " + t.Why
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termtext.Quote(t.ID), t.State, run, iter, cst, tests, changes, landed,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termtext.Quote(t.ID), t.State, run, iter, tokens, cst, tests, changes, landed,
 			termtext.Quote(truncate(strings.TrimSpace(title), 100)))
 	}
 	return tw.Flush()

@@ -14,7 +14,7 @@ func TestTasksCommand(t *testing.T) {
 	bt := api.BacklogTasks{Backlog: "5f60ff82e0aa1ab1", Status: api.RunFailed, Reason: "tasks_blocked:1", Branch: "loop/5f60ff82",
 		Tasks: []api.Task{
 			{ID: "stuck", Title: "the impossible one", State: "blocked", Why: "task run 5248b311 ended ABORTED (max_iterations:2)",
-				Run: "5248b3115f155677", Iterations: 2, Usage: api.Usage{CostUSD: 0.41}, FilesChanged: 2, Insertions: 2},
+				Run: "5248b3115f155677", Iterations: 2, Usage: api.Usage{CostUSD: 0.41, InputTokens: 12000, OutputTokens: 345}, FilesChanged: 2, Insertions: 2},
 			{ID: "after", Title: "needs it", State: "skipped", Why: "task stuck, which it depends on, is blocked", DependsOn: []string{"stuck"}},
 			{ID: "free", Title: "independent", State: "done", Run: "d7bf969ae9c85b69", Iterations: 1, Tests: &api.Tests{Passed: &passed},
 				LandedCommit: "ceb709094c31078190726a7a50e27041eac57d6e", Verified: true},
@@ -23,7 +23,7 @@ func TestTasksCommand(t *testing.T) {
 	f.reply("GET /v1/runs/{ref}/tasks", bt)
 	loopctl(t, f, "tasks", "5f60ff82").expect(t, 0, lines(
 		"backlog 5f60ff82e0aa  FAILED (tasks_blocked:1)  integration branch loop/5f60ff82",
-		"stuck", "blocked", "5248b3115f15", "$0.41", "2 files +2 -0", "the impossible one — task run 5248b311 ended ABORTED (max_iterations:2)",
+		"stuck", "blocked", "5248b3115f15", "12.3k", "$0.41", "2 files +2 -0", "the impossible one — task run 5248b311 ended ABORTED (max_iterations:2)",
 		"skipped", "needs it — task stuck, which it depends on, is blocked",
 		"done", "3 passed", "ceb709094c31", "independent"))
 	if r := f.only("GET", "/v1/runs/5f60ff82/tasks"); r.Body != "" {
