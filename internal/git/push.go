@@ -114,31 +114,38 @@ type PushInput struct {
 // remote-tracking ref (and so takes no lock) in the user's repository,
 // and it runs no pre-push hook: a run's worktree shares the repository's
 // hooks directory, and a hook the agent wrote there must not run with the
-// user's push credentials. A lease that fails is a *Refusal of kind
-// remote_moved; other failures are a *Refusal of kind push_failed.
+// user's push credentials. upToDate says the remote branch was at Commit
+// already. A lease that fails is a *Refusal of kind remote_moved; other
+// failures are a *Refusal of kind push_failed.
 //
 // The push is never cancelled once started (the remote may have taken
 // it); ctx only bounds what comes before.
-func Push(ctx context.Context, in PushInput) error {
+func Push(ctx context.Context, in PushInput) (upToDate bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	ref := "refs/heads/" + in.Branch
 	out, err := Cmd{Dir: in.Dir}.Run(context.WithoutCancel(ctx), "push", "--porcelain", "--no-verify",
 		"--force-with-lease="+ref+":"+in.Expect, "--", in.Remote.URL, in.Commit+":"+ref)
 	if err == nil {
-		return nil
+		// --porcelain: "=" flags a ref that was up to date.
+		for line := range strings.SplitSeq(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "=" && strings.HasSuffix(f[1], ":"+ref) {
+				return true, nil
+			}
+		}
+		return false, nil
 	}
 	var ge *Error
 	if !errors.As(err, &ge) {
-		return fmt.Errorf("push %s to %s: %w", in.Branch, in.Remote, err)
+		return false, fmt.Errorf("push %s to %s: %w", in.Branch, in.Remote, err)
 	}
 	if strings.Contains(string(out), "(stale info)") || strings.Contains(ge.Stderr, "(stale info)") {
 		was := "not exist"
 		if in.Expect != "" {
 			was = "be at " + short(in.Expect) + ", where loopd last pushed it"
 		}
-		return &Refusal{Kind: RefusedRemoteMoved,
+		return false, &Refusal{Kind: RefusedRemoteMoved,
 			Message: fmt.Sprintf("%s on %s is not where loopd expected it (it should %s): someone else pushed there; nothing was pushed, so as not to overwrite their work",
 				in.Branch, in.Remote, was),
 			Hand: []string{"git fetch " + shquote.Quote(in.Remote.URL) + " " + shquote.Quote(in.Branch) + "   # see what is there",
@@ -148,7 +155,7 @@ func Push(ctx context.Context, in PushInput) error {
 	if msg == "" {
 		msg = strings.TrimSpace(string(out))
 	}
-	return &Refusal{Kind: RefusedPushFailed,
+	return false, &Refusal{Kind: RefusedPushFailed,
 		Message: fmt.Sprintf("git push of %s to %s failed: %s", in.Branch, in.Remote, msg),
 		Hand:    []string{"git -C " + shquote.Quote(in.Dir) + " push " + shquote.Quote(in.Remote.URL) + " " + shquote.Quote(in.Branch)}}
 }

@@ -162,7 +162,10 @@ func (l *Lander) push(ctx context.Context, run storage.Run, opts PushOptions) (*
 	if err := writeJSONFile(intentPath, intent); err != nil {
 		return nil, fmt.Errorf("push abandoned before anything was pushed: %w", err)
 	}
-	err = git.Push(ctx, git.PushInput{Dir: run.Workspace, Remote: remote, Branch: run.Branch, Commit: plan.RunTip, Expect: expect})
+	upToDate, err := git.Push(ctx, git.PushInput{Dir: run.Workspace, Remote: remote, Branch: run.Branch, Commit: plan.RunTip, Expect: expect})
+	if upToDate {
+		push.Previous = plan.RunTip
+	}
 	if ref, ok := errors.AsType[*git.Refusal](err); ok && ref.Kind == git.RefusedRemoteMoved {
 		// The lease failed; a branch already at this very commit (pushed
 		// by hand, say) is no one's work lost.
