@@ -116,6 +116,13 @@ func gitLocks(t *testing.T, gitDir string) []string {
 // land's output. Then someone else moves the remote branch: the next push
 // is refused, and their commit stays.
 func TestLandPushToABareRemoteWithTheGitHubRecipe(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "workspaces.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "\n"+ghRecipe+"\n") {
+		t.Fatalf("docs/workspaces.md does not give the recipe tested here:\n%s", ghRecipe)
+	}
 	e, remote, ghLog := pushEnv(t)
 	e.startDaemon()
 	e.landRepo(ghRecipe)
