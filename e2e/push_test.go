@@ -136,10 +136,12 @@ func TestLandPushToABareRemoteWithTheGitHubRecipe(t *testing.T) {
 	tip := e.git("rev-parse", r.Branch)
 	before := e.checkoutState()
 
+	started := time.Now()
 	res := e.loopctl("land", id, "--push")
 	if res.code != 0 {
 		t.Fatalf("land --push: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
+	t.Logf("land --push with pr_command took %s", time.Since(started).Round(time.Millisecond))
 	for _, want := range []string{"pushed " + r.Branch + " to origin (" + remote + "): " + tip[:12] + " (a new branch)",
 		"verified: the run's last verification of " + tip[:12] + " stands", "pull request: https://github.com/acme/project/pull/42"} {
 		if !strings.Contains(res.stdout, want) {
