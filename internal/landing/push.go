@@ -17,9 +17,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/procgroup"
+	"github.com/loopd/loopd/internal/shquote"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -111,8 +113,8 @@ func (l *Lander) push(ctx context.Context, run storage.Run, opts PushOptions) (*
 			if _, ok := errors.AsType[*UntrustedCommandError](err); ok {
 				return nil, &git.Refusal{Kind: git.RefusedUntrustedPRCmd,
 					Message: fmt.Sprintf("pr_command cannot run: %v; nothing was pushed", err),
-					Hand: []string{"loopctl trust -C " + run.Workspace + "   # after reviewing it; then loopctl land " + shortID(run.ID) + " --push again",
-						"# or push by hand: git -C " + run.Workspace + " push " + remote.URL + " " + run.Branch}}
+					Hand: []string{"loopctl trust -C " + shquote.Quote(run.Workspace) + "   # after reviewing it; then loopctl land " + shortID(run.ID) + " --push again",
+						"# or push by hand: git -C " + shquote.Quote(run.Workspace) + " push " + shquote.Quote(remote.URL) + " " + shquote.Quote(run.Branch)}}
 			}
 			return nil, &git.Refusal{Kind: git.RefusedBadConfig, Message: fmt.Sprintf("%v; nothing was pushed", err)}
 		}
@@ -159,7 +161,7 @@ func (l *Lander) push(ctx context.Context, run storage.Run, opts PushOptions) (*
 	if err := os.MkdirAll(l.runDir(run.ID), 0o700); err != nil {
 		return nil, err
 	}
-	if err := writeJSONFile(intentPath, intent); err != nil {
+	if err := writeIntent(intentPath, intent); err != nil {
 		return nil, fmt.Errorf("push abandoned before anything was pushed: %w", err)
 	}
 	upToDate, err := git.Push(ctx, git.PushInput{Dir: run.Workspace, Remote: remote, Branch: run.Branch, Commit: plan.RunTip, Expect: expect})
@@ -184,7 +186,7 @@ func (l *Lander) push(ctx context.Context, run storage.Run, opts PushOptions) (*
 	if pr.Command != "" {
 		stamp := strconv.FormatInt(time.Now().UnixMilli(), 10)
 		intent.Stage, intent.PRLog = stagePR, filepath.Join(l.runDir(run.ID), "pr-command-"+stamp+".log")
-		if err := writeJSONFile(intentPath, intent); err != nil {
+		if err := writeIntent(intentPath, intent); err != nil {
 			l.log.Warn("could not note that pr_command runs", zap.String("run_id", run.ID), zap.Error(err))
 		}
 		res.PRCommand, res.PRURL = l.runPRCommand(ctx, run, res, pr, intent.PRLog, opts.Progress)
@@ -325,6 +327,16 @@ type pushIntent struct {
 	PRCommand  bool           `json:"pr_command"` // a pr_command was to run after the push
 	PRLog      string         `json:"pr_log,omitempty"`
 	Payload    map[string]any `json:"payload"` // RUN_LANDED's
+}
+
+// writeIntent replaces the intent atomically: a torn rewrite of one
+// whose push was made would read as a push never made.
+func writeIntent(path string, in pushIntent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(path, b)
 }
 
 func (l *Lander) readPushIntent(runID string) (pushIntent, string, bool) {
