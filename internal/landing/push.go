@@ -139,6 +139,11 @@ func (l *Lander) push(ctx context.Context, run storage.Run, opts PushOptions) (*
 	res := &api.LandResult{RunID: run.ID, Branch: run.Branch, BaseBranch: run.BaseBranch, Mode: ModePush,
 		Checkout: run.Workspace, BaseMoved: plan.Moved}
 	if err := l.verify(ctx, run, plan, LandOptions{NoVerify: opts.NoVerify, Progress: opts.Progress}, res); err != nil {
+		if ref, ok := errors.AsType[*git.Refusal](err); ok && ref.Kind == git.RefusedUntested {
+			ref.Message = fmt.Sprintf("the last commit of %s did not pass verification in the run (its last verification failed or never ran): "+
+				"nothing was pushed; push it anyway with loopctl land %s --push --no-verify", run.Branch, shortID(run.ID))
+			ref.Hand = nil
+		}
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {

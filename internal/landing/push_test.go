@@ -301,6 +301,25 @@ func TestPushRunsPRCommand(t *testing.T) {
 	}
 }
 
+// A run whose last verification failed is not pushed unless told.
+func TestPushOfAnUntestedRunIsRefused(t *testing.T) {
+	w := newWorld(t)
+	w.verifier.commands = []string{"true"}
+	remote := w.bareRemote("origin")
+	run := w.worktreeRun("r1", api.StepFailed, false, "done.txt")
+	_, err := w.lander.Push(t.Context(), run, PushOptions{})
+	if k := refusalKind(t, err); k != git.RefusedUntested || !strings.Contains(err.Error(), "loopctl land r1 --push --no-verify") {
+		t.Fatalf("%s %v", k, err)
+	}
+	if w.remoteBranch(remote, "loop/r1") != "" {
+		t.Error("an untested run was pushed")
+	}
+	res, err := w.lander.Push(t.Context(), run, PushOptions{NoVerify: true})
+	if err != nil || res.Verified || res.Note != "not verified: --no-verify" || w.remoteBranch(remote, "loop/r1") == "" {
+		t.Errorf("--no-verify: %+v %v", res, err)
+	}
+}
+
 // An untrusted pr_command refuses the push before anything is pushed.
 func TestPushUntrustedPRCommandPushesNothing(t *testing.T) {
 	w := newWorld(t)
