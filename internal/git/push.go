@@ -85,7 +85,7 @@ func scpLike(s string) bool {
 // network call when the remote is elsewhere.
 func RemoteBranch(ctx context.Context, dir string, remote Remote, branch string) (string, error) {
 	ref := "refs/heads/" + branch
-	out, err := Cmd{Dir: dir}.Output(ctx, "ls-remote", "--", remote.URL, ref)
+	out, err := Cmd{Dir: dir, Group: true}.Output(ctx, "ls-remote", "--", remote.URL, ref)
 	if err != nil {
 		return "", fmt.Errorf("read %s on %s: %w", branch, remote, err)
 	}
@@ -118,14 +118,16 @@ type PushInput struct {
 // already. A lease that fails is a *Refusal of kind remote_moved; other
 // failures are a *Refusal of kind push_failed.
 //
-// The push is never cancelled once started (the remote may have taken
-// it); ctx only bounds what comes before.
+// The push belongs to ctx: ended, git is killed. That leaves nothing
+// behind here (a push to a URL writes nothing in the repository), but the
+// remote may or may not have taken it: the error is then ctx's, not a
+// *Refusal, and the caller must find out from the remote (RemoteBranch).
 func Push(ctx context.Context, in PushInput) (upToDate bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	ref := "refs/heads/" + in.Branch
-	out, err := Cmd{Dir: in.Dir}.Run(context.WithoutCancel(ctx), "push", "--porcelain", "--no-verify",
+	out, err := Cmd{Dir: in.Dir, Group: true}.Run(ctx, "push", "--porcelain", "--no-verify",
 		"--force-with-lease="+ref+":"+in.Expect, "--", in.Remote.URL, in.Commit+":"+ref)
 	if err == nil {
 		// --porcelain: "=" flags a ref that was up to date.
@@ -135,6 +137,9 @@ func Push(ctx context.Context, in PushInput) (upToDate bool, err error) {
 			}
 		}
 		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, fmt.Errorf("push of %s to %s cut short, the remote may or may not have taken it: %w", in.Branch, in.Remote, ctx.Err())
 	}
 	var ge *Error
 	if !errors.As(err, &ge) {

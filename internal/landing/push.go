@@ -180,8 +180,14 @@ func (l *Lander) push(ctx context.Context, run storage.Run, opts PushOptions) (*
 			push.Previous, err = at, nil
 		}
 	}
+	if _, refused := errors.AsType[*git.Refusal](err); refused {
+		os.Remove(intentPath) // git said it pushed nothing
+		return nil, err
+	}
 	if err != nil {
-		os.Remove(intentPath)
+		// Cut short (the request ended, the daemon is stopping): the
+		// remote may have taken it. The intent stays; the next land
+		// --push of the run, or the next daemon, asks the remote.
 		return nil, err
 	}
 	opts.Progress(fmt.Sprintf("pushed %s to %s at %s", run.Branch, remote, shortCommit(plan.RunTip)))

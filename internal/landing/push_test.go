@@ -429,6 +429,73 @@ func TestPushCutShortIsSettledFromTheRemote(t *testing.T) {
 	}
 }
 
+// A push cut short (the request ended while git pushed) keeps its
+// intent, since the remote may have taken it; the next push settles it
+// from the remote and goes on, and the branch ends at the run's commit,
+// recorded once as pushed by this land.
+func TestPushCutShortKeepsItsIntent(t *testing.T) {
+	w := newWorld(t)
+	remote := w.bareRemote("origin")
+	run := w.worktreeRun("r1", "", false, "done.txt")
+	tip := w.git(run.Worktree, "rev-parse", "HEAD")
+	hold := filepath.Join(w.home, "hold")
+	w.write(w.home, "hold", "")
+	// The remote's own hook holds the push until the test lets it go.
+	w.write(filepath.Join(remote, "hooks"), "pre-receive", "#!/bin/sh\ntouch "+hold+".waiting\nwhile [ -f "+hold+" ]; do sleep 0.05; done\n")
+	if err := os.Chmod(filepath.Join(remote, "hooks", "pre-receive"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.lander.Push(ctx, run, PushOptions{NoVerify: true})
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(hold + ".waiting"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the push never reached the remote's hook")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	err := <-done
+	if _, refused := errors.AsType[*Refusal](err); refused || err == nil || !strings.Contains(err.Error(), "may or may not") {
+		t.Fatalf("a push cut short: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.home, "runs", "r1", pushIntentFile)); err != nil {
+		t.Fatalf("the intent of a push cut short is gone: %v", err)
+	}
+	if w.lander.Landing("r1") {
+		t.Error("the run is still held")
+	}
+	os.Remove(hold)
+	os.Remove(filepath.Join(remote, "hooks", "pre-receive"))
+	res, err := w.lander.Push(t.Context(), w.run("r1"), PushOptions{NoVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Push.Commit != tip || w.remoteBranch(remote, "loop/r1") != tip {
+		t.Errorf("push %+v, remote at %s", res.Push, w.remoteBranch(remote, "loop/r1"))
+	}
+	evs := w.pushPayloads("r1")
+	fresh := 0
+	for _, ev := range evs {
+		if ev["recovered"] == nil {
+			fresh++
+		}
+	}
+	if fresh != 1 || len(evs) > 2 {
+		t.Errorf("RUN_LANDED %v", evs)
+	}
+	if _, err := os.Stat(filepath.Join(w.home, "runs", "r1", pushIntentFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the intent stays: %v", err)
+	}
+}
+
 // An unreachable remote leaves the intent for the next try, and the
 // start is not held longer than the check's bound.
 func TestPushIntentOfAnUnreachableRemoteStays(t *testing.T) {
