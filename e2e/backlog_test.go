@@ -445,3 +445,37 @@ func TestBacklogTasksCommand(t *testing.T) {
 		t.Errorf("a refused start created a run:\n%s", after)
 	}
 }
+
+// `loopctl land BACKLOG --push` pushes the integration branch to a bare
+// remote, and pr_command (the docs' GitHub recipe, a fake gh) gets a body
+// that lists the backlog's tasks.
+func TestBacklogLandPushListsTasks(t *testing.T) {
+	e, remote, ghLog := pushEnv(t)
+	e.startDaemon()
+	e.backlogRepo(ghRecipe)
+	e.gitIn(e.home, "init", "-q", "--bare", remote)
+	e.git("remote", "add", "origin", remote)
+	e.writeFile("PLAN.md", "- [ ] Add the parser {#parse}\n- [ ] Add the printer (after #parse) {#print}\n", 0o644)
+	id := e.start("--tasks", "PLAN.md", "Parser and printer")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("exit %d: %+v", code, e.tasks(id))
+	}
+	bt := e.tasks(id)
+	res := e.loopctl("land", id, "--push")
+	if res.code != 0 {
+		t.Fatalf("land --push: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if got := e.gitIn(remote, "rev-parse", "refs/heads/"+bt.Branch); got != bt.Tasks[1].LandedCommit {
+		t.Errorf("the remote's %s is at %s, want the last land %s", bt.Branch, got, bt.Tasks[1].LandedCommit)
+	}
+	calls := ghCalls(t, ghLog)
+	if len(calls) != 1 {
+		t.Fatalf("gh ran %d times", len(calls))
+	}
+	body := calls[0]["body.md"]
+	for _, want := range []string{"Parser and printer", "parse", "Add the parser", "print", "Add the printer", bt.Tasks[0].LandedCommit[:12]} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the pull request body lacks %q:\n%s", want, body)
+		}
+	}
+}

@@ -303,6 +303,12 @@ type Config struct {
 	// applies to isolation=worktree only; its failure fails the run
 	// (reason setup_failed).
 	SetupCommand string `json:"setup_command"`
+	// PRCommand (key pr_command, default none) runs after `loopctl land
+	// --push` pushed a run's branch, in the workspace, with LOOP_BRANCH,
+	// LOOP_BASE_BRANCH, LOOP_TITLE and LOOP_BODY_FILE (a markdown summary
+	// of the run); the first URL it prints is recorded. It is read when
+	// the push is made, not frozen with the run.
+	PRCommand string `json:"pr_command"`
 
 	// TasksFile (key tasks_file) makes a run a backlog run working through
 	// the task list in this file (docs/backlogs.md); "" for none.

@@ -91,6 +91,7 @@ var keys = []key{
 	boolKey("redact_secrets", func(c *Config) *bool { return &c.RedactSecrets }),
 	{name: "isolation", set: setIsolation, check: checkIsolation},
 	textKey("setup_command", func(c *Config) *string { return &c.SetupCommand }),
+	textKey("pr_command", func(c *Config) *string { return &c.PRCommand }),
 	pathKey("tasks_file", mustExist, func(c *Config) *string { return &c.TasksFile }),
 	textKey("tasks_command", func(c *Config) *string { return &c.TasksCommand }),
 	{name: "max_parallel_tasks", set: setMaxParallelTasks, check: checkMaxParallelTasks},

@@ -150,6 +150,12 @@ var keyDocs = map[string]keyDoc{
 		"and branch. See [workspaces](workspaces.md)."},
 	"setup_command": {meaning: "Runs once in a new worktree before the first iteration (phase `setup`); the run FAILS " +
 		"(`setup_failed`) if it fails. `$LOOP_CHECKOUT` names your checkout. See [workspaces](workspaces.md)."},
+	"pr_command": {meaning: "A shell command run after `loopctl land RUN --push` pushed the run's branch, in the workspace, " +
+		"with `LOOP_BRANCH`, `LOOP_BASE_BRANCH`, `LOOP_TITLE` (the goal's first line) and `LOOP_BODY_FILE` (a markdown " +
+		"summary: goal, iterations, tests, cost, tasks); the first URL it prints is recorded in `RUN_LANDED`. Read when " +
+		"you push, from your config and the workspace's (trusted) `.loop/config`. The GitHub recipe: " +
+		"`gh pr create --head \"$LOOP_BRANCH\" --base \"$LOOP_BASE_BRANCH\" --title \"$LOOP_TITLE\" --body-file \"$LOOP_BODY_FILE\"`. " +
+		"See [workspaces](workspaces.md)."},
 	"tasks_file": {meaning: "Makes the run a backlog run: the task list (Markdown checklist, `tasks.json`, `prd.json`, or " +
 		"`gh issue list --json` output) is read once at start and each task runs in its own task run. A list with " +
 		"`verify_command` or `set` is under [trust](security.md#trust-commands-that-come-from-a-repository). See [backlogs](backlogs.md)."},

@@ -9,6 +9,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/views"
 )
@@ -214,4 +215,26 @@ func (s *Scheduler) backlogUsage(ctx context.Context, run storage.Run, out *api.
 	}
 	out.Usage = u
 	return nil
+}
+
+// PRTasks lists a backlog run's tasks for the body of the pull request its
+// push opens (landing.Options.PRTasks); none for any other run.
+func (s *Scheduler) PRTasks(ctx context.Context, run storage.Run) ([]landing.PRTask, error) {
+	if run.Kind != storage.KindBacklog {
+		return nil, nil
+	}
+	bt, err := s.BacklogTasks(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]landing.PRTask, 0, len(bt.Tasks))
+	for _, t := range bt.Tasks {
+		pt := landing.PRTask{ID: t.ID, Title: t.Title, State: t.State, Why: t.Why, RunID: t.Run, Commit: t.LandedCommit,
+			CostUSD: t.Usage.CostUSD, Iterations: t.Iterations}
+		if t.Tests != nil {
+			pt.Tests = &landing.PRTests{Passed: t.Tests.Passed, Failed: t.Tests.Failed, Skipped: t.Tests.Skipped}
+		}
+		out = append(out, pt)
+	}
+	return out, nil
 }

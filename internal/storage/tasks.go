@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/loopd/loopd/internal/events"
 )
 
 // Task states (docs/backlogs.md).
@@ -185,11 +183,4 @@ func (t *Tx) ChangeTask(c TaskChange) error {
 		return fmt.Errorf("task %s to %s: %w", c.ID, c.To, ErrConflict)
 	}
 	return nil
-}
-
-// EventsOfType returns a run's events of one type, in order.
-func (s *Store) EventsOfType(ctx context.Context, runID string, typ events.Type) ([]Event, error) {
-	var evs []Event
-	err := s.sel(ctx, &evs, `SELECT `+eventColumns+` FROM events WHERE run_id = ? AND type = ? ORDER BY seq`, runID, typ)
-	return evs, err
 }
