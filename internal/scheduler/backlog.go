@@ -174,7 +174,15 @@ func (b *backlogRunner) pass(ctx context.Context) (bool, error) {
 	if st.run.PauseRequest {
 		return true, b.pause(ctx, st)
 	}
-	if err := b.ensureWorktree(ctx, &st.run); err != nil {
+	if gone, err := b.ensureWorktree(ctx, &st.run); err != nil {
+		if ctx.Err() != nil || storage.Transient(err) {
+			return false, err // the daemon stops, or the database is busy: the next pass tries again
+		}
+		if gone {
+			return true, b.end(ctx, st, api.RunAborted, "fatal:worktree_gone",
+				fmt.Sprintf("the backlog's integration worktree %s is gone; every landed task is on branch %s (loopctl land %s lands it)",
+					st.run.Worktree, st.run.Branch, shortOf(b.id)))
+		}
 		return true, b.end(ctx, st, api.RunAborted, "fatal:worktree_create",
 			fmt.Sprintf("could not add the backlog's integration worktree at %s on branch %s: %v; fix the problem, then `loopctl resume %s`",
 				st.run.Worktree, st.run.Branch, err, shortOf(b.id)))
@@ -227,25 +235,26 @@ func (b *backlogRunner) read(ctx context.Context) (*backlogState, error) {
 
 // ensureWorktree adds the integration worktree and branch from the
 // backlog's base commit the first time; safe to repeat after a crash.
-func (b *backlogRunner) ensureWorktree(ctx context.Context, run *storage.Run) error {
+// gone: the worktree was made once and has been removed since.
+func (b *backlogRunner) ensureWorktree(ctx context.Context, run *storage.Run) (gone bool, err error) {
 	if run.WorktreeState == "present" && git.IsWorktree(run.Worktree) {
-		return nil
+		return false, nil
 	}
 	gctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 	defer cancel()
 	if !git.IsWorktree(run.Worktree) {
 		if run.WorktreeState != "" {
-			return fmt.Errorf("the integration worktree %s is gone (%s); every landed task is on branch %s", run.Worktree, cmp.Or(run.WorktreeState, "removed"), run.Branch)
+			return true, fmt.Errorf("the integration worktree %s is gone", run.Worktree)
 		}
 		if err := git.AddWorktree(gctx, run.Workspace, run.Worktree, run.Branch, run.BaseCommit); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err := b.s.store.Write(ctx, func(tx *storage.Tx) error { return tx.SetWorktreeState(b.id, "present") }); err != nil {
-		return err
+		return false, err
 	}
 	run.WorktreeState = "present"
-	return nil
+	return false, nil
 }
 
 // integrationTip is the integration branch's commit now.
