@@ -239,6 +239,15 @@ func TestBacklogBlockedTaskSkipsDependents(t *testing.T) {
 	if countType(evs, "TASK_BLOCKED") != 1 || countType(evs, "TASK_SKIPPED") != 1 || countType(evs, "TASK_DONE") != 1 {
 		t.Errorf("events: %v", eventTypes(evs))
 	}
+	if run.Tasks["done"] != 1 || run.Tasks["blocked"] != 1 || run.Tasks["skipped"] != 1 {
+		t.Errorf("the backlog's task counts = %v", run.Tasks)
+	}
+	if st := e.must("status", id); !strings.Contains(st, "3: 1 done · 1 blocked · 1 skipped  (loopctl tasks") {
+		t.Errorf("status of the backlog lacks its tasks:\n%s", st)
+	}
+	if st := e.must("status", free.Run); !strings.Contains(st, "a task run of backlog "+id[:8]) {
+		t.Errorf("status of a task run does not name its backlog:\n%s", st)
+	}
 	human := e.must("tasks", id)
 	for _, want := range []string{"stuck", "blocked", "skipped", "done", "independent"} {
 		if !strings.Contains(human, want) {

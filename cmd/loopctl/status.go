@@ -105,9 +105,17 @@ func printStatus(w io.Writer, r api.Run) {
 	if r.ExitCode != nil {
 		fmt.Fprintf(tw, "  exit code\t%d\n", *r.ExitCode)
 	}
-	fmt.Fprintf(tw, "  iteration\t%d  (%d steps, %s running)\n", r.Iteration, r.Steps, ms(r.ElapsedMS))
-	fmt.Fprintf(tw, "  failures\timplementation %d · review %d · verification %d (consecutive)\n",
-		r.Counters.Implementation, r.Counters.Review, r.Counters.Verification)
+	if r.Kind == "backlog" {
+		// A backlog runs no step of its own: its tasks are its progress.
+		fmt.Fprintf(tw, "  tasks\t%s  (loopctl tasks %s)\n", taskCounts(r.Tasks), shortID(r.ID))
+	} else {
+		fmt.Fprintf(tw, "  iteration\t%d  (%d steps, %s running)\n", r.Iteration, r.Steps, ms(r.ElapsedMS))
+		fmt.Fprintf(tw, "  failures\timplementation %d · review %d · verification %d (consecutive)\n",
+			r.Counters.Implementation, r.Counters.Review, r.Counters.Verification)
+	}
+	if r.Parent != "" {
+		fmt.Fprintf(tw, "  backlog\ta task run of backlog %s (loopctl tasks %s)\n", shortID(r.Parent), shortID(r.Parent))
+	}
 	if t := failingTrend(r.FailingTrend); t != "" {
 		fmt.Fprintf(tw, "  tests\t%s\n", t)
 	}
@@ -255,4 +263,21 @@ func firstNames(names []string) string {
 		out += fmt.Sprintf(" (+%d more)", more)
 	}
 	return out
+}
+
+// taskCounts is a backlog's tasks by state, in the states' order: "3 done ·
+// 1 running · 2 pending".
+func taskCounts(counts map[string]int) string {
+	var parts []string
+	total := 0
+	for _, st := range []string{"done", "landing", "running", "waiting", "ready", "pending", "blocked", "skipped"} {
+		if n := counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+			total += n
+		}
+	}
+	if total == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d: %s", total, strings.Join(parts, " · "))
 }

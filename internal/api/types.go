@@ -242,6 +242,9 @@ type Run struct {
 	// Backlogs (docs/backlogs.md).
 	Kind   string `json:"kind,omitempty"` // "backlog" for a backlog run
 	Parent string `json:"parent"`         // a task run's backlog; "" otherwise
+	// Tasks counts a backlog's tasks by state (pending, ready, running,
+	// waiting, landing, done, blocked, skipped); nil for any other run.
+	Tasks map[string]int `json:"tasks,omitempty"`
 }
 
 // Baseline is a run's verify_baseline record.

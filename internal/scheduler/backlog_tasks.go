@@ -185,9 +185,18 @@ func (s *Scheduler) RetryTask(ctx context.Context, backlogID, taskID string, set
 	return nil
 }
 
-// backlogUsage makes a backlog's usage the sum of its task runs': a
-// backlog runs no step of its own, and its budgets count every task run.
+// backlogUsage counts a backlog's tasks by state and makes its usage the
+// sum of its task runs': a backlog runs no step of its own, and its
+// budgets count every task run.
 func (s *Scheduler) backlogUsage(ctx context.Context, run storage.Run, out *api.Run) error {
+	tasks, err := s.store.Tasks(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	out.Tasks = map[string]int{}
+	for _, t := range tasks {
+		out.Tasks[t.State]++
+	}
 	kids, err := s.store.ChildRuns(ctx, run.ID)
 	if err != nil || len(kids) == 0 {
 		return err
