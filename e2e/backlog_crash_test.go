@@ -175,5 +175,13 @@ func TestBacklogKilledAtRandom(t *testing.T) {
 	if kills == 0 {
 		t.Fatal("the backlog ended before any kill: the test proved nothing")
 	}
-	e.checkBacklogHistory(id)
+	bt := e.checkBacklogHistory(id)
+	// Each task's agent ran once: its one step was adopted across the
+	// restarts, never run again.
+	runs := agentRuns(t, agentLog)
+	for _, task := range bt.Tasks {
+		if runs[task.ID] != 1 {
+			t.Errorf("task %s: its agent ran %d times, want once (seed %d)", task.ID, runs[task.ID], seed)
+		}
+	}
 }
