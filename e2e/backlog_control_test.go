@@ -104,6 +104,16 @@ func TestBacklogBudgets(t *testing.T) {
 	if r.Status != api.RunAborted || r.Reason != "max_cost:0.70" {
 		t.Fatalf("backlog = %s %s, want ABORTED max_cost:0.70", r.Status, r.Reason)
 	}
+	var types []string
+	for _, c := range r.Conditions {
+		types = append(types, c.Type)
+		if c.Type == "max_cost" && (!c.Met || c.Description != "when its task runs cost $0.70 together") {
+			t.Errorf("the backlog's max_cost condition = %+v", c)
+		}
+	}
+	if strings.Join(types, ",") != "max_cost,completion" {
+		t.Errorf("the backlog's conditions are %v, want its budget and its completion", types)
+	}
 	if r.Usage.CostUSD < 0.7 || r.Usage.InputTokens != 300000 {
 		t.Errorf("backlog usage = %+v, want its three task runs' ($0.909, 300,000 input tokens)", r.Usage)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
@@ -246,4 +247,49 @@ func (s *Scheduler) PRTasks(ctx context.Context, run storage.Run) ([]landing.PRT
 		out = append(out, pt)
 	}
 	return out, nil
+}
+
+// backlogConditions are what ends a backlog, as status shows conditions:
+// its budgets, which count every task run (the stop conditions of its
+// config are each task run's), and its completion, every task done.
+func backlogConditions(run storage.Run, cfg config.Config, out api.Run, now int64) []api.Condition {
+	progress := func(v, limit float64) *float64 {
+		p := min(v/limit, 1)
+		return &p
+	}
+	var conds []api.Condition
+	if cfg.MaxCost > 0 {
+		conds = append(conds, api.Condition{Type: "max_cost", Kind: "limit",
+			Description: fmt.Sprintf("when its task runs cost $%.2f together", cfg.MaxCost),
+			Met:         out.Usage.CostUSD >= cfg.MaxCost, Progress: progress(out.Usage.CostUSD, cfg.MaxCost),
+			Reason:      fmt.Sprintf("$%.2f of $%.2f", out.Usage.CostUSD, cfg.MaxCost)})
+	}
+	if cfg.MaxTokens > 0 {
+		used := out.Usage.InputTokens + out.Usage.OutputTokens + out.Usage.CacheReadTokens + out.Usage.CacheWriteTokens
+		conds = append(conds, api.Condition{Type: "max_tokens", Kind: "limit",
+			Description: fmt.Sprintf("when its task runs used %d tokens together", cfg.MaxTokens),
+			Met:         used >= cfg.MaxTokens, Progress: progress(float64(used), float64(cfg.MaxTokens)),
+			Reason:      fmt.Sprintf("%d of %d", used, cfg.MaxTokens)})
+	}
+	if cfg.MaxDuration > 0 && run.StartedAt != nil {
+		end := now
+		if run.EndedAt != nil {
+			end = *run.EndedAt
+		}
+		el := time.Duration(end-*run.StartedAt) * time.Millisecond
+		conds = append(conds, api.Condition{Type: "max_duration", Kind: "limit",
+			Description: "after " + time.Duration(cfg.MaxDuration).String(),
+			Met:         el >= time.Duration(cfg.MaxDuration), Progress: progress(el.Seconds(), time.Duration(cfg.MaxDuration).Seconds()),
+			Reason:      el.Round(time.Second).String()})
+	}
+	total := 0
+	for _, n := range out.Tasks {
+		total += n
+	}
+	gate := api.Condition{Type: "completion", Kind: "success", Description: "when every task is done (landed in " + run.Branch + ")",
+		Met: run.Status == api.RunCompleted, Reason: fmt.Sprintf("%d/%d done", out.Tasks[storage.TaskDone], total)}
+	if total > 0 {
+		gate.Progress = progress(float64(out.Tasks[storage.TaskDone]), float64(total))
+	}
+	return append(conds, gate)
 }

@@ -173,6 +173,7 @@ func (s *Scheduler) describe(ctx context.Context, run storage.Run, opts Describe
 		if err := s.backlogUsage(ctx, run, &out); err != nil {
 			return out, err
 		}
+		out.Conditions = backlogConditions(run, cfg, out, s.opts.Now().UnixMilli())
 	}
 	out.Config = json.RawMessage(run.Config)
 	return out, nil
