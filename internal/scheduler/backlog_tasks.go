@@ -262,14 +262,14 @@ func backlogConditions(run storage.Run, cfg config.Config, out api.Run, now int6
 		conds = append(conds, api.Condition{Type: "max_cost", Kind: "limit",
 			Description: fmt.Sprintf("when its task runs cost $%.2f together", cfg.MaxCost),
 			Met:         out.Usage.CostUSD >= cfg.MaxCost, Progress: progress(out.Usage.CostUSD, cfg.MaxCost),
-			Reason:      fmt.Sprintf("$%.2f of $%.2f", out.Usage.CostUSD, cfg.MaxCost)})
+			Reason: fmt.Sprintf("$%.2f of $%.2f", out.Usage.CostUSD, cfg.MaxCost)})
 	}
 	if cfg.MaxTokens > 0 {
 		used := out.Usage.InputTokens + out.Usage.OutputTokens + out.Usage.CacheReadTokens + out.Usage.CacheWriteTokens
 		conds = append(conds, api.Condition{Type: "max_tokens", Kind: "limit",
 			Description: fmt.Sprintf("when its task runs used %d tokens together", cfg.MaxTokens),
 			Met:         used >= cfg.MaxTokens, Progress: progress(float64(used), float64(cfg.MaxTokens)),
-			Reason:      fmt.Sprintf("%d of %d", used, cfg.MaxTokens)})
+			Reason: fmt.Sprintf("%d of %d", used, cfg.MaxTokens)})
 	}
 	if cfg.MaxDuration > 0 && run.StartedAt != nil {
 		end := now
@@ -280,7 +280,7 @@ func backlogConditions(run storage.Run, cfg config.Config, out api.Run, now int6
 		conds = append(conds, api.Condition{Type: "max_duration", Kind: "limit",
 			Description: "after " + time.Duration(cfg.MaxDuration).String(),
 			Met:         el >= time.Duration(cfg.MaxDuration), Progress: progress(el.Seconds(), time.Duration(cfg.MaxDuration).Seconds()),
-			Reason:      el.Round(time.Second).String()})
+			Reason: el.Round(time.Second).String()})
 	}
 	total := 0
 	for _, n := range out.Tasks {
