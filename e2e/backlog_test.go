@@ -17,7 +17,9 @@ import (
 // unless its task is in $NEVER (it then never completes). With $REWRITE set
 // it overwrites the plan file in the user's checkout and in its worktree
 // first, as an agent "marking tasks done" would. When its prompt says its
-// land was refused, it writes fixed.txt (the fix check.sh wants). While the
+// land was refused, it writes fixed.txt (the fix check.sh wants). With
+// $CONFLICT set every task writes its id into shared.txt, and resolves the
+// conflict (one line, no markers) once told its land was refused. While the
 // file $HOLD exists it waits (touching $HOLD.waiting first).
 const backlogAgent = `#!/bin/sh
 prompt=$(cat "$LOOP_PROMPT_FILE")
@@ -32,6 +34,9 @@ if [ -n "${REWRITE:-}" ]; then
 fi
 case " ${NEVER:-} " in *" $task "*) echo "I could not do $task"; exit 0 ;; esac
 case "$prompt" in *"was refused"*) echo fixed > fixed.txt ;; esac
+if [ -n "${CONFLICT:-}" ]; then
+  case "$prompt" in *"was refused"*) echo "both sides, resolved" > shared.txt ;; *) echo "$task was here" > shared.txt ;; esac
+fi
 echo "$task" > "task-$task.txt"
 ls > "seen-$task.txt"
 printf 'did %s\n<promise>COMPLETE</promise>\n' "$task"
@@ -486,5 +491,51 @@ func TestBacklogLandPushListsTasks(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the pull request body lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// Two tasks that edit the same line: the second to land conflicts with
+// the first; its task run gets the integration tip merged in with the
+// conflict and the refusal in its prompt, resolves it, and lands.
+func TestBacklogConflictGoesBackToTheAgent(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	agentLog, prompts := e.backlogRepo("max_parallel_tasks=2")
+	e.writeFile(".env", "AGENT_LOG="+agentLog+"\nPROMPTS="+prompts+"\nCONFLICT=1\n", 0o600)
+	e.writeFile("PLAN.md", "- [ ] one side {#x}\n- [ ] the other side {#y}\n", 0o644)
+	id := e.start("--tasks", "PLAN.md", "conflicting edits")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("exit %d: %+v\n%s", code, e.tasks(id), e.daemonLog())
+	}
+	bt := e.tasks(id)
+	x, y := taskByID(t, bt, "x"), taskByID(t, bt, "y")
+	retried := x
+	if y.LandAttempts > 0 {
+		retried = y
+	}
+	if x.State != "done" || y.State != "done" || x.LandAttempts+y.LandAttempts != 1 {
+		t.Fatalf("x %+v, y %+v: want both done, one sent back once", x, y)
+	}
+	p, err := os.ReadFile(filepath.Join(prompts, retried.ID+"-2.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"was refused (conflict)", "shared.txt", "<<<<<<<"} {
+		if !strings.Contains(string(p), want) {
+			t.Errorf("the retried prompt lacks %q:\n%s", want, p)
+		}
+	}
+	if got := e.git("show", bt.Branch+":shared.txt"); got != "both sides, resolved" {
+		t.Errorf("shared.txt on the integration branch = %q", got)
+	}
+	evs := e.events(id)
+	var retry map[string]any
+	for _, ev := range evs {
+		if ev.Type == "TASK_STARTED" && strings.Contains(string(ev.Payload), "land_retry") {
+			_ = json.Unmarshal(ev.Payload, &retry)
+		}
+	}
+	if retry["refusal"] != "conflict" || retry["land_retry"] != float64(1) {
+		t.Errorf("the send-back TASK_STARTED = %v", retry)
 	}
 }
