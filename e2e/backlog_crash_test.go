@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -119,6 +120,7 @@ func TestBacklogCrashBeforeLand(t *testing.T) {
 		t.Fatalf("exit %d after the restart: %+v", code, e.tasks(id))
 	}
 	e.checkBacklogHistory(id)
+	e.checkBacklogDatabase(id)
 }
 
 // kill -9 of the daemon (and, a third of the times, an orderly stop) at
@@ -184,4 +186,63 @@ func TestBacklogKilledAtRandom(t *testing.T) {
 			t.Errorf("task %s: its agent ran %d times, want once (seed %d)", task.ID, runs[task.ID], seed)
 		}
 	}
+	e.checkBacklogDatabase(id)
+}
+
+// checkBacklogDatabase reads the daemon's database directly, with the
+// daemon stopped, for what the chaos campaign checks of every run (the
+// file is whole, foreign keys hold, steps are recorded once each with one
+// start and one end event, event seqs have no gap, every run has exactly
+// one terminal event matching its status: no run of these tests is
+// resumed) and for the backlog's own
+// records: every task run belongs to exactly one task of its backlog, and
+// every task that ran names a task run of that backlog.
+func (e *env) checkBacklogDatabase(id string) {
+	e.t.Helper()
+	t := e.t
+	e.stopDaemon()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.home, "loopd.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var verdict string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&verdict); err != nil || verdict != "ok" {
+		t.Errorf("PRAGMA integrity_check = %q (%v)", verdict, err)
+	}
+	rows := func(what, q string, args ...any) {
+		t.Helper()
+		rs, err := db.Query(q, args...)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
+		}
+		defer rs.Close()
+		cols, _ := rs.Columns()
+		for rs.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			_ = rs.Scan(ptrs...)
+			t.Errorf("%s: %v", what, vals)
+		}
+	}
+	rows("foreign key violation", `PRAGMA foreign_key_check`)
+	rows("a step recorded twice", `SELECT run_id, seq, COUNT(*) FROM steps GROUP BY run_id, seq HAVING COUNT(*) > 1`)
+	rows("a step left RUNNING", `SELECT run_id, seq, phase FROM steps WHERE status = 'RUNNING'`)
+	rows("seqs with a gap", `SELECT run_id, COUNT(*), MAX(seq) FROM steps GROUP BY run_id HAVING COUNT(*) != MAX(seq)`)
+	rows("event seqs with a gap", `SELECT COUNT(*), MIN(seq), MAX(seq) FROM events HAVING COUNT(*) != MAX(seq) - MIN(seq) + 1`)
+	rows("a step without exactly one start and one end event", `SELECT s.run_id, s.seq FROM steps s
+		WHERE 1 != (SELECT COUNT(*) FROM events e WHERE e.step_id = s.id AND e.type = 'STEP_STARTED')
+		OR 1 != (SELECT COUNT(*) FROM events e WHERE e.step_id = s.id AND e.type IN ('STEP_FINISHED','STEP_INTERRUPTED'))`)
+	rows("a run with other than one terminal event", `SELECT r.id, r.status, COUNT(e.seq) FROM runs r LEFT JOIN events e
+		ON e.run_id = r.id AND e.type IN ('RUN_COMPLETED','RUN_FAILED','RUN_ABORTED','RUN_INTERRUPTED')
+		GROUP BY r.id HAVING COUNT(e.seq) != 1 OR MAX(e.type) != 'RUN_' || r.status`)
+	rows("a task run that is no task's", `SELECT r.id, r.name FROM runs r WHERE r.parent = ?
+		AND 1 != (SELECT COUNT(*) FROM tasks t WHERE t.backlog = r.parent AND t.task_run = r.id)`, id)
+	rows("a task whose run is not one of the backlog's", `SELECT t.id, t.task_run FROM tasks t WHERE t.backlog = ? AND t.task_run != ''
+		AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = t.task_run AND r.parent = t.backlog)`, id)
+	rows("a done task without its land", `SELECT id, state FROM tasks WHERE backlog = ? AND (state != 'done' OR landed_commit = '')`, id)
 }
