@@ -127,6 +127,11 @@ func TestBacklogBudgets(t *testing.T) {
 			eventually(t, "task run "+task.Run+" to end", 30*time.Second, func() bool { return e.status(task.Run).Status.Terminal() })
 		}
 	}
+	// No verify_command: the backlog's branch lands as any such run does,
+	// said to be untested.
+	if res, ref, code := e.landJSON(id); code != 0 || res.Verified || !strings.Contains(res.Note, "no verify_command") {
+		t.Errorf("land of a backlog without verify_command: exit %d, %+v, refusal %+v", code, res, ref)
+	}
 
 	// Per task: an agent that never completes spends $0.303 an iteration.
 	agent = e.fakeAgent("FAKE_DONE_AT=0", "FAKE_INPUT=100000")

@@ -400,6 +400,17 @@ func TestBacklogCombinationFailureGoesBackToTheAgent(t *testing.T) {
 	if countType(evs, "TASK_STARTED") != 3 || countType(evs, "TASK_LANDED") != 2 {
 		t.Errorf("events: %v", eventTypes(evs))
 	}
+	// A commit made by hand on the integration branch was tested by no
+	// land: land refuses the branch as untested.
+	wt := filepath.Join(e.home, "worktrees", id)
+	if err := os.WriteFile(filepath.Join(wt, "by-hand.txt"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.gitIn(wt, "add", "by-hand.txt")
+	e.gitIn(wt, "commit", "-q", "-m", "by hand")
+	if _, ref, code := e.landJSON(id); code == 0 || ref.Kind != "untested" || !strings.Contains(ref.Message, "not a task's land") {
+		t.Errorf("land of a backlog moved by hand: exit %d, refusal %+v", code, ref)
+	}
 }
 
 // tasks_command: a command from the trusted .loop/config whose stdout is
