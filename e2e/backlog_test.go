@@ -266,11 +266,27 @@ func TestBacklogBlockedTaskSkipsDependents(t *testing.T) {
 	if r := e.loopctl("tasks", id, "--retry", "free"); r.code == 0 || !strings.Contains(r.stderr, "not blocked") {
 		t.Errorf("retry of a task that is done: exit %d %s%s", r.code, r.stdout, r.stderr)
 	}
-	e.must("tasks", id, "--retry", "stuck")
+	if r := e.loopctl("tasks", id, "--retry", "stuck", "--set", "max_iterations=lots"); r.code != 64 || !strings.Contains(r.stderr, "max_iterations") {
+		t.Errorf("retry with a bad --set: exit %d %s", r.code, r.stderr)
+	}
+	if got := taskByID(t, e.tasks(id), "stuck"); got.State != "blocked" || got.Run != stuck.Run {
+		t.Fatalf("a refused retry changed the task: %+v", got)
+	}
+	e.must("tasks", id, "--retry", "stuck", "--set", "max_iterations=4")
 	if code := e.wait(id); code != 0 {
 		t.Fatalf("backlog after retry: exit %d: %+v\n%s", code, e.tasks(id), e.daemonLog())
 	}
 	bt = e.tasks(id)
+	retried := taskByID(t, bt, "stuck")
+	if retried.Run == stuck.Run || retried.LandAttempts != 0 {
+		t.Errorf("the retried task = %+v, want a new task run", retried)
+	}
+	var cfg struct {
+		MaxIterations int `json:"max_iterations"`
+	}
+	if err := json.Unmarshal(e.status(retried.Run).Config, &cfg); err != nil || cfg.MaxIterations != 4 {
+		t.Errorf("the retried task run's max_iterations = %d (%v), want the --set 4", cfg.MaxIterations, err)
+	}
 	for _, task := range bt.Tasks {
 		if task.State != "done" {
 			t.Errorf("after retry: %+v, want done", task)
