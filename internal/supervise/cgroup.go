@@ -113,31 +113,83 @@ func cgroupName(tag string) string {
 // kernel without cgroup.kill (before 5.14), whose kill would need a freezer
 // dance that is not worth its races.
 func newCgroup(tag string) (string, int) {
-	mount := cgroupMount()
-	if mount == "" || !useCgroups {
+	if cgroupMount() == "" || !useCgroups {
 		return "", -1
 	}
-	own := cgroupOf("self")
-	if own == "" {
-		return "", -1
+	for again := range 2 {
+		// The parent as last looked up; looked up again when the step's
+		// cgroup cannot be made there (the daemon was moved, and its old
+		// cgroup removed).
+		parent, kill := cgroupParent(again == 1)
+		if parent == "" || kill == killMissing {
+			return "", -1
+		}
+		dir := filepath.Join(parent, cgroupName(tag))
+		// A directory left by an earlier attempt of the same step (a daemon
+		// that died before removing it) is reused; it holds nothing alive,
+		// or that attempt's step would still be running and this one not
+		// started.
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if kill == killUnknown {
+			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+			if kill = setCgroupKill(err == nil); kill == killMissing {
+				os.Remove(dir)
+				return "", -1
+			}
+		}
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			os.Remove(dir)
+			return "", -1
+		}
+		return dir, fd
 	}
-	dir := filepath.Join(mount, own, cgroupName(tag))
-	// A directory left by an earlier attempt of the same step (a daemon
-	// that died before removing it) is reused; it holds nothing alive, or
-	// that attempt's step would still be running and this one not started.
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", -1
+	return "", -1
+}
+
+// Whether the kernel offers cgroup.kill, once known.
+const (
+	killUnknown = iota
+	killPresent
+	killMissing
+)
+
+// stepParent is where step cgroups are made: the daemon's own cgroup, and
+// whether the kernel has cgroup.kill. Both were read at every step's start,
+// two files on the way from one step to the next; the kernel does not
+// change, and a daemon is moved to another cgroup rarely (newCgroup looks
+// again when making a step's cgroup fails).
+var stepParent struct {
+	mu   sync.Mutex
+	dir  string // the daemon's cgroup directory; "" until looked up
+	kill int
+}
+
+// cgroupParent returns the daemon's cgroup directory ("" when it has
+// none), looked up now when fresh or never before, and what is known of
+// cgroup.kill.
+func cgroupParent(fresh bool) (string, int) {
+	stepParent.mu.Lock()
+	defer stepParent.mu.Unlock()
+	if fresh || stepParent.dir == "" {
+		stepParent.dir = ""
+		if own := cgroupOf("self"); own != "" {
+			stepParent.dir = filepath.Join(cgroupMount(), own)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
-		os.Remove(dir)
-		return "", -1
+	return stepParent.dir, stepParent.kill
+}
+
+func setCgroupKill(present bool) int {
+	stepParent.mu.Lock()
+	defer stepParent.mu.Unlock()
+	stepParent.kill = killMissing
+	if present {
+		stepParent.kill = killPresent
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		os.Remove(dir)
-		return "", -1
-	}
-	return dir, fd
+	return stepParent.kill
 }
 
 // stepCgroup returns the directory of the step cgroup that process pid is

@@ -2,6 +2,8 @@ package supervise
 
 import (
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -32,4 +34,57 @@ func TestStartWithoutTheCgroupWhenItsStartFails(t *testing.T) {
 	if _, err := os.Stat(dir + "/no-cgroup"); err == nil {
 		t.Error("the cgroup of the failed start was left behind")
 	}
+}
+
+// The step cgroups' parent is looked up once, not at every step: when the
+// daemon is moved to another cgroup and its old one removed, the next step
+// is made under the new one (and not left without a cgroup).
+func TestStepCgroupFollowsTheDaemonToAnotherCgroup(t *testing.T) {
+	probe := "loopd-probe-" + strconv.Itoa(os.Getpid())
+	if _, fd := newCgroup(probe); fd < 0 {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	} else {
+		unix.Close(fd)
+		os.Remove(filepath.Join(cgroupMount(), cgroupOf("self"), cgroupName(probe)))
+	}
+	home := filepath.Join(cgroupMount(), cgroupOf("self"))
+	moveTo := func(dir string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			t.Fatalf("move the test into %s: %v", dir, err)
+		}
+	}
+	a, b := filepath.Join(home, "loopd-test-a"), filepath.Join(home, "loopd-test-b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		moveTo(home)
+		os.Remove(a)
+		os.Remove(b)
+		cgroupParent(true)
+	})
+	stepIn := func(want string) {
+		t.Helper()
+		p, err := Start(specIn(t.TempDir(), "true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := filepath.Dir(p.cgroup); got != want {
+			t.Errorf("the step's cgroup is %s, want one in %s", p.cgroup, want)
+		}
+		if ex := waitDone(t, p); ex.Code != 0 {
+			t.Errorf("exit %+v", ex)
+		}
+	}
+	moveTo(a)
+	cgroupParent(true) // as a daemon started in a
+	stepIn(a)
+	moveTo(b)
+	if err := os.Remove(a); err != nil {
+		t.Fatalf("remove the daemon's old cgroup: %v", err)
+	}
+	stepIn(b)
 }
