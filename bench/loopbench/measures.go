@@ -244,12 +244,14 @@ func (b *bench) memory() error {
 	}
 	defer d.stop()
 	ctx := context.Background()
-	ws, err := workspace("agent=command", "agent_command=true", "max_iterations=3")
+	// Flags, not a .loop/config: what the user types needs no trust.
+	ws, err := workspace()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(ws)
-	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "warm up"})
+	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "warm up",
+		Set: []string{"agent=command", "agent_command=true", "max_iterations=3"}})
 	if err != nil {
 		return err
 	}
@@ -259,14 +261,14 @@ func (b *bench) memory() error {
 	time.Sleep(2 * time.Second) // settle: postmortem written, idle
 	idle, _ := rss(d.cmd.Process.Pid)
 
-	big, err := workspace("agent=command",
-		`agent_command=head -c 100000000 /dev/zero | tr '\0' 'x' | fold -w 200; echo; echo "<promise>COMPLETE</promise>"`,
-		"completion=promise")
+	big, err := workspace()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(big)
-	run, err = d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: big, Goal: "print 100 MB"})
+	run, err = d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: big, Goal: "print 100 MB", Set: []string{"agent=command",
+		`agent_command=head -c 100000000 /dev/zero | tr '\0' 'x' | fold -w 200; echo; echo "<promise>COMPLETE</promise>"`,
+		"completion=promise"}})
 	if err != nil {
 		return err
 	}
