@@ -192,6 +192,68 @@ func setCgroupKill(present bool) int {
 	return stepParent.kill
 }
 
+// A step's cgroup is made while the step before it runs (Spec.Next):
+// making one is a mkdir in the cgroup file system, about 40 µs here, and
+// it was on the way from one step's end to the next one's fork. A cgroup
+// made ahead and not taken within preparedTTL (the run stopped, or the
+// step ran long) is removed; its step, if it comes, makes its own.
+// Removing can never take a cgroup from a step that runs in it: rmdir
+// refuses a cgroup with processes.
+var prepared = struct {
+	mu sync.Mutex
+	m  map[string]*preparedCgroup // by tag
+}{m: map[string]*preparedCgroup{}}
+
+type preparedCgroup struct {
+	dir string
+	fd  int
+}
+
+// preparedTTL is how long a prepared cgroup waits for its step; a
+// variable for tests.
+var preparedTTL = time.Minute
+
+// prepareCgroup makes the cgroup of the step tagged tag ahead of its Start.
+func prepareCgroup(tag string) {
+	prepared.mu.Lock()
+	_, done := prepared.m[tag]
+	prepared.mu.Unlock()
+	if done {
+		return
+	}
+	dir, fd := newStepCgroup(tag)
+	if fd < 0 {
+		return
+	}
+	e := &preparedCgroup{dir: dir, fd: fd}
+	prepared.mu.Lock()
+	prepared.m[tag] = e
+	prepared.mu.Unlock()
+	time.AfterFunc(preparedTTL, func() {
+		prepared.mu.Lock()
+		defer prepared.mu.Unlock()
+		if prepared.m[tag] == e {
+			delete(prepared.m, tag)
+			unix.Close(e.fd)
+			os.Remove(e.dir)
+		}
+	})
+}
+
+// stepCgroupFor returns the cgroup of the step tagged tag and a directory
+// fd for clone3 (the caller closes it): the one prepared for it, or a new
+// one ("" and -1 when cgroups cannot be used here).
+func stepCgroupFor(tag string) (string, int) {
+	prepared.mu.Lock()
+	e, ok := prepared.m[tag]
+	delete(prepared.m, tag)
+	prepared.mu.Unlock()
+	if ok {
+		return e.dir, e.fd
+	}
+	return newStepCgroup(tag)
+}
+
 // stepCgroup returns the directory of the step cgroup that process pid is
 // in, "" when it is in none of this step's (it was started without one, or
 // moved out).

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -87,4 +88,67 @@ func TestStepCgroupFollowsTheDaemonToAnotherCgroup(t *testing.T) {
 		t.Fatalf("remove the daemon's old cgroup: %v", err)
 	}
 	stepIn(b)
+}
+
+// The next step's cgroup is made while the step before it runs, and
+// that step starts in it; one that no step takes is removed.
+func TestTheNextStepsCgroupIsMadeAhead(t *testing.T) {
+	probe := "loopd-probe-" + strconv.Itoa(os.Getpid())
+	if _, fd := newCgroup(probe); fd < 0 {
+		t.Skip("no writable cgroup v2 hierarchy here")
+	} else {
+		unix.Close(fd)
+		os.Remove(filepath.Join(cgroupMount(), cgroupOf("self"), cgroupName(probe)))
+	}
+	dir := t.TempDir()
+	first := specIn(dir, "true")
+	first.Gated = true
+	first.Next = first.Tag + "-next"
+	p, err := Start(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Open(); err != nil {
+		t.Fatal(err)
+	}
+	p.PrepareNext()
+	waitDone(t, p)
+	want := filepath.Join(filepath.Dir(p.cgroup), cgroupName(first.Next))
+	if _, err := os.Stat(want); err != nil {
+		t.Fatalf("the next step's cgroup was not made ahead: %v", err)
+	}
+	second := specIn(t.TempDir(), "true")
+	second.Tag = first.Next
+	q, err := Start(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared.mu.Lock()
+	_, left := prepared.m[first.Next]
+	prepared.mu.Unlock()
+	if q.cgroup != want || left {
+		t.Errorf("the next step runs in %q (the one made for it, %s, still waiting: %v)", q.cgroup, want, left)
+	}
+	if ex := waitDone(t, q); ex.Code != 0 {
+		t.Errorf("exit %+v", ex)
+	}
+	if _, err := os.Stat(want); !os.IsNotExist(err) {
+		t.Errorf("the step's cgroup %s was not removed after it: %v", want, err)
+	}
+
+	// Made for a step that never comes: removed after preparedTTL.
+	old := preparedTTL
+	preparedTTL = time.Millisecond
+	t.Cleanup(func() { preparedTTL = old })
+	prepareCgroup(first.Tag + "-never")
+	never := filepath.Join(filepath.Dir(p.cgroup), cgroupName(first.Tag+"-never"))
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, err := os.Stat(never); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cgroup %s of a step that never came is still there", never)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
