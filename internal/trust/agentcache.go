@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -48,7 +49,7 @@ import (
 type AgentCache struct {
 	key   [3]string // ws, dir, envFile of the kept answer
 	paths []string  // what the stamp covers, in order
-	stamp []byte    // nil: no answer kept
+	sum   *[32]byte // the stamp's SHA-256 (a thousand runs keep one each); nil: no answer kept
 	files []File
 }
 
@@ -70,10 +71,10 @@ const agentStampMax = 2 * maxDirFiles
 // cache when nothing the last answer was read from has changed since.
 func (c *AgentCache) InspectAgentsIn(ws, dir, envFile string) ([]File, error) {
 	key := [3]string{ws, dir, envFile}
-	if c.stamp != nil && c.key == key && c.unchanged() {
+	if c.sum != nil && c.key == key && c.unchanged() {
 		return slices.Clone(c.files), nil
 	}
-	c.stamp, c.paths, c.files = nil, nil, nil
+	c.sum, c.paths, c.files = nil, nil, nil
 	// Stamped before reading: a change made while the files are read
 	// shows at the next step as a difference from this stamp.
 	paths, stamp, ok := agentStamp(dir)
@@ -82,7 +83,8 @@ func (c *AgentCache) InspectAgentsIn(ws, dir, envFile string) ([]File, error) {
 		return nil, err
 	}
 	if ok {
-		c.key, c.paths, c.stamp, c.files = key, paths, stamp, slices.Clone(files)
+		sum := sha256.Sum256(stamp)
+		c.key, c.paths, c.sum, c.files = key, paths, &sum, slices.Clone(files)
 	}
 	return files, nil
 }
@@ -93,7 +95,7 @@ func (c *AgentCache) unchanged() bool {
 	for _, p := range c.paths {
 		buf, _, _ = appendStat(buf, p, nil)
 	}
-	return string(buf) == string(c.stamp)
+	return sha256.Sum256(buf) == *c.sum
 }
 
 // agentStamp stamps what InspectAgentsIn(…, dir, …) reads (see

@@ -125,8 +125,8 @@ func TestAgentCacheSeesEveryKindOfChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			var c AgentCache
-			if _, err := c.InspectAgentsIn(ws, ws, ""); err != nil || c.stamp == nil {
-				t.Fatalf("through the link: %v (kept: %v)", err, c.stamp != nil)
+			if _, err := c.InspectAgentsIn(ws, ws, ""); err != nil || c.sum == nil {
+				t.Fatalf("through the link: %v (kept: %v)", err, c.sum != nil)
 			}
 			restoreTimes(t, filepath.Join(other, "settings.json"), func() { writeFile(t, other, "settings.json", `{"env":{"B":"2"}}`) })
 			got, err := c.InspectAgentsIn(ws, ws, "")
@@ -141,8 +141,8 @@ func TestAgentCacheSeesEveryKindOfChange(t *testing.T) {
 			parent, ws, _ := cachedWorkspace(t)
 			var c AgentCache
 			before, err := c.InspectAgentsIn(ws, ws, "")
-			if err != nil || c.stamp == nil {
-				t.Fatalf("first answer: %v (kept: %v)", err, c.stamp != nil)
+			if err != nil || c.sum == nil {
+				t.Fatalf("first answer: %v (kept: %v)", err, c.sum != nil)
 			}
 			change(t, parent, ws)
 			got, err := c.InspectAgentsIn(ws, ws, "")
@@ -166,7 +166,7 @@ func TestAgentCacheKeepsNoAnswerFromARacyStamp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c.stamp != nil || *reads != 2 {
+	if c.sum != nil || *reads != 2 {
 		t.Errorf("a stamp of files changed just now was kept (%d full inspections, want 2)", *reads)
 	}
 }
