@@ -66,6 +66,9 @@ type Options struct {
 	// NotifyBackoff is the delay before a failed webhook's second attempt,
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
+	// OnActiveRuns, when set, is told the number of runs with a runner
+	// each time it changes (scheduler.Options.OnActive).
+	OnActiveRuns func(n int)
 }
 
 // Daemon is a running loopd.
@@ -175,6 +178,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
+		OnActive: opts.OnActiveRuns,
 	})
 	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace,
 		PRCommands: d.sched, PRTasks: d.sched.PRTasks})
