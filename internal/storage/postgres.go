@@ -34,6 +34,7 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 		// pgx's message may quote the URL; a password must not reach a log.
 		return nil, fmt.Errorf("open postgres: the store URL does not parse (postgres://user@host/db?…): %s", redact(err.Error(), store))
 	}
+	opts.Session.apply(cfg)
 	// One writer connection: the callers rely on the serialization SQLite's
 	// single writer gives (read, decide, write in one transaction without
 	// another writer in between, within this process). Writers on other
@@ -58,8 +59,11 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 	}
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
+	l := sqlx.NewDb(stdlib.OpenDB(*cfg.Copy()), pgDriverName)
+	l.SetMaxOpenConns(1)
+	l.SetMaxIdleConns(1)
 	s := &Store{w: w, r: r, writes: newStmts(w, false, true), reads: newStmts(r, true, true),
-		notify: opts.Notify, now: opts.Now, pg: true}
+		notify: opts.Notify, now: opts.Now, pg: true, lease: l}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -67,6 +71,43 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 		s.notify = func(int64) {}
 	}
 	return s, nil
+}
+
+// MigratePostgres brings the PostgreSQL database at store to this
+// binary's schema (the migrations it lacks, under the advisory lock) and
+// does nothing else: `loopd migrate`.
+func MigratePostgres(ctx context.Context, store string) error {
+	s, err := OpenPostgres(ctx, store, Options{Readers: 1})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// Session bounds a PostgreSQL session that writes. A worker cut off in
+// the middle of a transaction otherwise keeps its backend, and the row
+// locks it holds, until TCP gives up (hours): its run would be skipped by
+// every claim (SKIP LOCKED) long after its lease expired.
+type Session struct {
+	// IdleInTransaction ends a session idle inside a transaction
+	// (idle_in_transaction_session_timeout); keep it well under the
+	// lease TTL (a third of it).
+	IdleInTransaction time.Duration
+	// Statement bounds every statement (statement_timeout).
+	Statement time.Duration
+	// Lock bounds every wait for a lock (lock_timeout).
+	Lock time.Duration
+}
+
+// apply sets the session's bounds as run-time parameters of cfg's
+// connections.
+func (s Session) apply(cfg *pgx.ConnConfig) {
+	for name, d := range map[string]time.Duration{"idle_in_transaction_session_timeout": s.IdleInTransaction,
+		"statement_timeout": s.Statement, "lock_timeout": s.Lock} {
+		if d > 0 {
+			cfg.RuntimeParams[name] = fmt.Sprint(d.Milliseconds())
+		}
+	}
 }
 
 // Dialect names the store's SQL dialect: "sqlite" or "postgres".

@@ -79,6 +79,10 @@ type Options struct {
 	// most CheckpointPeriod passes); defaults 200 and 2s.
 	CheckpointEvery  int
 	CheckpointPeriod time.Duration
+	// Session bounds the PostgreSQL sessions that write (a fleet
+	// worker's); zero values leave the server's defaults. Ignored by
+	// SQLite.
+	Session Session
 }
 
 // Store is the loopd database.
@@ -95,6 +99,10 @@ type Store struct {
 	now        func() time.Time
 	hook       EventHook // called in the transaction of every event; nil for none
 	pg         bool      // the PostgreSQL dialect (OpenPostgres); SQLite otherwise
+	// lease is PostgreSQL's one connection for lease renewals and reads
+	// (leases.go), apart from the writer so that a runner's transaction
+	// never delays a heartbeat; nil for SQLite.
+	lease *sqlx.DB
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -181,6 +189,9 @@ func (s *Store) Close() error {
 	}
 	s.reads.close()
 	s.writes.close()
+	if s.lease != nil {
+		err = errors.Join(err, s.lease.Close())
+	}
 	return errors.Join(err, s.r.Close(), s.w.Close())
 }
 
@@ -223,6 +234,14 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook, pg: s.pg}
+	if s.pg {
+		// A fleet runner's transaction begins with its run's fence
+		// (leases.go); the embedded store has no lease to check.
+		if err := s.fence(ctx, tx); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err

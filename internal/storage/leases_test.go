@@ -1,0 +1,190 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/events"
+)
+
+// claim runs ClaimRuns in a transaction of its own.
+func claim(t *testing.T, s *Store, owner string, ttl time.Duration, limit int) []Claim {
+	t.Helper()
+	var got []Claim
+	if err := s.Write(t.Context(), func(tx *Tx) error {
+		var err error
+		got, err = tx.ClaimRuns(owner, ttl, limit)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func claimIDs(cs []Claim) []string {
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.RunID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Two workers (two stores on one database) claim each run once, oldest
+// first; a worker whose lease expired is fenced out of every write, its
+// renewal answers nothing, and the run's new owner sees who it came from.
+func TestLeasesClaimRenewFenceTakeover(t *testing.T) {
+	url := pgDatabase(t)
+	a, b := openURL(t, url), openURL(t, url)
+	for _, id := range []string{"r1", "r2", "r3"} {
+		newRun(t, a, id)
+	}
+	ca := claim(t, a, "wa", time.Hour, 2)
+	if got := claimIDs(ca); !slices.Equal(got, []string{"r1", "r2"}) {
+		t.Fatalf("worker a claimed %v, want the two oldest r1 r2", got)
+	}
+	for _, c := range ca {
+		if c.Epoch != 1 || c.From != api.RunPending || c.FromWorker != "" {
+			t.Errorf("claim %+v: want epoch 1 from PENDING, no previous worker", c)
+		}
+	}
+	if got := claimIDs(claim(t, b, "wb", time.Hour, 10)); !slices.Equal(got, []string{"r3"}) {
+		t.Fatalf("worker b claimed %v, want only r3 (the others are leased)", got)
+	}
+	if got := claim(t, b, "wb", time.Hour, 10); len(got) != 0 {
+		t.Fatalf("a second claim took %v; every run is leased", claimIDs(got))
+	}
+	r1, err := b.Run(t.Context(), "r1")
+	if err != nil || r1.Status != api.RunRunning || r1.Worker != "wa" {
+		t.Fatalf("r1 = %s worker %q (%v), want RUNNING leased to wa", r1.Status, r1.Worker, err)
+	}
+
+	// a's fenced writes go through while it holds the lease.
+	la := Lease{RunID: "r1", Owner: "wa", Epoch: 1}
+	fenced := WithFence(t.Context(), la)
+	if err := a.Write(fenced, func(tx *Tx) error { return tx.SetUserSignal("r1") }); err != nil {
+		t.Fatalf("a fenced write under a live lease: %v", err)
+	}
+	renewed, err := a.RenewLeases(t.Context(), "wa", time.Hour, []Lease{la, {RunID: "r2", Owner: "wa", Epoch: 1}})
+	if slices.Sort(renewed); err != nil || !slices.Equal(renewed, []string{"r1", "r2"}) {
+		t.Fatalf("renewal = %v, %v; want r1 r2", renewed, err)
+	}
+
+	// The lease of r1 expires (a renewal with no time left): b takes it over.
+	if _, err := a.RenewLeases(t.Context(), "wa", 0, []Lease{la}); err != nil {
+		t.Fatal(err)
+	}
+	over := claim(t, b, "wb", time.Hour, 10)
+	if len(over) != 1 || over[0].RunID != "r1" || over[0].Epoch != 2 || over[0].From != api.RunRunning || over[0].FromWorker != "wa" {
+		t.Fatalf("takeover = %+v, want r1 epoch 2 from RUNNING of wa", over)
+	}
+	before, err := b.LastEventSeq(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Write(fenced, func(tx *Tx) error {
+		_, err := tx.Event("r1", nil, events.RunPaused, nil)
+		return err
+	})
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("a stale worker's write = %v, want ErrFenced", err)
+	}
+	if after, _ := b.LastEventSeq(t.Context()); after != before {
+		t.Fatalf("the fenced write added events: seq %d → %d", before, after)
+	}
+	renewed, err = a.RenewLeases(t.Context(), "wa", time.Hour, []Lease{la})
+	if err != nil || len(renewed) != 0 {
+		t.Fatalf("the stale worker's renewal = %v, %v; want nothing renewed", renewed, err)
+	}
+	own, err := b.OwnLeases(t.Context(), "wb")
+	if err != nil || len(own) != 2 {
+		t.Fatalf("b's own leases = %+v, %v; want r1 and r3", own, err)
+	}
+
+	// Released (a draining worker): taken over at once, naming its worker.
+	if err := b.ReleaseLease(t.Context(), Lease{RunID: "r3", Owner: "wb", Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.RunnableRuns(t.Context()); err != nil || n != 1 {
+		t.Fatalf("runnable runs = %d, %v; want the released r3", n, err)
+	}
+	over = claim(t, a, "wa", time.Hour, 10)
+	if len(over) != 1 || over[0].RunID != "r3" || over[0].Epoch != 2 || over[0].FromWorker != "wb" {
+		t.Fatalf("claim after release = %+v, want r3 epoch 2 from wb", over)
+	}
+}
+
+// Workers claiming at the same time never share a run: SKIP LOCKED hands
+// each row to one of them.
+func TestLeasesConcurrentClaimsNeverShare(t *testing.T) {
+	url := pgDatabase(t)
+	stores := []*Store{openURL(t, url), openURL(t, url), openURL(t, url), openURL(t, url)}
+	const runs = 200
+	if err := stores[0].Write(t.Context(), func(tx *Tx) error {
+		for i := range runs {
+			id := string(rune('a'+i/26/26%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i%26))
+			if err := tx.InsertRun(Run{ID: id, Workspace: "/ws", Goal: "g", Config: "{}", Conditions: "{}",
+				Status: api.RunPending}, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]string{}
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		owner := string(rune('w')) + string(rune('0'+i))
+		wg.Go(func() {
+			for {
+				var got []Claim
+				err := s.Write(context.Background(), func(tx *Tx) error {
+					var err error
+					got, err = tx.ClaimRuns(owner, time.Hour, 3)
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, c := range got {
+					if prev, ok := seen[c.RunID]; ok {
+						t.Errorf("run %s claimed by %s and %s", c.RunID, prev, owner)
+					}
+					seen[c.RunID] = owner
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != runs {
+		t.Fatalf("%d runs claimed, want %d", len(seen), runs)
+	}
+}
+
+// The embedded store has no leases: a fence in the context changes
+// nothing and a claim is refused.
+func TestLeasesAreFleetOnly(t *testing.T) {
+	s, _ := openTest(t, sqliteDialect)
+	newRun(t, s, "r1")
+	ctx := WithFence(t.Context(), Lease{RunID: "r1", Owner: "nobody", Epoch: 42})
+	if err := s.Write(ctx, func(tx *Tx) error { return tx.SetUserSignal("r1") }); err != nil {
+		t.Fatalf("a write with a fence on SQLite: %v", err)
+	}
+	err := s.Write(t.Context(), func(tx *Tx) error { _, err := tx.ClaimRuns("w", time.Minute, 1); return err })
+	if !errors.Is(err, ErrNotFleet) {
+		t.Fatalf("claim on SQLite = %v, want ErrNotFleet", err)
+	}
+}
