@@ -154,6 +154,7 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, error) {
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	defer cancel(nil)
+	r.fenced.Store(nil)
 	r.live.begin(cancel, proc)
 	defer r.live.end()
 	deadline, capped := r.deadline(st)
@@ -191,6 +192,11 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 				// ended without a status, and it runs again).
 				return
 			}
+			if isFenceCause(context.Cause(ctx)) {
+				// The lease is gone or cannot be renewed: the step was
+				// killed already, and the database may be unreachable.
+				return
+			}
 			// Recorded before the first signal: a daemon that dies during
 			// the kill must still know the step was stopped, and why. One
 			// attempt only: a full disk must not keep the step alive (this
@@ -217,6 +223,11 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 		}
 	}
 	r.classifyEnd(st, ex, ending)
+	if cause := r.fencedCause(); cause != nil {
+		// Stopped for its lease, not for anything it did: its phase runs
+		// again if this worker still holds the run.
+		st.Status, st.Error, st.CancelCause = api.StepInterrupted, cause.Error(), storage.CancelNone
+	}
 	return st, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -94,6 +95,14 @@ type runner struct {
 	// load (0: none): only such a step is known never to have been
 	// recorded in the ledger (git.Ledger.SnapshotNew).
 	launched int
+
+	// Fleet workers only (lease.go): the epoch of the run's lease this
+	// runner executes under, the worker the run was taken over from
+	// (until its lost step is recorded), and why the current step was
+	// stopped by fencing (nil: it was not).
+	epoch     int64
+	takenFrom string
+	fenced    atomic.Pointer[error]
 }
 
 func newRunner(s *Scheduler, id string) *runner {
@@ -207,7 +216,7 @@ func (r *runner) drive(recovered bool) {
 		// Only a daemon restart is a recovery; a retry after an internal
 		// error reloads the same way but announces nothing.
 		err := r.runFromStore(recovered && attempt == 0)
-		if err == nil || errors.Is(err, errDetached) || r.s.detached() {
+		if err == nil || errors.Is(err, errDetached) || r.s.detached() || r.fencedOut(err) {
 			return
 		}
 		if msg := err.Error(); msg == last {

@@ -73,6 +73,20 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 	return s, nil
 }
 
+// PostgresSchemaVersion is the number of PostgreSQL migrations this
+// binary knows.
+func PostgresSchemaVersion() int {
+	sub, err := fs.Sub(migrations.Postgres, "postgres")
+	if err != nil {
+		return 0
+	}
+	ms, err := loadMigrations(sub)
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
 // MigratePostgres brings the PostgreSQL database at store to this
 // binary's schema (the migrations it lacks, under the advisory lock) and
 // does nothing else: `loopd migrate`.
@@ -117,6 +131,10 @@ func (s *Store) Dialect() string {
 	}
 	return "sqlite"
 }
+
+// RedactStore is a store URL (or connection string) with its password
+// hidden, to show or log.
+func RedactStore(store string) string { return redactURL(store) }
 
 // redactURL hides the password of a store URL: postgres://user:pw@… (as
 // url.URL.Redacted does) or a key=value connection string's password=….
