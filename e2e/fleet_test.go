@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/storage/pgtest"
+)
+
+// The lease settings of the fleet tests (the issue's test setting): a
+// dead worker's runs are taken over TTL + a scan after its last renewal,
+// and its agents are stopped TTL − margin after it.
+const (
+	fleetTTL       = 15 * time.Second
+	fleetHeartbeat = 2 * time.Second
+	fleetMargin    = 5 * time.Second
+	fleetScan      = 2 * time.Second // the scheduler's default claim scan
+)
+
+// fleet is three loopd workers over one throwaway PostgreSQL database,
+// each with a LOOPD_HOME of its own, and runs in workspaces of their own
+// (non-git) on this machine.
+type fleet struct {
+	t       *testing.T
+	url     string
+	workers []*env
+	ids     []string          // worker ids, by index
+	ws      map[string]string // run id → workspace
+	lead    []time.Duration   // how long before its run's takeover each lost agent was dead
+}
+
+func newFleet(t *testing.T, n int) *fleet {
+	t.Helper()
+	url := pgtest.Database(t, "loopd_fleet_e2e", func(ctx context.Context, url string) error {
+		return storage.MigratePostgres(ctx, url)
+	})
+	f := &fleet{t: t, url: url, ws: map[string]string{}}
+	for i := range n {
+		f.workers = append(f.workers, newEnv(t))
+		f.ids = append(f.ids, fmt.Sprintf("w%d", i))
+	}
+	return f
+}
+
+// start starts worker i.
+func (f *fleet) start(i int) {
+	f.t.Helper()
+	f.workers[i].startDaemon("--store", f.url, "--worker-id", f.ids[i], "--lease-ttl", fleetTTL.String(),
+		"--heartbeat", fleetHeartbeat.String(), "--fence-margin", fleetMargin.String(), "--max-concurrent-runs", "25")
+}
+
+// startRun creates a run through worker via's API in a new workspace
+// whose scripted agent waits, in iteration 1, until the file go-1 exists,
+// and completes in iteration 2.
+func (f *fleet) startRun(via int) string {
+	f.t.Helper()
+	ws := filepath.Join(f.t.TempDir(), "ws")
+	if err := os.MkdirAll(filepath.Join(ws, ".loop"), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	write := func(name, content string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), mode); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	write(".loop/config", "agent=command\nagent_command="+scriptedAgent()+"\nmax_iterations=5\n", 0o644)
+	write(".env", "FAKE_WAIT_FILE=go-%d\nFAKE_WAIT_ITERATION=1\nFAKE_DONE_AT=2\n", 0o600)
+	e := f.workers[via]
+	for _, args := range [][]string{{"trust"}, {"start", "goal"}} {
+		r := e.loopctlAt(ws, nil, args...)
+		if r.code != 0 {
+			f.t.Fatalf("loopctl %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		if args[0] == "start" {
+			id := strings.TrimSpace(r.stdout)
+			f.ws[id] = ws
+			return id
+		}
+	}
+	return ""
+}
+
+// agents reads the pids of a run's agent invocations, in order.
+func (f *fleet) agents(id string) []int {
+	b, _ := os.ReadFile(filepath.Join(f.ws[id], ".agent-invocations"))
+	var pids []int
+	for l := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		if fs := strings.Fields(l); len(fs) == 3 {
+			if pid, err := strconv.Atoi(fs[2]); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// daemonInfo is `loopctl daemon status --json` of worker i.
+func (f *fleet) daemonInfo(i int) api.DaemonInfo {
+	f.t.Helper()
+	var info api.DaemonInfo
+	out := f.workers[i].must("daemon", "status", "--json")
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		f.t.Fatalf("daemon status json: %v\n%s", err, out)
+	}
+	return info
+}
+
+// watchDeaths polls pids every 10ms until each is gone, and sends when.
+func watchDeaths(pids []int, stop <-chan struct{}) <-chan map[int]time.Time {
+	out := make(chan map[int]time.Time, 1)
+	go func() {
+		dead := map[int]time.Time{}
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for len(dead) < len(pids) {
+			select {
+			case <-stop:
+				out <- dead
+				return
+			case now := <-t.C:
+				for _, pid := range pids {
+					if _, ok := dead[pid]; ok {
+						continue
+					}
+					if err := syscall.Kill(pid, 0); err == syscall.ESRCH || zombie(pid) {
+						dead[pid] = now
+					}
+				}
+			}
+		}
+		out <- dead
+	}()
+	return out
+}
+
+// zombie reports whether pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// recoveredAt is the time of run id's RUN_RECOVERED event taking it from
+// worker from, or zero.
+func recoveredAt(evs []api.Event, from string) (time.Time, string) {
+	for _, ev := range evs {
+		if ev.Type != "RUN_RECOVERED" {
+			continue
+		}
+		var p struct {
+			From string `json:"from_worker"`
+			To   string `json:"to_worker"`
+		}
+		_ = json.Unmarshal(ev.Payload, &p)
+		if p.From == from {
+			return ev.TS.Time, p.To
+		}
+	}
+	return time.Time{}, ""
+}
+
+// holdRuns starts n runs while only worker 0 runs, and waits until it
+// executes them all (each one's agent started), then starts the others.
+func (f *fleet) holdRuns(n int) []string {
+	f.t.Helper()
+	f.start(0)
+	var ids []string
+	for range n {
+		ids = append(ids, f.startRun(0))
+	}
+	eventually(f.t, "worker 0 to run every run's agent", 60*time.Second, func() bool {
+		for _, id := range ids {
+			if len(f.agents(id)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if got := f.daemonInfo(0); len(got.Leases) != n || got.Worker != f.ids[0] || !strings.HasPrefix(got.Store, "postgres://") {
+		f.t.Fatalf("worker 0's status: store %q worker %q leases %v; want %d leases", got.Store, got.Worker, got.Leases, n)
+	}
+	for i := 1; i < len(f.workers); i++ {
+		f.start(i)
+	}
+	return ids
+}
+
+// checkTakeover checks what every taken-over run must show, through
+// worker via: RUN_RECOVERED from the lost worker within TTL + scan + 5s
+// of lostAt, each of its agents dead before that, exactly one INTERRUPTED
+// step (worker_lost:<lost>), and then the run completes (0 lost).
+func (f *fleet) checkTakeover(ids []string, lost, via int, lostAt time.Time, dead map[int]time.Time, first map[string]int) []time.Duration {
+	f.t.Helper()
+	e := f.workers[via]
+	var latencies []time.Duration
+	for _, id := range ids {
+		var at time.Time
+		var to string
+		eventually(f.t, "run "+id+" to be taken over", fleetTTL+fleetScan+30*time.Second, func() bool {
+			at, to = recoveredAt(e.events(id), f.ids[lost])
+			return !at.IsZero()
+		})
+		if to == f.ids[lost] || to == "" {
+			f.t.Errorf("run %s recovered by %q, want another worker", id, to)
+		}
+		lat := at.Sub(lostAt)
+		latencies = append(latencies, lat)
+		if lat > fleetTTL+fleetScan+5*time.Second {
+			f.t.Errorf("run %s taken over %s after the worker was lost, want ≤ TTL + scan + 5s", id, lat)
+		}
+		pid := first[id]
+		if died, ok := dead[pid]; !ok {
+			f.t.Errorf("run %s: the lost worker's agent (pid %d) was still alive at the takeover", id, pid)
+		} else if lead := at.Sub(died); lead < 2*time.Second {
+			f.t.Errorf("run %s: the lost worker's agent died at %s, %s before the takeover at %s; want ≥ 2s before",
+				id, died.Format(time.StampMilli), lead, at.Format(time.StampMilli))
+		} else {
+			f.lead = append(f.lead, lead)
+		}
+	}
+	for _, id := range ids {
+		if err := os.WriteFile(filepath.Join(f.ws[id], "go-1"), nil, 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		eventually(f.t, "run "+id+" to complete on the surviving workers", 90*time.Second, func() bool {
+			return e.status(id).Status == api.RunCompleted
+		})
+		interrupted := 0
+		for _, st := range e.steps(id) {
+			if st.Status == api.StepInterrupted {
+				interrupted++
+				if !strings.HasPrefix(st.Error, "worker_lost:"+f.ids[lost]+":") {
+					f.t.Errorf("run %s: INTERRUPTED step %d has error %q, want worker_lost:%s", id, st.Seq, st.Error, f.ids[lost])
+				}
+			}
+			if st.Status == api.StepFailed {
+				f.t.Errorf("run %s: step %d FAILED (%s): losing a worker must never fail a phase", id, st.Seq, st.Error)
+			}
+		}
+		if interrupted != 1 {
+			f.t.Errorf("run %s: %d INTERRUPTED steps, want exactly 1", id, interrupted)
+		}
+		if r := e.status(id); r.Worker == f.ids[lost] || r.Worker == "" {
+			f.t.Errorf("run %s: worker %q, want a surviving worker", id, r.Worker)
+		}
+	}
+	return latencies
+}
+
+// fleetRuns is how many runs the lost worker holds: 5, or
+// LOOPD_FLEET_RUNS (the issue's campaign uses 20).
+func fleetRuns(t *testing.T) int {
+	if v := os.Getenv("LOOPD_FLEET_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("LOOPD_FLEET_RUNS=%q: want a number", v)
+		}
+		return n
+	}
+	return 5
+}
+
+// kill -9 of a worker holding runs: every run is leased by another worker
+// within TTL + scan (+5s of slack), its phase runs again from one
+// INTERRUPTED worker_lost step, none is lost, and the dead worker's
+// agents — orphans nobody watches — were killed by their wrappers' guard
+// before the takeover.
+func TestFleetKill9WorkerRunsTakenOver(t *testing.T) {
+	f := newFleet(t, 3)
+	n := fleetRuns(t)
+	ids := f.holdRuns(n)
+	first := map[string]int{}
+	var pids []int
+	for _, id := range ids {
+		first[id] = f.agents(id)[0]
+		pids = append(pids, first[id])
+	}
+	stop := make(chan struct{})
+	deaths := watchDeaths(pids, stop)
+	f.workers[0].killDaemon()
+	killedAt := time.Now()
+	eventually(t, "the first takeover", fleetTTL+fleetScan+30*time.Second, func() bool {
+		at, _ := recoveredAt(f.workers[1].events(ids[0]), f.ids[0])
+		return !at.IsZero()
+	})
+	close(stop)
+	dead := <-deaths
+	lat := f.checkTakeover(ids, 0, 1, killedAt, dead, first)
+	t.Logf("kill -9 of a worker holding %d runs: taken over after %v; its agents dead %v before (TTL %s, heartbeat %s, margin %s)",
+		n, lat, f.lead, fleetTTL, fleetHeartbeat, fleetMargin)
+}
+
+// A worker frozen (SIGSTOP) for 2 × TTL: its agents are killed by their
+// wrappers' guard before its runs are taken over, and once it is resumed
+// not one of its writes is accepted — its runs show only the takeover's
+// INTERRUPTED step, and it holds no lease any more.
+func TestFleetFrozenWorkerIsFencedOut(t *testing.T) {
+	f := newFleet(t, 3)
+	n := 3
+	ids := f.holdRuns(n)
+	first := map[string]int{}
+	var pids []int
+	for _, id := range ids {
+		first[id] = f.agents(id)[0]
+		pids = append(pids, first[id])
+	}
+	stop := make(chan struct{})
+	deaths := watchDeaths(pids, stop)
+	victim := f.workers[0].daemon.Process
+	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozenAt := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = victim.Signal(syscall.SIGCONT)
+		}
+	}()
+	eventually(t, "the first takeover", fleetTTL+fleetScan+30*time.Second, func() bool {
+		at, _ := recoveredAt(f.workers[1].events(ids[0]), f.ids[0])
+		return !at.IsZero()
+	})
+	close(stop)
+	dead := <-deaths
+	// Frozen for 2 × TTL in all, then resumed: it must learn it lost
+	// everything, and write nothing.
+	time.Sleep(time.Until(frozenAt.Add(2 * fleetTTL)))
+	if err := victim.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	eventually(t, "the resumed worker to drop its lost leases", 30*time.Second, func() bool {
+		return len(f.daemonInfo(0).Leases) == 0
+	})
+	lat := f.checkTakeover(ids, 0, 1, frozenAt, dead, first)
+	t.Logf("SIGSTOP of a worker holding %d runs for 2 × TTL: taken over after %v; its agents dead %v before", n, lat, f.lead)
+	if log := f.workers[0].daemonLog(); !strings.Contains(log, "lease lost") && !strings.Contains(log, "fenced out") {
+		t.Errorf("the resumed worker's log says nothing of its lost leases:\n%s", log)
+	}
+}
