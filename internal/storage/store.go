@@ -17,16 +17,15 @@
 // its event row in one transaction (see Store.Write), and followers are
 // woken through the Notify hook after the commit.
 //
-// PostgreSQL is not reachable from loopd yet: it is the seam for a fleet
-// of workers over a shared database. What comes next, here, before loopd
-// gets a --store flag: leases on runs (lease_owner, lease_epoch,
-// lease_expires_at on the database clock; a FOR UPDATE SKIP LOCKED claim
-// and one-statement renewals), every runner transaction fenced by its
-// run's owner and epoch, takeover of expired leases, the worker role's
-// idle_in_transaction_session_timeout and statement/lock timeouts, events
-// numbered as the last statement before COMMIT (shorter counter lock) and
-// woken across nodes by LISTEN/NOTIFY, and a writer pool of more than one
-// connection once leases, not the single writer, keep runs apart.
+// PostgreSQL is the store of a fleet of workers (loopd --store): runs are
+// leased (leases.go: lease_owner, lease_epoch, lease_expires_at on the
+// database clock; a FOR UPDATE SKIP LOCKED claim, one-statement renewals on
+// a connection of their own), every runner transaction begins with the
+// fenced update of its run (WithFence), and the writing sessions are
+// bounded (Options.Session). Still to come: events numbered as the last
+// statement before COMMIT (shorter counter lock) and woken across nodes by
+// LISTEN/NOTIFY, and a writer pool of more than one connection now that
+// leases, not the single writer, keep runs apart.
 package storage
 
 import (
