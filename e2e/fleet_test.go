@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -353,5 +354,112 @@ func TestFleetFrozenWorkerIsFencedOut(t *testing.T) {
 	t.Logf("SIGSTOP of a worker holding %d runs for 2 × TTL: taken over after %v; its agents dead %v before", n, lat, f.lead)
 	if log := f.workers[0].daemonLog(); !strings.Contains(log, "lease lost") && !strings.Contains(log, "fenced out") {
 		t.Errorf("the resumed worker's log says nothing of its lost leases:\n%s", log)
+	}
+}
+
+// SIGTERM drains a worker: its running steps finish and are recorded by
+// it, its leases are released, and another worker continues each run at
+// its next step at once — nothing INTERRUPTED, no TTL to wait.
+func TestFleetSIGTERMDrainsAndHandsOver(t *testing.T) {
+	f := newFleet(t, 2)
+	ids := f.holdRuns(2)
+	_ = f.workers[0].daemon.Process.Signal(syscall.SIGTERM)
+	eventually(t, "the worker to start draining", 20*time.Second, func() bool {
+		return strings.Contains(f.workers[0].daemonLog(), "draining")
+	})
+	for _, id := range ids {
+		if err := os.WriteFile(filepath.Join(f.ws[id], "go-1"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-f.workers[0].exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the draining worker did not exit within 30s of its steps' end")
+	}
+	releasedAt := time.Now()
+	if log := f.workers[0].daemonLog(); !strings.Contains(log, "drained: leases released") {
+		t.Fatalf("the worker exited without releasing its leases:\n%s", log)
+	}
+	b := f.workers[1]
+	for _, id := range ids {
+		eventually(t, "run "+id+" to complete on the other worker", 60*time.Second, func() bool {
+			return b.status(id).Status == api.RunCompleted
+		})
+		at, to := recoveredAt(b.events(id), f.ids[0])
+		if at.IsZero() || to != f.ids[1] {
+			t.Errorf("run %s: no RUN_RECOVERED from %s to %s", id, f.ids[0], f.ids[1])
+		} else if lat := at.Sub(releasedAt); lat > fleetScan+3*time.Second {
+			t.Errorf("run %s: handed over %s after the drain, want within a scan (not a TTL)", id, lat)
+		}
+		steps := b.steps(id)
+		for _, st := range steps {
+			if st.Status != api.StepSucceeded {
+				t.Errorf("run %s: step %d is %s (%s); a drain interrupts nothing", id, st.Seq, st.Status, st.Error)
+			}
+		}
+		if len(f.agents(id)) != 2 {
+			t.Errorf("run %s: %d agent invocations, want 2 (iteration 1 on the drained worker, 2 on the other)", id, len(f.agents(id)))
+		}
+	}
+}
+
+// A worker killed and restarted within its lease (the same --worker-id and
+// LOOPD_HOME) takes its runs back and adopts their running agents, as the
+// embedded daemon does: nothing is interrupted or run twice.
+func TestFleetRestartedWorkerReadoptsItsLeases(t *testing.T) {
+	f := newFleet(t, 1)
+	f.start(0)
+	ids := []string{f.startRun(0), f.startRun(0)}
+	eventually(t, "both agents to run", 60*time.Second, func() bool {
+		return len(f.agents(ids[0])) == 1 && len(f.agents(ids[1])) == 1
+	})
+	f.workers[0].killDaemon()
+	f.start(0)
+	for _, id := range ids {
+		eventually(t, "run "+id+"'s step to be adopted", 20*time.Second, func() bool {
+			return countType(f.workers[0].events(id), "STEP_ADOPTED") == 1
+		})
+		if err := os.WriteFile(filepath.Join(f.ws[id], "go-1"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		eventually(t, "run "+id+" to complete", 60*time.Second, func() bool {
+			return f.workers[0].status(id).Status == api.RunCompleted
+		})
+		for _, st := range f.workers[0].steps(id) {
+			if st.Status != api.StepSucceeded {
+				t.Errorf("run %s: step %d is %s (%s), want every step SUCCEEDED", id, st.Seq, st.Status, st.Error)
+			}
+		}
+		if n := len(f.agents(id)); n != 2 {
+			t.Errorf("run %s: %d agent invocations, want 2 (the adopted one ran once)", id, n)
+		}
+	}
+}
+
+// The fleet flags are refused without --store, and unsafe lease settings
+// are refused, before anything is written.
+func TestFleetFlagsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lease-ttl", "10s"}, "--lease-ttl need --store"},
+		{[]string{"--store", "postgres://x@127.0.0.1:1/db", "--fence-margin", "30s"}, "--fence-margin must be"},
+		{[]string{"--store", "postgres://x@127.0.0.1:1/db", "--lease-ttl", "15s", "--heartbeat", "6s"}, "--heartbeat must be"},
+	} {
+		e := newEnv(t)
+		cmd := exec.Command(filepath.Join(binDir, "loopd"), c.args...)
+		cmd.Env = e.environ()
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 64 || !strings.Contains(string(out), c.want) {
+			t.Errorf("loopd %v = %v\n%s; want exit 64 saying %q", c.args, err, out, c.want)
+		}
+		if _, err := os.Stat(filepath.Join(e.home, "loopd.db")); err == nil {
+			t.Errorf("loopd %v created a database", c.args)
+		}
 	}
 }
