@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,5 +188,103 @@ func TestLeasesAreFleetOnly(t *testing.T) {
 	err := s.Write(t.Context(), func(tx *Tx) error { _, err := tx.ClaimRuns("w", time.Minute, 1); return err })
 	if !errors.Is(err, ErrNotFleet) {
 		t.Fatalf("claim on SQLite = %v, want ErrNotFleet", err)
+	}
+}
+
+// BenchmarkLeaseClaims is how fast a fleet claims runs: b.N PENDING runs,
+// then 1, 4 or 16 workers (a store each, as separate processes would
+// have) claiming them with one FOR UPDATE SKIP LOCKED statement each, one
+// run per claim (a worker with one free slot) or ten. It reports
+// runs_claimed/s.
+func BenchmarkLeaseClaims(b *testing.B) {
+	for _, workers := range []int{1, 4, 16} {
+		for _, batch := range []int{1, 10} {
+			b.Run("workers="+strconv.Itoa(workers)+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
+				url := pgDatabase(b)
+				stores := make([]*Store, workers)
+				for i := range stores {
+					s, err := OpenPostgres(b.Context(), url, Options{Readers: 1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer s.Close()
+					stores[i] = s
+				}
+				if err := stores[0].Write(b.Context(), func(tx *Tx) error {
+					for i := range b.N {
+						if err := tx.InsertRun(Run{ID: "r" + strconv.Itoa(i), Workspace: "/ws", Goal: "g", Config: "{}",
+							Conditions: "{}", Status: api.RunPending}, nil); err != nil {
+							return err
+						}
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				var claimed atomic.Int64
+				b.ResetTimer()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for i, s := range stores {
+					wg.Go(func() {
+						for {
+							var got []Claim
+							err := s.Write(context.Background(), func(tx *Tx) error {
+								var err error
+								got, err = tx.ClaimRuns("w"+strconv.Itoa(i), time.Minute, batch)
+								return err
+							})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							if len(got) == 0 {
+								return
+							}
+							claimed.Add(int64(len(got)))
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				if int(claimed.Load()) != b.N {
+					b.Fatalf("%d runs claimed, want %d", claimed.Load(), b.N)
+				}
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "runs_claimed/s")
+			})
+		}
+	}
+}
+
+// BenchmarkLeaseRenewal is one worker's heartbeat: one statement renewing
+// 20 or 500 leases.
+func BenchmarkLeaseRenewal(b *testing.B) {
+	for _, n := range []int{20, 500} {
+		b.Run("leases="+strconv.Itoa(n), func(b *testing.B) {
+			s := openDialect(b, postgresDialect, Options{})
+			var leases []Lease
+			if err := s.Write(b.Context(), func(tx *Tx) error {
+				for i := range n {
+					if err := tx.InsertRun(Run{ID: "r" + strconv.Itoa(i), Workspace: "/ws", Goal: "g", Config: "{}",
+						Conditions: "{}", Status: api.RunPending}, nil); err != nil {
+						return err
+					}
+				}
+				cs, err := tx.ClaimRuns("w", time.Minute, n)
+				for _, c := range cs {
+					leases = append(leases, Lease{RunID: c.RunID, Owner: "w", Epoch: c.Epoch})
+				}
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				got, err := s.RenewLeases(b.Context(), "w", time.Minute, leases)
+				if err != nil || len(got) != n {
+					b.Fatalf("renewed %d, %v; want %d", len(got), err, n)
+				}
+			}
+		})
 	}
 }
