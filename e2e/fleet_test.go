@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -462,4 +463,122 @@ func TestFleetFlagsAreChecked(t *testing.T) {
 			t.Errorf("loopd %v created a database", c.args)
 		}
 	}
+}
+
+// postgresPids are the throwaway cluster's server processes: the
+// postmaster (data/postmaster.pid in the directory the URL's host names)
+// and its children.
+func (f *fleet) postgresPids() []int {
+	f.t.Helper()
+	u, err := neturl.Parse(f.url)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(u.Query().Get("host"), "data", "postmaster.pid"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pm, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pids := []int{pm}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, d := range dirs {
+		st, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		s := string(st)
+		fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fs) > 1 && fs[1] == strconv.Itoa(pm) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// pausePostgres freezes every server process for d (as a stalled
+// database, or a failover, looks to the workers), then resumes them.
+func (f *fleet) pausePostgres(d time.Duration) {
+	f.t.Helper()
+	pids := f.postgresPids()
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	defer func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	// The pause is the experiment's duration, not a wait for something.
+	time.Sleep(d)
+}
+
+// A database outage shorter than TTL − margin − 2 heartbeats interrupts
+// nothing; one longer than the lease makes the worker stop its agents by
+// itself (its watchdog makes no database call), and once the database is
+// back the steps are INTERRUPTED self_fenced — not failed — and their
+// phase runs again within seconds, with nothing lost.
+func TestFleetDatabasePause(t *testing.T) {
+	f := newFleet(t, 1)
+	f.start(0)
+	ids := []string{f.startRun(0), f.startRun(0)}
+	eventually(t, "both agents to run", 60*time.Second, func() bool {
+		return len(f.agents(ids[0])) == 1 && len(f.agents(ids[1])) == 1
+	})
+	short := fleetTTL - fleetMargin - 2*fleetHeartbeat - time.Second
+	f.pausePostgres(short)
+	// The worker answers again once the database does (its API reads it),
+	// and still holds both runs.
+	eventually(t, "the worker to answer after the short pause", 10*time.Second, func() bool {
+		return len(f.daemonInfo(0).Leases) == 2
+	})
+	for _, id := range ids {
+		pid := f.agents(id)[0]
+		if syscall.Kill(pid, 0) != nil || zombie(pid) {
+			t.Errorf("run %s: its agent died in a %s database pause", id, short)
+		}
+		if n := countType(f.workers[0].events(id), "STEP_INTERRUPTED"); n != 0 {
+			t.Errorf("run %s: %d steps interrupted by a %s database pause, want 0", id, n, short)
+		}
+	}
+	if strings.Contains(f.workers[0].daemonLog(), "no lease renewal succeeded") {
+		t.Errorf("the worker fenced itself in a %s pause", short)
+	}
+
+	long := fleetTTL * 6 / 5
+	first := map[string]int{ids[0]: f.agents(ids[0])[0], ids[1]: f.agents(ids[1])[0]}
+	stop := make(chan struct{})
+	deaths := watchDeaths([]int{first[ids[0]], first[ids[1]]}, stop)
+	pausedAt := time.Now()
+	f.pausePostgres(long)
+	backAt := time.Now()
+	close(stop)
+	dead := <-deaths
+	for _, id := range ids {
+		died, ok := dead[first[id]]
+		if !ok {
+			t.Errorf("run %s: its agent was still running after a %s database pause (lease %s)", id, long, fleetTTL)
+		} else if lim := fleetTTL - fleetMargin + 2*time.Second; died.Sub(pausedAt) > lim {
+			t.Errorf("run %s: its agent stopped %s into the pause, want ≤ %s", id, died.Sub(pausedAt), lim)
+		}
+	}
+	var recovery []time.Duration
+	for _, id := range ids {
+		eventually(t, "run "+id+"'s phase to run again", 30*time.Second, func() bool { return len(f.agents(id)) == 2 })
+		recovery = append(recovery, time.Since(backAt))
+		steps := f.workers[0].steps(id)
+		if len(steps) != 2 || steps[0].Status != api.StepInterrupted || !strings.HasPrefix(steps[0].Error, "self_fenced:") {
+			t.Fatalf("run %s: steps %+v, want the first INTERRUPTED self_fenced and the phase running again", id, steps)
+		}
+		if err := os.WriteFile(filepath.Join(f.ws[id], "go-1"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		eventually(t, "run "+id+" to complete", 60*time.Second, func() bool { return f.workers[0].status(id).Status == api.RunCompleted })
+	}
+	t.Logf("database paused %s: nothing interrupted; paused %s: agents stopped, phase running again %v after it returned", short, long, recovery)
 }

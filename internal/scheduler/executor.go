@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -115,6 +116,12 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 	} else {
 		proc, err = r.s.exec.Start(r.spec(p, env))
 	}
+	if err == nil && r.s.lease != nil {
+		if werr := r.awaitLease(); werr != nil {
+			proc.Abandon() // nothing of it ran
+			return nil, werr
+		}
+	}
 	if err == nil {
 		err = proc.Open()
 		if !r.stepEnded.IsZero() && r.s.opts.OnStepGap != nil {
@@ -223,7 +230,11 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 		}
 	}
 	r.classifyEnd(st, ex, ending)
-	if cause := r.fencedCause(); cause != nil {
+	cause := r.fencedCause()
+	if cause == nil && ex.Signal == syscall.SIGKILL && r.s.guardFired() {
+		cause = errSelfFenced // its wrapper's guard: this worker's renewals are late
+	}
+	if cause != nil {
 		// Stopped for its lease, not for anything it did: its phase runs
 		// again if this worker still holds the run.
 		st.Status, st.Error, st.CancelCause = api.StepInterrupted, cause.Error(), storage.CancelNone

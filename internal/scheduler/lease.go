@@ -139,7 +139,7 @@ func (s *Scheduler) claimLeased(ctx context.Context) (time.Time, error) {
 	var claims []storage.Claim
 	err := s.store.Write(ctx, func(tx *storage.Tx) error {
 		var err error
-		if claims, err = tx.ClaimRuns(me, s.lease.f.TTL, free); err != nil {
+		if claims, err = tx.ClaimRuns(me, s.lease.f.TTL, free, s.Leases()); err != nil {
 			return err
 		}
 		for _, c := range claims {
@@ -220,15 +220,20 @@ func (s *Scheduler) releaseLeased(r *runner) {
 	if r == nil {
 		return
 	}
-	if r.fenced.Load() == nil {
-		epoch, held := s.lease.epoch(r.id)
-		run, err := s.store.Run(context.Background(), r.id)
-		if err == nil && held && epoch == r.epoch && run.Status == api.RunRunning && run.Worker == s.lease.f.WorkerID {
-			s.startLeased(storage.Lease{RunID: r.id, Owner: s.lease.f.WorkerID, Epoch: epoch}, false, "")
-			return
-		}
+	epoch, held := s.lease.epoch(r.id)
+	if !held {
+		return
 	}
-	s.lease.forget(r.id, r.epoch)
+	if epoch == r.epoch && errors.Is(r.fencedCause(), errLeaseLost) {
+		s.lease.forget(r.id, epoch) // this runner's lease is gone
+		return
+	}
+	run, err := s.store.Run(context.Background(), r.id)
+	if err == nil && run.Status == api.RunRunning && run.Worker == s.lease.f.WorkerID {
+		s.startLeased(storage.Lease{RunID: r.id, Owner: s.lease.f.WorkerID, Epoch: epoch}, false, "")
+		return
+	}
+	s.lease.forget(r.id, epoch)
 }
 
 // recoverLeased is recover for a fleet worker: it re-adopts the runs still
@@ -339,6 +344,46 @@ func (s *Scheduler) writeDeadline(at time.Time) error {
 		return fmt.Errorf("write the lease deadline: %w", err)
 	}
 	return nil
+}
+
+// awaitLease holds a fleet step at its gate while the worker's renewals
+// are late (its watchdog would kill the step at once): the step runs once
+// a renewal succeeds. It fails with ErrFenced when the run's lease is lost
+// meanwhile, and with errDetached when the daemon shuts down.
+func (r *runner) awaitLease() error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		r.s.lease.mu.Lock()
+		fenced := r.s.lease.fenced
+		r.s.lease.mu.Unlock()
+		if !fenced && !r.s.guardFired() {
+			return nil
+		}
+		if errors.Is(r.fencedCause(), errLeaseLost) {
+			return fmt.Errorf("run %s: %w", r.id, storage.ErrFenced)
+		}
+		if e, held := r.s.lease.epoch(r.id); !held || e != r.epoch {
+			return fmt.Errorf("run %s: %w", r.id, storage.ErrFenced)
+		}
+		select {
+		case <-r.s.detach:
+			return errDetached
+		case <-t.C:
+		}
+	}
+}
+
+// guardFired reports whether the steps' wrapper guard may have killed a
+// step by now: no renewal succeeded for TTL − margin, less the second the
+// guard's whole-second clock may fire early. False for an embedded daemon.
+func (s *Scheduler) guardFired() bool {
+	if s.lease == nil {
+		return false
+	}
+	s.lease.mu.Lock()
+	defer s.lease.mu.Unlock()
+	return time.Since(s.lease.renewed) >= s.lease.f.TTL-s.lease.f.FenceMargin-time.Second
 }
 
 // watchdog stops every agent of the worker once no renewal has succeeded

@@ -83,14 +83,20 @@ func (s *Store) fence(ctx context.Context, tx *Tx) error {
 // ClaimRuns leases up to limit runs to owner for ttl, oldest first, in one
 // FOR UPDATE SKIP LOCKED statement: PENDING runs, WAITING runs whose wait
 // is over (not those waiting for an answer), and RUNNING runs whose lease
-// expired or was released (a takeover). Each becomes RUNNING with epoch + 1.
-// The caller adds the events in the same transaction.
-func (t *Tx) ClaimRuns(owner string, ttl time.Duration, limit int) ([]Claim, error) {
+// expired or was released (a takeover), except those in held: the runs
+// the claiming worker executes itself, whose lease it renews (after an
+// outage that outlasted the lease, claiming its own run again would leave
+// its runner fenced out by its own new epoch). Each becomes RUNNING with
+// epoch + 1. The caller adds the events in the same transaction.
+func (t *Tx) ClaimRuns(owner string, ttl time.Duration, limit int, held []string) ([]Claim, error) {
 	if !t.pg {
 		return nil, ErrNotFleet
 	}
 	if limit <= 0 {
 		return nil, nil
+	}
+	if held == nil {
+		held = []string{} // NULL would exclude every run: id = ANY(NULL) is not false
 	}
 	var claims []Claim
 	err := t.tx.SelectContext(t.ctx, &claims, `WITH now AS (SELECT `+dbNowMS+` AS ms),
@@ -98,7 +104,7 @@ func (t *Tx) ClaimRuns(owner string, ttl time.Duration, limit int) ([]Claim, err
 		SELECT id, status, reason, lease_owner FROM runs, now
 		WHERE status = 'PENDING'
 		   OR (status = 'WAITING' AND COALESCE(wait_until, 0) <= now.ms AND reason <> '`+ReasonNeedsAnswer+`')
-		   OR (status = 'RUNNING' AND (lease_expires_at IS NULL OR lease_expires_at <= now.ms))
+		   OR (status = 'RUNNING' AND (lease_expires_at IS NULL OR lease_expires_at <= now.ms) AND NOT (id = ANY($5::text[])))
 		ORDER BY created_at, rowid
 		LIMIT $1
 		FOR UPDATE OF runs SKIP LOCKED)
@@ -108,7 +114,7 @@ func (t *Tx) ClaimRuns(owner string, ttl time.Duration, limit int) ([]Claim, err
 		lease_owner = $3, lease_epoch = r.lease_epoch + 1, lease_expires_at = now.ms + $4
 	FROM c, now WHERE r.id = c.id
 	RETURNING r.id, r.lease_epoch, c.status AS prev_status, c.reason AS prev_reason, c.lease_owner AS prev_owner`,
-		limit, t.now, owner, ttl.Milliseconds())
+		limit, t.now, owner, ttl.Milliseconds(), held)
 	if err != nil {
 		return nil, fmt.Errorf("claim runs: %w", err)
 	}

@@ -20,7 +20,21 @@ func claim(t *testing.T, s *Store, owner string, ttl time.Duration, limit int) [
 	var got []Claim
 	if err := s.Write(t.Context(), func(tx *Tx) error {
 		var err error
-		got, err = tx.ClaimRuns(owner, ttl, limit)
+		got, err = tx.ClaimRuns(owner, ttl, limit, nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// claimHeld is claim by a worker that holds the runs held.
+func claimHeld(t *testing.T, s *Store, owner string, held []string) []Claim {
+	t.Helper()
+	var got []Claim
+	if err := s.Write(t.Context(), func(tx *Tx) error {
+		var err error
+		got, err = tx.ClaimRuns(owner, time.Hour, 10, held)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -80,6 +94,9 @@ func TestLeasesClaimRenewFenceTakeover(t *testing.T) {
 	// The lease of r1 expires (a renewal with no time left): b takes it over.
 	if _, err := a.RenewLeases(t.Context(), "wa", 0, []Lease{la}); err != nil {
 		t.Fatal(err)
+	}
+	if got := claimHeld(t, a, "wa", []string{"r1", "r2"}); len(got) != 0 {
+		t.Fatalf("worker a claimed its own held runs again: %v", claimIDs(got))
 	}
 	over := claim(t, b, "wb", time.Hour, 10)
 	if len(over) != 1 || over[0].RunID != "r1" || over[0].Epoch != 2 || over[0].From != api.RunRunning || over[0].FromWorker != "wa" {
@@ -149,7 +166,7 @@ func TestLeasesConcurrentClaimsNeverShare(t *testing.T) {
 				var got []Claim
 				err := s.Write(context.Background(), func(tx *Tx) error {
 					var err error
-					got, err = tx.ClaimRuns(owner, time.Hour, 3)
+					got, err = tx.ClaimRuns(owner, time.Hour, 3, nil)
 					return err
 				})
 				if err != nil {
@@ -185,7 +202,7 @@ func TestLeasesAreFleetOnly(t *testing.T) {
 	if err := s.Write(ctx, func(tx *Tx) error { return tx.SetUserSignal("r1") }); err != nil {
 		t.Fatalf("a write with a fence on SQLite: %v", err)
 	}
-	err := s.Write(t.Context(), func(tx *Tx) error { _, err := tx.ClaimRuns("w", time.Minute, 1); return err })
+	err := s.Write(t.Context(), func(tx *Tx) error { _, err := tx.ClaimRuns("w", time.Minute, 1, nil); return err })
 	if !errors.Is(err, ErrNotFleet) {
 		t.Fatalf("claim on SQLite = %v, want ErrNotFleet", err)
 	}
@@ -231,7 +248,7 @@ func BenchmarkLeaseClaims(b *testing.B) {
 							var got []Claim
 							err := s.Write(context.Background(), func(tx *Tx) error {
 								var err error
-								got, err = tx.ClaimRuns("w"+strconv.Itoa(i), time.Minute, batch)
+								got, err = tx.ClaimRuns("w"+strconv.Itoa(i), time.Minute, batch, nil)
 								return err
 							})
 							if err != nil {
@@ -270,7 +287,7 @@ func BenchmarkLeaseRenewal(b *testing.B) {
 						return err
 					}
 				}
-				cs, err := tx.ClaimRuns("w", time.Minute, n)
+				cs, err := tx.ClaimRuns("w", time.Minute, n, nil)
 				for _, c := range cs {
 					leases = append(leases, Lease{RunID: c.RunID, Owner: "w", Epoch: c.Epoch})
 				}
