@@ -262,6 +262,9 @@ func (f *fleet) checkTakeover(ids []string, lost, via int, lostAt time.Time, dea
 			f.t.Errorf("run %s: worker %q, want a surviving worker", id, r.Worker)
 		}
 	}
+	if out := e.must("list", "--all"); !strings.Contains(out, "WORKER") || strings.Contains(out, " "+f.ids[lost]+" ") {
+		f.t.Errorf("loopctl list --all names no worker, or still the lost one:\n%s", out)
+	}
 	return latencies
 }
 

@@ -305,3 +305,70 @@ func BenchmarkLeaseRenewal(b *testing.B) {
 		})
 	}
 }
+
+// A worker cut off in the middle of a transaction leaves its session idle
+// in it, holding its run's row lock, and SKIP LOCKED skips that run at
+// every claim. With the worker session's idle_in_transaction_session_timeout
+// the server ends that session and the run is taken over; without it the
+// run stays stuck.
+func TestLeasesIdleTransactionDoesNotStrandItsRun(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		session Session
+		stuck   bool
+	}{
+		{"without the timeout", Session{}, true},
+		{"with the timeout", Session{IdleInTransaction: time.Second}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url := pgDatabase(t)
+			a, err := OpenPostgres(t.Context(), url, Options{Session: c.session})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b := openURL(t, url)
+			newRun(t, a, "r1")
+			ca := claim(t, a, "wa", 0, 1) // leased, and expired at once
+			if len(ca) != 1 {
+				t.Fatalf("claimed %v", claimIDs(ca))
+			}
+			// a begins its fenced transaction (which locks the run's row),
+			// then goes silent, as a worker cut off from the network would.
+			locked := make(chan struct{})
+			release := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- a.Write(WithFence(context.Background(), Lease{RunID: "r1", Owner: "wa", Epoch: ca[0].Epoch}), func(tx *Tx) error {
+					close(locked)
+					<-release
+					return tx.SetUserSignal("r1")
+				})
+			}()
+			<-locked
+			var got []Claim
+			deadline := time.Now().Add(4 * time.Second)
+			for time.Now().Before(deadline) && len(got) == 0 {
+				got = claim(t, b, "wb", time.Minute, 1)
+				time.Sleep(100 * time.Millisecond)
+			}
+			close(release)
+			werr := <-done
+			if c.stuck {
+				if len(got) != 0 {
+					t.Fatalf("the locked run was claimed without the timeout: %+v", got)
+				}
+				if werr != nil {
+					t.Fatalf("the slow worker's write failed without the timeout: %v", werr)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].FromWorker != "wa" {
+				t.Fatalf("claims within 4s of the stalled transaction = %+v, want r1 taken over from wa", got)
+			}
+			if werr == nil {
+				t.Fatal("the stalled worker's transaction committed after its session was ended")
+			}
+		})
+	}
+}
