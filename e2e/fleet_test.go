@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -262,8 +263,8 @@ func (f *fleet) checkTakeover(ids []string, lost, via int, lostAt time.Time, dea
 			f.t.Errorf("run %s: worker %q, want a surviving worker", id, r.Worker)
 		}
 	}
-	if out := e.must("list", "--all"); !strings.Contains(out, "WORKER") || strings.Contains(out, " "+f.ids[lost]+" ") {
-		f.t.Errorf("loopctl list --all names no worker, or still the lost one:\n%s", out)
+	if out := e.must("list", "--all-workspaces"); !strings.Contains(out, "WORKER") || strings.Contains(out, " "+f.ids[lost]+" ") {
+		f.t.Errorf("loopctl list --all-workspaces names no worker, or still the lost one:\n%s", out)
 	}
 	return latencies
 }
@@ -286,7 +287,34 @@ func fleetRuns(t *testing.T) int {
 // INTERRUPTED worker_lost step, none is lost, and the dead worker's
 // agents — orphans nobody watches — were killed by their wrappers' guard
 // before the takeover.
+//
+// LOOPD_FLEET_KILLS=K repeats it K times, each on a fresh fleet (the
+// issue's campaign: K=10 with LOOPD_FLEET_RUNS=20), and logs the takeover
+// latencies over all of them.
 func TestFleetKill9WorkerRunsTakenOver(t *testing.T) {
+	kills := 1
+	if v := os.Getenv("LOOPD_FLEET_KILLS"); v != "" {
+		var err error
+		if kills, err = strconv.Atoi(v); err != nil || kills < 1 {
+			t.Fatalf("LOOPD_FLEET_KILLS=%q: want a number", v)
+		}
+	}
+	var all, leads []time.Duration
+	for k := range kills {
+		t.Run(fmt.Sprintf("kill%d", k+1), func(t *testing.T) {
+			lat, lead := fleetKill9(t)
+			all, leads = append(all, lat...), append(leads, lead...)
+		})
+	}
+	slices.Sort(all)
+	slices.Sort(leads)
+	if len(all) > 0 && len(leads) > 0 {
+		t.Logf("%d kills, %d runs taken over: latency min %s median %s max %s; lost agents dead before the takeover by min %s median %s",
+			kills, len(all), all[0], all[len(all)/2], all[len(all)-1], leads[0], leads[len(leads)/2])
+	}
+}
+
+func fleetKill9(t *testing.T) (latencies, leads []time.Duration) {
 	f := newFleet(t, 3)
 	n := fleetRuns(t)
 	ids := f.holdRuns(n)
@@ -309,6 +337,7 @@ func TestFleetKill9WorkerRunsTakenOver(t *testing.T) {
 	lat := f.checkTakeover(ids, 0, 1, killedAt, dead, first)
 	t.Logf("kill -9 of a worker holding %d runs: taken over after %v; its agents dead %v before (TTL %s, heartbeat %s, margin %s)",
 		n, lat, f.lead, fleetTTL, fleetHeartbeat, fleetMargin)
+	return lat, f.lead
 }
 
 // A worker frozen (SIGSTOP) for 2 × TTL: its agents are killed by their
