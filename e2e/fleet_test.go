@@ -77,7 +77,7 @@ func (f *fleet) startRun(via int) string {
 		}
 	}
 	write(".loop/config", "agent=command\nagent_command="+scriptedAgent()+"\nmax_iterations=5\n", 0o644)
-	write(".env", "FAKE_WAIT_FILE=go-%d\nFAKE_WAIT_ITERATION=1\nFAKE_DONE_AT=2\n", 0o600)
+	write(".env", "FAKE_WAIT_FILE=go-%d\nFAKE_WAIT_ITERATION=1\nFAKE_DONE_AT=2\nFAKE_EARLY_USAGE=1\nFAKE_INPUT=1234\n", 0o600)
 	e := f.workers[via]
 	for _, args := range [][]string{{"trust"}, {"start", "goal"}} {
 		r := e.loopctlAt(ws, nil, args...)
@@ -193,6 +193,14 @@ func (f *fleet) holdRuns(n int) []string {
 		}
 		return true
 	})
+	// The heartbeat checkpoints the running steps' usage (their
+	// transcripts show 1,234 input tokens before the agents wait).
+	for _, id := range ids {
+		eventually(f.t, "run "+id+"'s running step to show its usage so far", 4*fleetHeartbeat+5*time.Second, func() bool {
+			steps := f.workers[0].steps(id)
+			return len(steps) == 1 && steps[0].Status == api.StepRunning && steps[0].Usage.InputTokens == 1234
+		})
+	}
 	if got := f.daemonInfo(0); len(got.Leases) != n || got.Worker != f.ids[0] || !strings.HasPrefix(got.Store, "postgres://") {
 		f.t.Fatalf("worker 0's status: store %q worker %q leases %v; want %d leases", got.Store, got.Worker, got.Leases, n)
 	}

@@ -163,6 +163,12 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 	defer cancel(nil)
 	r.fenced.Store(nil)
 	r.live.begin(cancel, proc)
+	if r.s.lease != nil {
+		cp := *st
+		r.live.mu.Lock()
+		r.live.step = &cp
+		r.live.mu.Unlock()
+	}
 	defer r.live.end()
 	deadline, capped := r.deadline(st)
 	var check func(time.Time) bool

@@ -15,7 +15,9 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/transcript"
 )
 
 // Fleet makes a Scheduler one worker of a fleet over a shared PostgreSQL
@@ -52,10 +54,13 @@ var (
 type leaseBook struct {
 	f Fleet
 
-	mu      sync.Mutex
-	held    map[string]int64 // run id → epoch
-	renewed time.Time        // when the last successful renewal was sent (monotonic clock)
-	fenced  bool             // the watchdog has stopped every agent and no renewal succeeded since
+	mu   sync.Mutex
+	held map[string]int64 // run id → epoch
+	// checkpointed is when each running step's usage was last
+	// checkpointed (by step id).
+	checkpointed map[int64]time.Time
+	renewed      time.Time // when the last successful renewal was sent (monotonic clock)
+	fenced       bool      // the watchdog has stopped every agent and no renewal succeeded since
 }
 
 func newLeaseBook(f Fleet) *leaseBook {
@@ -65,7 +70,7 @@ func newLeaseBook(f Fleet) *leaseBook {
 	if f.Scan <= 0 {
 		f.Scan = 2 * time.Second
 	}
-	return &leaseBook{f: f, held: map[string]int64{}, renewed: time.Now()}
+	return &leaseBook{f: f, held: map[string]int64{}, checkpointed: map[int64]time.Time{}, renewed: time.Now()}
 }
 
 func (b *leaseBook) hold(id string, epoch int64) {
@@ -304,6 +309,7 @@ func (s *Scheduler) renew(ctx context.Context) error {
 		s.log.Info("lease renewals succeed again")
 	}
 	s.lease.mu.Unlock()
+	s.checkpointUsage(ctx)
 	ok := make(map[string]bool, len(renewed))
 	for _, id := range renewed {
 		ok[id] = true
@@ -327,6 +333,75 @@ func (s *Scheduler) renew(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkpointEvery is the most a running step's usage goes without a
+// checkpoint: what a lost machine's step loses of its accounting.
+const checkpointEvery = 15 * time.Second
+
+// checkpointUsage records, at most every checkpointEvery per step (and at
+// the first heartbeat of a step), the usage the running agent steps'
+// transcripts show so far: a step lost with its machine keeps that much
+// of its tokens. Best effort: a failure is logged and tried again at the
+// next heartbeat.
+func (s *Scheduler) checkpointUsage(ctx context.Context) {
+	s.mu.Lock()
+	runners := make([]*runner, 0, len(s.active))
+	for _, r := range s.active {
+		runners = append(runners, r)
+	}
+	s.mu.Unlock()
+	now := time.Now()
+	var steps []storage.Step
+	live := map[int64]bool{}
+	for _, r := range runners {
+		r.live.mu.Lock()
+		st := r.live.step
+		r.live.mu.Unlock()
+		if st == nil || (st.Phase != api.PhaseImplementation && st.Phase != api.PhaseReview) {
+			continue
+		}
+		live[st.ID] = true
+		s.lease.mu.Lock()
+		last, seen := s.lease.checkpointed[st.ID]
+		s.lease.mu.Unlock()
+		if seen && now.Sub(last)+s.lease.f.Heartbeat <= checkpointEvery {
+			continue
+		}
+		res, err := transcript.ParseFile(st.LogPath)
+		if err != nil {
+			continue // nothing readable yet
+		}
+		cp := *st
+		u := res.Usage
+		cp.InputTokens, cp.OutputTokens, cp.CacheReadTokens, cp.CacheWriteTokens = u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens
+		cp.ReasoningTokens, cp.UsageFound, cp.ReportedCostUSD, cp.Model = u.ReasoningTokens, res.UsageFound, u.ReportedCostUSD, res.Model
+		if price, ok := r.prices.Lookup(cp.Model); ok && cp.UsageFound {
+			cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+				CacheWriteTokens: u.CacheWriteTokens, CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
+			cp.PricedCostUSD = &cost
+		}
+		steps = append(steps, cp)
+	}
+	if len(steps) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, s.lease.f.Heartbeat)
+		err := s.store.CheckpointUsage(cctx, steps)
+		cancel()
+		if err != nil {
+			s.log.Warn("checkpoint the running steps' usage", zap.String("problem", storage.Explain(err)))
+			return
+		}
+	}
+	s.lease.mu.Lock()
+	defer s.lease.mu.Unlock()
+	for _, st := range steps {
+		s.lease.checkpointed[st.ID] = now
+	}
+	for id := range s.lease.checkpointed {
+		if !live[id] {
+			delete(s.lease.checkpointed, id) // ended
+		}
+	}
 }
 
 // writeDeadline replaces the deadline file (atomically: a wrapper never
@@ -539,9 +614,10 @@ func (r *runner) interruptLost(st *storage.Step) (bool, error) {
 	} else {
 		st.EndedAt = &now
 	}
-	if st.Phase != api.PhaseVerification {
-		r.readAgentOutput(st) // the tokens it spent, as far as its log (if on this machine) tells
-	}
+	if _, err := os.Stat(st.LogPath); err == nil && st.Phase != api.PhaseVerification {
+		r.readAgentOutput(st) // its log is on this machine: the tokens it spent, to its last line
+	} // else the usage its worker last checkpointed stays
+
 	return r.completeStep(st, events.StepInterrupted)
 }
 

@@ -174,6 +174,45 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 	return renewed, nil
 }
 
+// CheckpointUsage records the token usage of RUNNING steps so far (what a
+// fleet worker's heartbeat parsed from their transcripts), on the lease
+// connection, in one transaction. A step that has ended meanwhile, or was
+// INTERRUPTED by a takeover, is left alone: its row has its final usage,
+// or another worker's account of it.
+func (s *Store) CheckpointUsage(ctx context.Context, steps []Step) error {
+	if !s.pg {
+		return ErrNotFleet
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	tx, err := s.lease.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("checkpoint usage: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
+	for _, st := range steps {
+		if _, err := tx.ExecContext(ctx, `UPDATE steps SET model = $1, input_tokens = $2, output_tokens = $3,
+			cache_read_tokens = $4, cache_write_tokens = $5, reasoning_tokens = $6, usage_found = $7,
+			reported_cost_usd = $8, priced_cost_usd = $9 WHERE id = $10 AND status = 'RUNNING'`,
+			st.Model, st.InputTokens, st.OutputTokens, st.CacheReadTokens, st.CacheWriteTokens, st.ReasoningTokens,
+			boolInt(st.UsageFound), st.ReportedCostUSD, st.PricedCostUSD, st.ID); err != nil {
+			return fmt.Errorf("checkpoint usage of step %d: %w", st.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("checkpoint usage: %w", err)
+	}
+	return nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // ReleaseLease gives a RUNNING run up at once (a draining worker, between
 // two steps): its lease expires now, so any worker's next claim takes it
 // over; lease_owner stays, naming the worker it comes from.
