@@ -49,7 +49,18 @@ func newFleet(t *testing.T, n int) *fleet {
 	})
 	f := &fleet{t: t, url: url, ws: map[string]string{}}
 	for i := range n {
-		f.workers = append(f.workers, newEnv(t))
+		e := newEnv(t)
+		// A race-built worker reports data races to files in its home,
+		// which fail the test (its stderr is only shown on failure).
+		e.daemonEnv = append(e.daemonEnv, "GORACE=atexit_sleep_ms=0 log_path="+filepath.Join(e.home, "race"))
+		t.Cleanup(func() {
+			reports, _ := filepath.Glob(filepath.Join(e.home, "race.*"))
+			for _, r := range reports {
+				b, _ := os.ReadFile(r)
+				t.Errorf("worker %d: data race:\n%s", i, b)
+			}
+		})
+		f.workers = append(f.workers, e)
 		f.ids = append(f.ids, fmt.Sprintf("w%d", i))
 	}
 	return f

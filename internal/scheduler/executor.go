@@ -166,7 +166,7 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 	if r.s.lease != nil {
 		cp := *st
 		r.live.mu.Lock()
-		r.live.step = &cp
+		r.live.step, r.live.prices = &cp, r.prices
 		r.live.mu.Unlock()
 	}
 	defer r.live.end()

@@ -356,7 +356,7 @@ func (s *Scheduler) checkpointUsage(ctx context.Context) {
 	live := map[int64]bool{}
 	for _, r := range runners {
 		r.live.mu.Lock()
-		st := r.live.step
+		st, prices := r.live.step, r.live.prices
 		r.live.mu.Unlock()
 		if st == nil || (st.Phase != api.PhaseImplementation && st.Phase != api.PhaseReview) {
 			continue
@@ -376,7 +376,7 @@ func (s *Scheduler) checkpointUsage(ctx context.Context) {
 		u := res.Usage
 		cp.InputTokens, cp.OutputTokens, cp.CacheReadTokens, cp.CacheWriteTokens = u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens
 		cp.ReasoningTokens, cp.UsageFound, cp.ReportedCostUSD, cp.Model = u.ReasoningTokens, res.UsageFound, u.ReportedCostUSD, res.Model
-		if price, ok := r.prices.Lookup(cp.Model); ok && cp.UsageFound {
+		if price, ok := prices.Lookup(cp.Model); ok && cp.UsageFound {
 			cost := stop.Cost(stop.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
 				CacheWriteTokens: u.CacheWriteTokens, CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
 			cp.PricedCostUSD = &cost

@@ -141,9 +141,11 @@ type liveStep struct {
 	cancel  context.CancelCauseFunc // cancels the current step, nil between steps
 	proc    StepProcess             // the current step's process, nil between steps
 	pending error                   // a cancel requested before the step started
-	// step is a copy of the current step's row as it started: a fleet
-	// worker's heartbeat reads its transcript for the usage checkpoint.
-	step *storage.Step
+	// step is a copy of the current step's row as it started, and
+	// prices the run's price table: a fleet worker's heartbeat reads the
+	// step's transcript and prices it for the usage checkpoint.
+	step   *storage.Step
+	prices stop.Prices
 }
 
 // begin makes proc the running step, stopped by cancel; a stop requested
@@ -162,7 +164,7 @@ func (l *liveStep) begin(cancel context.CancelCauseFunc, proc StepProcess) {
 func (l *liveStep) end() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cancel, l.proc, l.step = nil, nil, nil
+	l.cancel, l.proc, l.step, l.prices = nil, nil, nil, nil
 }
 
 // stop cancels the running step with cause and returns a channel closed
