@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	neturl "net/url"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -632,4 +634,141 @@ func TestFleetDatabasePause(t *testing.T) {
 		eventually(t, "run "+id+" to complete", 60*time.Second, func() bool { return f.workers[0].status(id).Status == api.RunCompleted })
 	}
 	t.Logf("database paused %s: nothing interrupted; paused %s: agents stopped, phase running again %v after it returned", short, long, recovery)
+}
+
+// pgProxy is a loopback TCP proxy to the cluster's Unix socket that can
+// stall every connection (a network partition: nothing is refused or
+// reset, bytes just stop) and heal.
+type pgProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	holed  bool
+}
+
+func (f *fleet) newProxy() *pgProxy {
+	f.t.Helper()
+	u, err := neturl.Parse(f.url)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p := &pgProxy{ln: ln, target: filepath.Join(u.Query().Get("host"), ".s.PGSQL.5432")}
+	p.cond = sync.NewCond(&p.mu)
+	f.t.Cleanup(func() { ln.Close(); p.heal() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+// url is the store URL of f's database through the proxy.
+func (p *pgProxy) url(f *fleet) string {
+	u, _ := neturl.Parse(f.url)
+	return "postgres://postgres@" + p.ln.Addr().String() + u.Path + "?sslmode=disable"
+}
+
+func (p *pgProxy) serve(c net.Conn) {
+	defer c.Close()
+	p.wait()
+	s, err := net.Dial("unix", p.target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	done := make(chan struct{}, 2)
+	pump := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.wait() // held while the network is cut
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		done <- struct{}{}
+	}
+	go pump(s, c)
+	go pump(c, s)
+	<-done
+}
+
+func (p *pgProxy) wait() {
+	p.mu.Lock()
+	for p.holed {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+}
+
+func (p *pgProxy) cut() { p.mu.Lock(); p.holed = true; p.mu.Unlock() }
+
+func (p *pgProxy) heal() { p.mu.Lock(); p.holed = false; p.cond.Broadcast(); p.mu.Unlock() }
+
+// A worker cut off from the database for 2 × TTL (its connections stall,
+// nothing is refused): it stops its agents by itself ≥ 2 s before any
+// other worker may take its runs, the others take them over, and once the
+// network heals not one of its writes is accepted.
+func TestFleetPartitionedWorkerStopsItsAgents(t *testing.T) {
+	f := newFleet(t, 3)
+	proxy := f.newProxy()
+	direct := f.url
+	f.url = proxy.url(f) // worker 0 reaches the database through the proxy
+	f.start(0)
+	f.url = direct
+	var ids []string
+	for range 3 {
+		ids = append(ids, f.startRun(0))
+	}
+	eventually(t, "worker 0 to run every run's agent", 60*time.Second, func() bool {
+		for _, id := range ids {
+			if len(f.agents(id)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	f.start(1)
+	f.start(2)
+	first := map[string]int{}
+	var pids []int
+	for _, id := range ids {
+		first[id] = f.agents(id)[0]
+		pids = append(pids, first[id])
+	}
+	stop := make(chan struct{})
+	deaths := watchDeaths(pids, stop)
+	proxy.cut()
+	cutAt := time.Now()
+	eventually(t, "the first takeover", fleetTTL+fleetScan+30*time.Second, func() bool {
+		at, _ := recoveredAt(f.workers[1].events(ids[0]), f.ids[0])
+		return !at.IsZero()
+	})
+	close(stop)
+	dead := <-deaths
+	time.Sleep(time.Until(cutAt.Add(2 * fleetTTL))) // the partition's length, not a wait for something
+	proxy.heal()
+	eventually(t, "the healed worker to drop its lost leases", 30*time.Second, func() bool {
+		return len(f.daemonInfo(0).Leases) == 0
+	})
+	lat := f.checkTakeover(ids, 0, 1, cutAt, dead, first)
+	t.Logf("worker partitioned 2 × TTL: taken over after %v; its agents dead %v before", lat, f.lead)
+	if log := f.workers[0].daemonLog(); !strings.Contains(log, "no lease renewal succeeded in time") {
+		t.Errorf("the partitioned worker's watchdog never fired:\n%s", log)
+	}
 }
