@@ -75,13 +75,14 @@ type Phase string
 
 const (
 	PhaseSetup          Phase = "setup"          // setup_command, once in a new worktree before iteration 1
+	PhaseBaseline       Phase = "baseline"       // verify_baseline: the verification, once on the untouched workspace before iteration 1
 	PhaseImplementation Phase = "implementation" // the agent works on the goal
 	PhaseReview         Phase = "review"         // the optional reviewer command judges the work
 	PhaseVerification   Phase = "verification"   // the project's own checks
 )
 
-// Phases lists every phase of an iteration in pipeline order (setup is
-// not part of an iteration).
+// Phases lists every phase of an iteration in pipeline order (setup and
+// baseline are not part of an iteration).
 var Phases = []Phase{PhaseImplementation, PhaseReview, PhaseVerification}
 
 // Time is a timestamp that encodes as RFC 3339 with milliseconds, and as
@@ -159,8 +160,12 @@ type Tests struct {
 	Failed      *int     `json:"failed"`
 	Skipped     *int     `json:"skipped"`
 	FailedNames []string `json:"failed_names"`
-	BuildFailed bool     `json:"build_failed,omitempty"`
-	Summary     string   `json:"summary,omitempty"`
+	// IgnoredNames are the failing tests (of FailedNames) that were already
+	// failing in the run's baseline step (verify_baseline): pre-existing,
+	// not held against the run by the verify gate.
+	IgnoredNames []string `json:"ignored_names,omitempty"`
+	BuildFailed  bool     `json:"build_failed,omitempty"`
+	Summary      string   `json:"summary,omitempty"`
 }
 
 // Counters are a run's current consecutive-failure streaks per phase.
@@ -220,6 +225,10 @@ type Run struct {
 	// since the last passing one, oldest first (at most eight; -1 where not
 	// parsed): "failing 5 → 4 → 3" in status.
 	FailingTrend []int `json:"failing_trend,omitempty"`
+	// Baseline is what verify_baseline found before iteration 1 and what
+	// the newest verification ignored of it (status only; nil without
+	// verify_baseline).
+	Baseline *Baseline `json:"baseline,omitempty"`
 
 	// Workspace isolation and landing (docs/workspaces.md).
 	Isolation     string `json:"isolation"`      // "in_place" or "worktree"
@@ -233,6 +242,20 @@ type Run struct {
 	// Worker is the fleet worker that holds, or last held, the run
 	// (docs/fleet.md); absent in the embedded mode.
 	Worker string `json:"worker,omitempty"`
+}
+
+// Baseline is a run's verify_baseline record.
+type Baseline struct {
+	// Seq is the baseline step's; 0 when it has not run (yet).
+	Seq int `json:"seq"`
+	// Known says the baseline's tests were parsed: only then are failures
+	// ignored. Failing lists the tests failing there (pre-existing).
+	Known   bool     `json:"known"`
+	Failing []string `json:"failing"`
+	// IgnoredSeq is the newest counted verification step; Ignored lists
+	// its failing tests that were pre-existing, and so ignored.
+	IgnoredSeq int      `json:"ignored_seq,omitempty"`
+	Ignored    []string `json:"ignored"`
 }
 
 // Changes is what one implementation step changed in the workspace, from the
@@ -368,6 +391,12 @@ type LandRequest struct {
 	Squash   bool   `json:"squash,omitempty"`
 	Message  string `json:"message,omitempty"`
 	NoVerify bool   `json:"no_verify,omitempty"` // land without testing the combination when the base moved
+	// Push pushes the run's branch to Remote instead of landing it in
+	// the checkout (loopctl land --push [REMOTE]), then runs pr_command.
+	Push bool `json:"push,omitempty"`
+	// Remote is a remote's name, a URL or an absolute path; "" for the
+	// base branch's upstream remote, else origin.
+	Remote string `json:"remote,omitempty"`
 }
 
 // LandMessage is one line of the NDJSON stream a land answers with:
@@ -397,6 +426,32 @@ type LandResult struct {
 	// Warnings are things the user asked for that the land could not do
 	// (a --message on a fast-forward).
 	Warnings []string `json:"warnings,omitempty"`
+
+	// Push is what a push (mode "push") did; nil for a land.
+	Push *PushResult `json:"push,omitempty"`
+	// PRURL is the first URL pr_command printed ("" when none, or no
+	// pr_command ran).
+	PRURL string `json:"pr_url,omitempty"`
+	// PRCommand is how pr_command went; nil when none is configured.
+	PRCommand *PRCommandResult `json:"pr_command,omitempty"`
+}
+
+// PushResult is a push of a run's branch (loopctl land --push).
+type PushResult struct {
+	Remote string `json:"remote"` // the remote's name; "" when a URL or path was given
+	URL    string `json:"url"`    // where git pushed
+	Branch string `json:"branch"` // the branch on the remote
+	Commit string `json:"commit"` // what the remote branch now points to
+	// Previous is where the remote branch was before ("" when the push
+	// made it).
+	Previous string `json:"previous"`
+}
+
+// PRCommandResult is how pr_command ran after a push.
+type PRCommandResult struct {
+	ExitCode int    `json:"exit_code"` // -1 when it did not exit on its own (timeout, interrupted)
+	LogPath  string `json:"log_path"`  // its whole output
+	Error    string `json:"error,omitempty"`
 }
 
 // LandRefusal is a land that changed nothing in the user's checkout.

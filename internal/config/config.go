@@ -175,6 +175,13 @@ type Config struct {
 	// verify commands write, read for test results. It need not exist when
 	// the run is created.
 	VerifyReport string `json:"verify_report"`
+	// VerifyBaseline (key verify_baseline, default false) runs the
+	// verification once on the untouched workspace before iteration 1 (a
+	// step of phase baseline, at iteration 0: no iteration, never a
+	// failure) and records its failing tests; the verify gate then ignores
+	// those failures, by parsed test name. Without a verify_command it does
+	// nothing.
+	VerifyBaseline bool `json:"verify_baseline"`
 
 	// Completion (key completion, default promise,verify,review) lists the
 	// gates that must all hold for the run to complete.
@@ -295,6 +302,12 @@ type Config struct {
 	// applies to isolation=worktree only; its failure fails the run
 	// (reason setup_failed).
 	SetupCommand string `json:"setup_command"`
+	// PRCommand (key pr_command, default none) runs after `loopctl land
+	// --push` pushed a run's branch, in the workspace, with LOOP_BRANCH,
+	// LOOP_BASE_BRANCH, LOOP_TITLE and LOOP_BODY_FILE (a markdown summary
+	// of the run); the first URL it prints is recorded. It is read when
+	// the push is made, not frozen with the run.
+	PRCommand string `json:"pr_command"`
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is

@@ -104,6 +104,12 @@ var keyDocs = map[string]keyDoc{
 		"Repeatable: each line adds a command; a layer that sets it replaces the list of the layers below; " +
 		"an empty value clears the list."},
 	"verify_report": {meaning: "A JUnit XML file the verify commands write; test counts and failing test names are read from it."},
+	"verify_baseline": {meaning: "Run the verification once on the untouched workspace before iteration 1 (a step of phase " +
+		"`baseline` at iteration 0: no iteration, never a failure) and record its failing tests as pre-existing. The `verify` " +
+		"gate then holds when every failing test was already failing there, matched by parsed test name; a new failure still " +
+		"fails, a pre-existing one that now passes is fine, and a failure that has no name (unparsed output, a build error, " +
+		"a timeout) must pass outright. With several `verify_command`s only the last one's pre-existing failures are ignored. " +
+		"Nothing without a `verify_command`."},
 	"completion": {meaning: "The completion gates that must all hold after the same iteration: `promise`, `verify`, `review`, `plan`, " +
 		"`changes` (the run changed something against its base; needs a git repository). " +
 		"`verify` and `review` hold vacuously when not configured, so at least one gate must check something."},
@@ -127,8 +133,8 @@ var keyDocs = map[string]keyDoc{
 	"max_consecutive_review_failures":       {meaning: "Likewise for review failures in a row. `0` disables it."},
 	"max_consecutive_verification_failures": {meaning: "Likewise for verification failures in a row. `0` disables it."},
 	"progress_resets_streak": {meaning: "A failed verification with fewer failing tests than the previous failed verification " +
-		"restarts the verification failure streak at 1 instead of extending it, so a loop fixing one test per iteration is not " +
-		"declared stuck. `false` counts every failure. `loopctl status` shows the trend (`failing 5 → 4 → 3`)."},
+		"restarts the verification failure streak (and a `test_failure_streak` condition's count) at 1 instead of extending it, " +
+		"so a loop fixing one test per iteration is not declared stuck. `false` counts every failure. `loopctl status` shows the trend (`failing 5 → 4 → 3`)."},
 	"max_task_failures": {meaning: "The run FAILS (`stuck_task:<n>`) when the same plan task failed verification this many " +
 		"times in a row. `0` disables it."},
 	"no_progress_iterations": {meaning: "The run FAILS (`no_progress:<n>`) after this many iterations without progress " +
@@ -144,6 +150,12 @@ var keyDocs = map[string]keyDoc{
 		"and branch. See [workspaces](workspaces.md)."},
 	"setup_command": {meaning: "Runs once in a new worktree before the first iteration (phase `setup`); the run FAILS " +
 		"(`setup_failed`) if it fails. `$LOOP_CHECKOUT` names your checkout. See [workspaces](workspaces.md)."},
+	"pr_command": {meaning: "A shell command run after `loopctl land RUN --push` pushed the run's branch, in the workspace, " +
+		"with `LOOP_BRANCH`, `LOOP_BASE_BRANCH`, `LOOP_TITLE` (the goal's first line) and `LOOP_BODY_FILE` (a markdown " +
+		"summary: goal, iterations, tests, cost, tasks); the first URL it prints is recorded in `RUN_LANDED`. Read when " +
+		"you push, from your config and the workspace's (trusted) `.loop/config`. The GitHub recipe: " +
+		"`gh pr create --head \"$LOOP_BRANCH\" --base \"$LOOP_BASE_BRANCH\" --title \"$LOOP_TITLE\" --body-file \"$LOOP_BODY_FILE\"`. " +
+		"See [workspaces](workspaces.md)."},
 	"max_api_wait": {meaning: "How long the run may wait in WAITING (`api_unavailable`) for the model API to recover before it " +
 		"is ABORTED (`fatal:api_unavailable`). See [agents](agents.md)."},
 	"notify_command": {meaning: "A shell command run for each notification, with the event JSON on stdin and `LOOP_*` " +

@@ -1,4 +1,4 @@
--- 0004_run_leases (PostgreSQL): SQLite's 0012_run_leases. A worker claims
+-- 0005_run_leases (PostgreSQL): SQLite's 0013_run_leases. A worker claims
 -- runs with FOR UPDATE SKIP LOCKED, renews its leases every heartbeat in
 -- one statement, and fences every write of a run by (lease_owner,
 -- lease_epoch); lease_expires_at is Unix ms computed on the database's

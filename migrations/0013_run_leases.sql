@@ -1,4 +1,4 @@
--- 0012_run_leases: a run's lease, for a fleet of workers over PostgreSQL
+-- 0013_run_leases: a run's lease, for a fleet of workers over PostgreSQL
 -- (docs/fleet.md). The embedded daemon never sets these columns: it is the
 -- only writer of its database and needs no lease. They exist here only so
 -- that both dialects describe the same tables.
