@@ -772,3 +772,19 @@ func TestFleetPartitionedWorkerStopsItsAgents(t *testing.T) {
 		t.Errorf("the partitioned worker's watchdog never fired:\n%s", log)
 	}
 }
+
+// An API-only node (--worker=false) creates and serves runs but never
+// claims one: a worker started after it runs the run.
+func TestFleetAPIOnlyNodeClaimsNothing(t *testing.T) {
+	f := newFleet(t, 2)
+	f.workers[0].startDaemon("--store", f.url, "--worker=false")
+	id := f.startRun(0)
+	if info := f.daemonInfo(0); info.Worker != "" || len(info.Leases) != 0 || info.Store == "" {
+		t.Fatalf("API node's status: store %q worker %q leases %v; want a store and no worker", info.Store, info.Worker, info.Leases)
+	}
+	f.start(1)
+	eventually(t, "the worker to run the run's agent", 30*time.Second, func() bool { return len(f.agents(id)) == 1 })
+	if r := f.workers[0].status(id); r.Status != api.RunRunning || r.Worker != f.ids[1] {
+		t.Fatalf("run %s is %s on worker %q (read through the API node), want RUNNING on %s", id, r.Status, r.Worker, f.ids[1])
+	}
+}

@@ -190,7 +190,7 @@ func (s *Store) CheckpointUsage(ctx context.Context, steps []Step) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint usage: %w", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
+	defer func() { _ = tx.Rollback() }() // after Commit it does nothing
 	for _, st := range steps {
 		if _, err := tx.ExecContext(ctx, `UPDATE steps SET model = $1, input_tokens = $2, output_tokens = $3,
 			cache_read_tokens = $4, cache_write_tokens = $5, reasoning_tokens = $6, usage_found = $7,

@@ -57,8 +57,21 @@ func claimIDs(cs []Claim) []string {
 func TestLeasesClaimRenewFenceTakeover(t *testing.T) {
 	url := pgDatabase(t)
 	a, b := openURL(t, url), openURL(t, url)
-	for _, id := range []string{"r1", "r2", "r3"} {
+	for _, id := range []string{"r1", "r2", "r3", "w1", "w2"} {
 		newRun(t, a, id)
+	}
+	// Two WAITING runs: one whose wait is over (claimed after the
+	// PENDING ones, as it is newer), one waiting for an answer (never).
+	past := int64(1)
+	if err := a.Write(t.Context(), func(tx *Tx) error {
+		if err := tx.TransitionRun(Transition{RunID: "w1", From: []api.RunStatus{api.RunPending}, To: api.RunWaiting,
+			WaitUntil: &past, Event: events.RunWaiting}); err != nil {
+			return err
+		}
+		return tx.TransitionRun(Transition{RunID: "w2", From: []api.RunStatus{api.RunPending}, To: api.RunWaiting,
+			Reason: ReasonNeedsAnswer, Event: events.RunWaiting})
+	}); err != nil {
+		t.Fatal(err)
 	}
 	ca := claim(t, a, "wa", time.Hour, 2)
 	if got := claimIDs(ca); !slices.Equal(got, []string{"r1", "r2"}) {
@@ -69,8 +82,14 @@ func TestLeasesClaimRenewFenceTakeover(t *testing.T) {
 			t.Errorf("claim %+v: want epoch 1 from PENDING, no previous worker", c)
 		}
 	}
-	if got := claimIDs(claim(t, b, "wb", time.Hour, 10)); !slices.Equal(got, []string{"r3"}) {
-		t.Fatalf("worker b claimed %v, want only r3 (the others are leased)", got)
+	cb := claim(t, b, "wb", time.Hour, 10)
+	if got := claimIDs(cb); !slices.Equal(got, []string{"r3", "w1"}) {
+		t.Fatalf("worker b claimed %v, want r3 and the due WAITING w1 (the others are leased or wait for an answer)", got)
+	}
+	for _, c := range cb {
+		if c.RunID == "w1" && c.From != api.RunWaiting {
+			t.Errorf("w1 claimed from %s, want WAITING", c.From)
+		}
 	}
 	if got := claim(t, b, "wb", time.Hour, 10); len(got) != 0 {
 		t.Fatalf("a second claim took %v; every run is leased", claimIDs(got))
@@ -121,8 +140,8 @@ func TestLeasesClaimRenewFenceTakeover(t *testing.T) {
 		t.Fatalf("the stale worker's renewal = %v, %v; want nothing renewed", renewed, err)
 	}
 	own, err := b.OwnLeases(t.Context(), "wb")
-	if err != nil || len(own) != 2 {
-		t.Fatalf("b's own leases = %+v, %v; want r1 and r3", own, err)
+	if err != nil || len(own) != 3 {
+		t.Fatalf("b's own leases = %+v, %v; want r1, r3 and w1", own, err)
 	}
 
 	// Released (a draining worker): taken over at once, naming its worker.
