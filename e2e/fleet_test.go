@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -287,6 +288,7 @@ func (f *fleet) checkTakeover(ids []string, lost, via int, lostAt time.Time, dea
 	if out := e.must("list", "--all-workspaces"); !strings.Contains(out, "WORKER") || strings.Contains(out, " "+f.ids[lost]+" ") {
 		f.t.Errorf("loopctl list --all-workspaces names no worker, or still the lost one:\n%s", out)
 	}
+	f.checkInvariants()
 	return latencies
 }
 
@@ -456,6 +458,7 @@ func TestFleetSIGTERMDrainsAndHandsOver(t *testing.T) {
 			t.Errorf("run %s: %d agent invocations, want 2 (iteration 1 on the drained worker, 2 on the other)", id, len(f.agents(id)))
 		}
 	}
+	f.checkInvariants()
 }
 
 // A worker killed and restarted within its lease (the same --worker-id and
@@ -634,6 +637,7 @@ func TestFleetDatabasePause(t *testing.T) {
 		eventually(t, "run "+id+" to complete", 60*time.Second, func() bool { return f.workers[0].status(id).Status == api.RunCompleted })
 	}
 	t.Logf("database paused %s: nothing interrupted; paused %s: agents stopped, phase running again %v after it returned", short, long, recovery)
+	f.checkInvariants()
 }
 
 // pgProxy is a loopback TCP proxy to the cluster's Unix socket that can
@@ -786,5 +790,58 @@ func TestFleetAPIOnlyNodeClaimsNothing(t *testing.T) {
 	eventually(t, "the worker to run the run's agent", 30*time.Second, func() bool { return len(f.agents(id)) == 1 })
 	if r := f.workers[0].status(id); r.Status != api.RunRunning || r.Worker != f.ids[1] {
 		t.Fatalf("run %s is %s on worker %q (read through the API node), want RUNNING on %s", id, r.Status, r.Worker, f.ids[1])
+	}
+}
+
+// checkInvariants checks, in the database, what must hold whatever
+// happened to the fleet: no run with two RUNNING steps; every INTERRUPTED
+// step says why; events numbered without a gap (max(seq) = count); and a
+// run's epoch equals its claims (RUN_STARTED and RUN_RESUMED naming a
+// worker, RUN_RECOVERED naming the worker it came from) — so no write
+// took a lease without a claim.
+func (f *fleet) checkInvariants() {
+	f.t.Helper()
+	db, err := sql.Open("pgx", f.url)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := f.t.Context()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT run_id FROM steps WHERE status = 'RUNNING'
+		GROUP BY run_id HAVING count(*) > 1) x`).Scan(&n); err != nil || n != 0 {
+		f.t.Errorf("runs with two RUNNING steps: %d (%v)", n, err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE status = 'INTERRUPTED' AND error = ''`).Scan(&n); err != nil || n != 0 {
+		f.t.Errorf("INTERRUPTED steps without a reason: %d (%v)", n, err)
+	}
+	var maxSeq, count int64
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(max(seq), 0), count(*) FROM events`).Scan(&maxSeq, &count); err != nil || maxSeq != count {
+		f.t.Errorf("events: max(seq) %d, count %d (%v): a gap", maxSeq, count, err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT r.id, r.lease_epoch, (SELECT count(*) FROM events e WHERE e.run_id = r.id AND (
+			(e.type IN ('RUN_STARTED', 'RUN_RESUMED') AND e.payload::jsonb ? 'worker')
+			OR (e.type = 'RUN_RECOVERED' AND e.payload::jsonb ? 'to_worker'))) FROM runs r`)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	checked := 0
+	for rows.Next() {
+		checked++
+		var id string
+		var epoch, claims int64
+		if err := rows.Scan(&id, &epoch, &claims); err != nil {
+			f.t.Fatal(err)
+		}
+		if epoch != claims {
+			f.t.Errorf("run %s: lease epoch %d, but %d claims recorded", id, epoch, claims)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	if checked == 0 || count == 0 {
+		f.t.Errorf("invariants checked over %d runs and %d events: the database is not the fleet's", checked, count)
 	}
 }
