@@ -845,3 +845,42 @@ func (f *fleet) checkInvariants() {
 		f.t.Errorf("invariants checked over %d runs and %d events: the database is not the fleet's", checked, count)
 	}
 }
+
+// `loopd migrate --store URL` brings an empty database to the schema and
+// says so; a database it cannot reach fails with the reason and no password.
+func TestFleetMigrateCommand(t *testing.T) {
+	url := pgtest.Database(t, "loopd_empty_e2e", func(context.Context, string) error { return nil })
+	e := newEnv(t)
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(filepath.Join(binDir, "loopd"), args...)
+		cmd.Env = e.environ()
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	out, code := run("migrate", "--store", url)
+	if code != 0 || !strings.Contains(out, "is at schema version "+strconv.Itoa(storage.PostgresSchemaVersion())) {
+		t.Fatalf("loopd migrate = exit %d:\n%s", code, out)
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != storage.PostgresSchemaVersion() {
+		t.Fatalf("schema_migrations has %d rows (%v), want %d", n, err, storage.PostgresSchemaVersion())
+	}
+	out, code = run("migrate", "--store", "postgres://loopd:s3cret@127.0.0.1:1/db?connect_timeout=2", "--timeout", "10s")
+	if code != 1 || strings.Contains(out, "s3cret") || !strings.Contains(out, "loopd migrate:") {
+		t.Fatalf("loopd migrate of an unreachable database = exit %d:\n%s\nwant exit 1 naming the problem, without the password", code, out)
+	}
+	if out, code = run("migrate"); code != 64 || !strings.Contains(out, "--store") {
+		t.Fatalf("loopd migrate without --store = exit %d:\n%s", code, out)
+	}
+}
