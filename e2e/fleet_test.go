@@ -215,6 +215,9 @@ func (f *fleet) holdRuns(n int) []string {
 			return len(steps) == 1 && steps[0].Status == api.StepRunning && steps[0].Usage.InputTokens == 1234
 		})
 	}
+	if out := f.workers[0].must("daemon", "status"); !strings.Contains(out, fmt.Sprintf("worker  %s, holding %d run leases", f.ids[0], n)) {
+		f.t.Errorf("daemon status of a worker:\n%s", out)
+	}
 	if got := f.daemonInfo(0); len(got.Leases) != n || got.Worker != f.ids[0] || !strings.HasPrefix(got.Store, "postgres://") {
 		f.t.Fatalf("worker 0's status: store %q worker %q leases %v; want %d leases", got.Store, got.Worker, got.Leases, n)
 	}
@@ -785,6 +788,9 @@ func TestFleetAPIOnlyNodeClaimsNothing(t *testing.T) {
 	id := f.startRun(0)
 	if info := f.daemonInfo(0); info.Worker != "" || len(info.Leases) != 0 || info.Store == "" {
 		t.Fatalf("API node's status: store %q worker %q leases %v; want a store and no worker", info.Store, info.Worker, info.Leases)
+	}
+	if out := f.workers[0].must("daemon", "status"); !strings.Contains(out, "worker  none: an API-only node") || !strings.Contains(out, "store   postgres://") {
+		t.Errorf("daemon status of an API node:\n%s", out)
 	}
 	f.start(1)
 	eventually(t, "the worker to run the run's agent", 30*time.Second, func() bool { return len(f.agents(id)) == 1 })
