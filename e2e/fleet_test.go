@@ -69,11 +69,11 @@ func newFleet(t *testing.T, n int) *fleet {
 	return f
 }
 
-// start starts worker i.
-func (f *fleet) start(i int) {
+// start starts worker i, with extra flags.
+func (f *fleet) start(i int, extra ...string) {
 	f.t.Helper()
-	f.workers[i].startDaemon("--store", f.url, "--worker-id", f.ids[i], "--lease-ttl", fleetTTL.String(),
-		"--heartbeat", fleetHeartbeat.String(), "--fence-margin", fleetMargin.String(), "--max-concurrent-runs", "25")
+	f.workers[i].startDaemon(append([]string{"--store", f.url, "--worker-id", f.ids[i], "--lease-ttl", fleetTTL.String(),
+		"--heartbeat", fleetHeartbeat.String(), "--fence-margin", fleetMargin.String(), "--max-concurrent-runs", "25"}, extra...)...)
 }
 
 // startRun creates a run through worker via's API in a new workspace
@@ -889,4 +889,43 @@ func TestFleetMigrateCommand(t *testing.T) {
 	if out, code = run("migrate"); code != 64 || !strings.Contains(out, "--store") {
 		t.Fatalf("loopd migrate without --store = exit %d:\n%s", code, out)
 	}
+}
+
+// A draining worker whose step does not finish within --drain-timeout
+// stops it (CANCELED, cause daemon_stop: not a failure of its phase),
+// releases the lease, and another worker runs the phase again at once.
+func TestFleetDrainTimeoutStopsTheStep(t *testing.T) {
+	f := newFleet(t, 2)
+	f.start(0, "--drain-timeout", "2s")
+	id := f.startRun(0)
+	eventually(t, "the agent to run", 30*time.Second, func() bool { return len(f.agents(id)) == 1 })
+	f.start(1)
+	_ = f.workers[0].daemon.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-f.workers[0].exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the draining worker did not exit within 20s with a 2s drain timeout")
+	}
+	if log := f.workers[0].daemonLog(); !strings.Contains(log, "drain timeout") || !strings.Contains(log, "drained: leases released") {
+		t.Fatalf("the worker did not stop its step at the drain timeout and release its lease:\n%s", log)
+	}
+	b := f.workers[1]
+	eventually(t, "the other worker to run the phase again", 20*time.Second, func() bool { return len(f.agents(id)) == 2 })
+	if err := os.WriteFile(filepath.Join(f.ws[id], "go-1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the run to complete", 60*time.Second, func() bool { return b.status(id).Status == api.RunCompleted })
+	steps := b.steps(id)
+	if steps[0].Status != api.StepCanceled || !strings.Contains(steps[0].Error, "stopped with the daemon") {
+		t.Errorf("the drained step is %s (%s), want CANCELED stopped with the daemon", steps[0].Status, steps[0].Error)
+	}
+	for _, st := range steps[1:] {
+		if st.Status != api.StepSucceeded {
+			t.Errorf("step %d is %s (%s), want SUCCEEDED", st.Seq, st.Status, st.Error)
+		}
+	}
+	if at, to := recoveredAt(b.events(id), f.ids[0]); at.IsZero() || to != f.ids[1] {
+		t.Errorf("no RUN_RECOVERED from %s to %s", f.ids[0], f.ids[1])
+	}
+	f.checkInvariants()
 }
