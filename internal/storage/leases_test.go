@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
 )
@@ -389,5 +391,25 @@ func TestLeasesIdleTransactionDoesNotStrandItsRun(t *testing.T) {
 				t.Fatal("the stalled worker's transaction committed after its session was ended")
 			}
 		})
+	}
+}
+
+// The worker's writing sessions carry their bounds; migrations do not
+// (a long one must not hit the statement timeout).
+func TestLeasesSessionBounds(t *testing.T) {
+	url := pgDatabase(t)
+	s, err := OpenPostgres(t.Context(), url, Options{Session: Session{IdleInTransaction: 5 * time.Second,
+		Statement: 7 * time.Second, Lock: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, db := range []*sqlx.DB{s.w, s.lease} {
+		for name, want := range map[string]string{"idle_in_transaction_session_timeout": "5s", "statement_timeout": "7s", "lock_timeout": "3s"} {
+			var got string
+			if err := db.Get(&got, "SHOW "+name); err != nil || got != want {
+				t.Errorf("%s = %q (%v), want %s", name, got, err, want)
+			}
+		}
 	}
 }

@@ -34,19 +34,29 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 		// pgx's message may quote the URL; a password must not reach a log.
 		return nil, fmt.Errorf("open postgres: the store URL does not parse (postgres://user@host/db?…): %s", redact(err.Error(), store))
 	}
+	// Migrations run unbounded (a long one must not hit the statement
+	// timeout of a worker's session), on a connection of their own when
+	// the sessions are bounded.
+	mcfg := cfg.Copy()
 	opts.Session.apply(cfg)
 	// One writer connection: the callers rely on the serialization SQLite's
 	// single writer gives (read, decide, write in one transaction without
 	// another writer in between, within this process). Writers on other
-	// machines are fenced by leases, which the fleet adds.
+	// machines are fenced by leases (leases.go).
 	w := sqlx.NewDb(stdlib.OpenDB(*cfg.Copy()), pgDriverName)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	if err := w.PingContext(ctx); err != nil {
+	m := w
+	if opts.Session != (Session{}) {
+		m = sqlx.NewDb(stdlib.OpenDB(*mcfg), pgDriverName)
+		m.SetMaxOpenConns(1)
+		defer m.Close()
+	}
+	if err := m.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", redactURL(store), err) // pgx names only user and database
 	}
-	if err := migratePostgres(ctx, w, migrations.Postgres); err != nil {
+	if err := migratePostgres(ctx, m, migrations.Postgres); err != nil {
 		w.Close()
 		return nil, err
 	}
