@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	neturl "net/url"
 	"os"
@@ -926,6 +927,80 @@ func TestFleetDrainTimeoutStopsTheStep(t *testing.T) {
 	}
 	if at, to := recoveredAt(b.events(id), f.ids[0]); at.IsZero() || to != f.ids[1] {
 		t.Errorf("no RUN_RECOVERED from %s to %s", f.ids[0], f.ids[1])
+	}
+	f.checkInvariants()
+}
+
+// LOOPD_FLEET_CHAOS=N runs N random faults — kill -9 and restart, or a
+// SIGSTOP of 3 s to 2 × TTL — on three workers running 10 runs whose
+// agents work 2 s per step for 6 iterations, then checks that every run
+// completed without a FAILED step, and the fleet's invariants. Off by
+// default: it takes minutes.
+func TestFleetChaos(t *testing.T) {
+	v := os.Getenv("LOOPD_FLEET_CHAOS")
+	if v == "" {
+		t.Skip("LOOPD_FLEET_CHAOS=N runs N random faults on a fleet (minutes)")
+	}
+	faults, err := strconv.Atoi(v)
+	if err != nil || faults < 1 {
+		t.Fatalf("LOOPD_FLEET_CHAOS=%q: want a number", v)
+	}
+	f := newFleet(t, 3)
+	for i := range f.workers {
+		f.start(i)
+	}
+	var ids []string
+	for i := range 10 {
+		ws := filepath.Join(t.TempDir(), "ws")
+		if err := os.MkdirAll(filepath.Join(ws, ".loop"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.WriteFile(filepath.Join(ws, ".loop/config"), []byte("agent=command\nagent_command="+scriptedAgent()+"\nmax_iterations=12\n"), 0o644)
+		_ = os.WriteFile(filepath.Join(ws, ".env"), []byte("FAKE_SLEEP=2\nFAKE_DONE_AT=6\n"), 0o600)
+		e := f.workers[i%3]
+		for _, args := range [][]string{{"trust"}, {"start", "goal"}} {
+			r := e.loopctlAt(ws, nil, args...)
+			if r.code != 0 {
+				t.Fatalf("loopctl %v: %s%s", args, r.stdout, r.stderr)
+			}
+			if args[0] == "start" {
+				id := strings.TrimSpace(r.stdout)
+				ids = append(ids, id)
+				f.ws[id] = ws
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for k := range faults {
+		w := rng.IntN(3)
+		e := f.workers[w]
+		if rng.IntN(2) == 0 {
+			t.Logf("fault %d: kill -9 worker %d, then restart it", k+1, w)
+			e.killDaemon()
+			f.start(w)
+		} else {
+			d := 3*time.Second + time.Duration(rng.Int64N(int64(2*fleetTTL-3*time.Second)))
+			t.Logf("fault %d: SIGSTOP worker %d for %s", k+1, w, d.Round(time.Millisecond))
+			_ = e.daemon.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(d) // the fault's length
+			_ = e.daemon.Process.Signal(syscall.SIGCONT)
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second)))) // the time between faults
+	}
+	for _, id := range ids {
+		eventually(t, "run "+id+" to complete", 3*time.Minute, func() bool {
+			return f.workers[0].status(id).Status == api.RunCompleted
+		})
+		interrupted := 0
+		for _, st := range f.workers[0].steps(id) {
+			if st.Status == api.StepFailed {
+				t.Errorf("run %s: step %d FAILED (%s)", id, st.Seq, st.Error)
+			}
+			if st.Status == api.StepInterrupted {
+				interrupted++
+			}
+		}
+		t.Logf("run %s: %d steps interrupted", id, interrupted)
 	}
 	f.checkInvariants()
 }
