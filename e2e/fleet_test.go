@@ -933,7 +933,7 @@ func TestFleetDrainTimeoutStopsTheStep(t *testing.T) {
 
 // LOOPD_FLEET_CHAOS=N runs N random faults — kill -9 and restart, or a
 // SIGSTOP of 3 s to 2 × TTL — on three workers running 10 runs whose
-// agents work 2 s per step for 6 iterations, then checks that every run
+// agents work 2 s per step for 4 + 3N iterations, then checks that every run
 // completed without a FAILED step, and the fleet's invariants. Off by
 // default: it takes minutes.
 func TestFleetChaos(t *testing.T) {
@@ -955,8 +955,12 @@ func TestFleetChaos(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(ws, ".loop"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		_ = os.WriteFile(filepath.Join(ws, ".loop/config"), []byte("agent=command\nagent_command="+scriptedAgent()+"\nmax_iterations=12\n"), 0o644)
-		_ = os.WriteFile(filepath.Join(ws, ".env"), []byte("FAKE_SLEEP=2\nFAKE_DONE_AT=6\n"), 0o600)
+		// Long enough to outlast the faults: about 5 s of faults per
+		// iteration of 2 s.
+		done := 4 + 3*faults
+		_ = os.WriteFile(filepath.Join(ws, ".loop/config"), []byte(fmt.Sprintf("agent=command\nagent_command=%s\nmax_iterations=%d\n",
+			scriptedAgent(), done+10)), 0o644)
+		_ = os.WriteFile(filepath.Join(ws, ".env"), []byte(fmt.Sprintf("FAKE_SLEEP=2\nFAKE_DONE_AT=%d\n", done)), 0o600)
 		e := f.workers[i%3]
 		for _, args := range [][]string{{"trust"}, {"start", "goal"}} {
 			r := e.loopctlAt(ws, nil, args...)
@@ -988,7 +992,7 @@ func TestFleetChaos(t *testing.T) {
 		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second)))) // the time between faults
 	}
 	for _, id := range ids {
-		eventually(t, "run "+id+" to complete", 3*time.Minute, func() bool {
+		eventually(t, "run "+id+" to complete", time.Duration(5+faults)*time.Minute, func() bool {
 			return f.workers[0].status(id).Status == api.RunCompleted
 		})
 		interrupted := 0
