@@ -580,6 +580,19 @@ func (l *liveStep) kill(cause error) {
 	cancel(cause)
 }
 
+// cancelUnstarted records a step that a draining fleet worker inserted
+// with the previous step's end but never let run: CANCELED, cause
+// daemon_stop (not a failure; its phase runs again), so that the worker
+// that continues the run does not find it RUNNING and take it for lost.
+func (r *runner) cancelUnstarted(p *planned) error {
+	st := p.step
+	st.Status, st.Error, st.CancelCause = api.StepCanceled, errDaemonStop.Error(), storage.CancelDaemonStop
+	if _, err := r.completeStep(st, events.StepFinished); err != nil {
+		return err
+	}
+	return errDetached
+}
+
 // fencedOut reports whether err means the run's lease is gone: the runner
 // stops its step and forgets the run.
 func (r *runner) fencedOut(err error) bool {

@@ -484,6 +484,9 @@ func (r *runner) runFromStore(recovered bool) error {
 			if pre != nil {
 				pre.abandon()
 			}
+			if st != nil && r.s.lease != nil && !r.s.detached() {
+				return r.cancelUnstarted(st)
+			}
 			return errDetached
 		}
 		if st == nil {
