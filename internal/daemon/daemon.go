@@ -69,6 +69,9 @@ type Options struct {
 	// Fleet, when set, stores everything in a shared PostgreSQL database
 	// and makes the daemon a fleet worker or API node (fleet.go).
 	Fleet *Fleet
+	// OnActiveRuns, when set, is told the number of runs with a runner
+	// each time it changes (scheduler.Options.OnActive).
+	OnActiveRuns func(n int)
 }
 
 // Daemon is a running loopd.
@@ -178,7 +181,8 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
-		Fleet: d.schedulerFleet(),
+		Fleet:    d.schedulerFleet(),
+		OnActive: opts.OnActiveRuns,
 	})
 	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace,
 		PRCommands: d.sched})

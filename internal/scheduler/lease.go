@@ -211,6 +211,7 @@ func (s *Scheduler) startLeased(l storage.Lease, recovered bool, from string) {
 		r.takenFrom = from
 	}
 	s.active[l.RunID] = r
+	s.activeChanged()
 	s.runners.Go(func() {
 		defer s.release(l.RunID)
 		r.drive(recovered)
