@@ -239,6 +239,9 @@ type Run struct {
 	LandedCommit  string `json:"landed_commit"`  // what `loopctl land` made; "" until landed
 	WorktreeState string `json:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
 
+	// Worker is the fleet worker that holds, or last held, the run
+	// (docs/fleet.md); absent in the embedded mode.
+	Worker string `json:"worker,omitempty"`
 	// Backlogs (docs/backlogs.md).
 	Kind   string `json:"kind,omitempty"` // "backlog" for a backlog run
 	Parent string `json:"parent"`         // a task run's backlog; "" otherwise
@@ -375,6 +378,13 @@ type DaemonInfo struct {
 
 	// Worktrees is the disk the run worktrees take.
 	Worktrees *WorktreeDisk `json:"worktrees,omitempty"`
+
+	// A fleet worker's (docs/fleet.md): its store's URL without the
+	// password, its worker id ("" for an API-only node) and the runs it
+	// holds leases on. Absent for the embedded daemon.
+	Store  string   `json:"store,omitempty"`
+	Worker string   `json:"worker,omitempty"`
+	Leases []string `json:"leases,omitempty"`
 }
 
 // Postmortem is the report written when a run ends.

@@ -44,6 +44,13 @@ func (s *Scheduler) prepareBacklog(ctx context.Context, ws string, cfg *config.C
 	if cfg.TasksFile == "" && cfg.TasksCommand == "" {
 		return nil, nil
 	}
+	if s.lease != nil {
+		// Not built for a fleet yet: the coordinator's writes are not
+		// fenced by a lease, and the integration worktree and the task
+		// runs' worktrees must be on one machine.
+		return nil, &InputError{Msg: "backlogs run on a single loopd (no --store); nothing was created",
+			Problems: []string{"this loopd is a fleet worker over a shared database: start the backlog with a loopd of its own"}}
+	}
 	if cfg.TasksFile != "" && cfg.TasksCommand != "" {
 		return nil, &InputError{Msg: "a backlog reads one task list; nothing was created",
 			Problems: []string{fmt.Sprintf("both tasks_file (%s) and tasks_command are set: unset one (--set tasks_command= or --set tasks_file=)", cfg.TasksFile)}}
