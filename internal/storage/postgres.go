@@ -59,7 +59,7 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s := &Store{w: w, r: r, writes: newStmts(w, false, true), reads: newStmts(r, true, true),
-		notify: opts.Notify, now: opts.Now, pg: true}
+		notify: opts.Notify, now: opts.Now, pg: true, pgcfg: cfg.Copy()}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -33,9 +33,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -95,6 +97,10 @@ type Store struct {
 	now        func() time.Time
 	hook       EventHook // called in the transaction of every event; nil for none
 	pg         bool      // the PostgreSQL dialect (OpenPostgres); SQLite otherwise
+	// pgcfg is the PostgreSQL connection's configuration, for the
+	// LISTEN connection of FollowCommits; nil for SQLite.
+	pgcfg       *pgx.ConnConfig
+	onFollowErr func(error) // FollowCommits' failed reads (SetFollowErrors)
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -226,6 +232,14 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err
+	}
+	if s.pg && tx.lastSeq > 0 {
+		// Queued now, delivered by PostgreSQL at the commit (and never
+		// for a rollback): the API nodes' FollowCommits wake on it.
+		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify('`+EventsChannel+`', $1)`, strconv.FormatInt(tx.lastSeq, 10)); err != nil {
+			_ = sqlTx.Rollback()
+			return fmt.Errorf("notify the event followers: %w", err)
+		}
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
