@@ -66,6 +66,16 @@ type Options struct {
 	// NotifyBackoff is the delay before a failed webhook's second attempt,
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
+	// Store, when set, is the URL of the fleet's PostgreSQL database,
+	// used instead of LOOPD_HOME/loopd.db.
+	Store string
+	// APIOnly serves the API without executing runs (loopd
+	// --worker=false): no scheduler, no notifier, no recovery of runs
+	// or worktrees, which belong to the fleet's workers.
+	APIOnly bool
+	// FollowPoll is how often a node on a PostgreSQL store re-reads the
+	// event log when no notification came (storage.DefaultFollowPoll).
+	FollowPoll time.Duration
 }
 
 // Daemon is a running loopd.
@@ -95,6 +105,8 @@ type Daemon struct {
 	lander *landing.Lander // land, diff and clean of runs' branches and worktrees
 
 	stepGap prometheus.Histogram // loopd_step_gap_seconds (metrics.NewStepGap)
+
+	busStart int64 // the event seq the bus started at
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -151,7 +163,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	d := &Daemon{opts: opts, log: opts.Logger.Named("daemon"), started: time.Now(),
 		stopCh: make(chan struct{}), closing: make(chan struct{})}
-	d.store, err = storage.Open(ctx, filepath.Join(opts.Home, "loopd.db"), storage.Options{})
+	d.store, err = openStore(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -161,6 +173,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("read event log: %w", err)
 	}
 	d.bus = events.NewBus(seq)
+	d.busStart = seq
 	d.store.SetNotifyRuns(d.bus.PublishRuns)
 	// Orphans of steps become the daemon's children, which it reaps: no
 	// zombie piles up under a PID 1 that does not reap.
@@ -224,7 +237,9 @@ func Run(ctx context.Context, opts Options) error {
 	// Records of worktrees removed by hand while the daemon was down are
 	// marked gone, and lands cut short are undone or recorded, before any
 	// run is recovered or anything is removed.
-	d.lander.Recover(ctx)
+	if !opts.APIOnly {
+		d.lander.Recover(ctx)
+	}
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 
@@ -255,15 +270,18 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	// The group's context ends when the scheduler or a listener fails: a
 	// daemon that can no longer run loops must not go on accepting them.
 	g, gctx := errgroup.WithContext(context.Background())
-	g.Go(func() error {
-		if err := d.sched.Run(schedCtx); err != nil {
-			return fmt.Errorf("scheduler: %w", err)
-		}
-		return nil
-	})
-	// Notifications are delivered beside the runs, never in their way; the
-	// ones in flight at shutdown stay due for the next daemon.
-	g.Go(func() error { return d.notify.Run(schedCtx) })
+	if !d.opts.APIOnly {
+		g.Go(func() error {
+			if err := d.sched.Run(schedCtx); err != nil {
+				return fmt.Errorf("scheduler: %w", err)
+			}
+			return nil
+		})
+		// Notifications are delivered beside the runs, never in their way; the
+		// ones in flight at shutdown stay due for the next daemon.
+		g.Go(func() error { return d.notify.Run(schedCtx) })
+	}
+	g.Go(func() error { return d.followFleet(schedCtx, d.busStart) })
 	for _, s := range []struct {
 		srv *http.Server
 		l   net.Listener
