@@ -81,6 +81,7 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newManCmd(g),
 		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
 		newDashboardCmd(g),
+		newTokenCmd(g),
 	)
 	addCompletions(root, g)
 	return root

@@ -52,6 +52,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
+	mux.HandleFunc("POST /v1/tokens", d.handleCreateToken)
+	mux.HandleFunc("GET /v1/tokens", d.handleTokens)
+	mux.HandleFunc("DELETE /v1/tokens/{name}", d.handleRevokeToken)
 	d.dash.Auth().SetHost(d.httpAddr)
 	loginRefused := tcpguard.NewRefusals()
 	d.dash.LogRefusalsWith(func(msg string, fields ...zap.Field) { loginRefused.Note(d.log, msg, fields...) })
@@ -103,7 +106,7 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 // asked again by the few handlers that care, rather than recorded on every
 // request: that would cost each request a copy.
 func (d *Daemon) sessionOnly(r *http.Request) bool {
-	return peerFrom(r.Context()).tcp && !tcpguard.TokenOK(r, d.token)
+	return peerFrom(r.Context()).tcp && !d.bearerOK(r)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -42,6 +42,10 @@ type Run struct {
 	BaseCommit    string `db:"base_commit"`    // the checkout's HEAD when the run started
 	LandedCommit  string `db:"landed_commit"`  // what `loopctl land` made or moved the base branch to
 	WorktreeState string `db:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
+
+	// RepoURL is the repository a fleet run comes from (`loopctl start`
+	// against LOOPD_URL: the clone's origin); BaseCommit is then its HEAD.
+	RepoURL string `db:"repo_url"`
 }
 
 // Stop request kinds stored in runs.stop_request.
@@ -52,7 +56,7 @@ const (
 
 const runColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
 	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at,
-	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state`
+	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state, repo_url`
 
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
@@ -63,7 +67,7 @@ func (t *Tx) InsertRun(r Run, payload any) error {
 	_, err := t.namedExec(`INSERT INTO runs (`+runColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
 		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at,
-		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state)`, r)
+		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state, :repo_url)`, r)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}

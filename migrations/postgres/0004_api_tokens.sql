@@ -1,0 +1,14 @@
+-- 0004_api_tokens (PostgreSQL): SQLite's 0012_api_tokens. The bearer
+-- tokens of a fleet's users, stored as SHA-256 only, at most one in use per
+-- name; and the repository a fleet run comes from.
+
+CREATE TABLE api_tokens (
+    id         TEXT    PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    sha256     TEXT    NOT NULL UNIQUE,
+    created_at BIGINT  NOT NULL,
+    revoked_at BIGINT
+);
+CREATE UNIQUE INDEX api_tokens_name_in_use ON api_tokens (name) WHERE revoked_at IS NULL;
+
+ALTER TABLE runs ADD COLUMN repo_url TEXT NOT NULL DEFAULT '';
