@@ -6,7 +6,6 @@ import (
 	"github.com/loopd/loopd/internal/tcpguard"
 )
 
-
 // TokenFile is the name, inside LOOPD_HOME, of the bearer token that the
 // optional TCP listener requires.
 const TokenFile = tcpguard.TokenFile
