@@ -80,8 +80,26 @@ func TestFleetAPINodes(t *testing.T) {
 		t.Fatalf("token create with a user's token: exit %d, %s", r.code, r.stderr)
 	}
 
-	// The follower on node B is started before the run exists on A.
+	// The user's workspace is a clone whose origin is a file:// remote;
+	// its HEAD must be on origin before a fleet can run it.
+	remote := t.TempDir()
+	gitIn(t, remote, "init", "-q", "--bare", "-b", "main")
+	gitIn(t, u.ws, "init", "-q", "-b", "main")
+	gitIn(t, u.ws, "remote", "add", "origin", "file://"+remote)
+	gitIn(t, u.ws, "add", "-A")
+	gitIn(t, u.ws, "commit", "-q", "-m", "first")
 	must(urlA, alice, "trust")
+	if r := as(urlA, alice, "start", "fleet goal"); r.code != 64 || !strings.Contains(r.stderr, "not on origin") ||
+		!strings.Contains(r.stderr, "git push") {
+		t.Fatalf("start of a HEAD that is not on origin: exit %d, %s", r.code, r.stderr)
+	}
+	if out := must(urlA, alice, "list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("a refused start created a run: %s", out)
+	}
+	gitIn(t, u.ws, "push", "-q", "origin", "main")
+	head := gitIn(t, u.ws, "rev-parse", "HEAD")
+
+	// The follower on node B is started before the run exists on A.
 	id := strings.TrimSpace(must(urlA, alice, "start", "fleet goal"))
 	follow := exec.Command(filepath.Join(binDir, "loopctl"), "events", "--follow", id)
 	follow.Dir = u.ws
@@ -128,6 +146,9 @@ func TestFleetAPINodes(t *testing.T) {
 	var run api.Run
 	if err := json.Unmarshal([]byte(must(urlB, alice, "status", id, "--json")), &run); err != nil || run.ID != id || run.Status != api.RunPending {
 		t.Fatalf("status on node B: %+v, %v (no worker: the run waits PENDING)", run, err)
+	}
+	if run.RepoURL != "file://"+remote || run.BaseCommit != head {
+		t.Fatalf("the run records repo_url %q and base_commit %q, want file://%s and %s", run.RepoURL, run.BaseCommit, remote, head)
 	}
 
 	// A commit through node A reaches the follower on node B.

@@ -227,6 +227,7 @@ type Run struct {
 	Branch        string `json:"branch"`         // loop/<short-id>; "" for in_place
 	BaseBranch    string `json:"base_branch"`    // the checkout's branch when the run started
 	BaseCommit    string `json:"base_commit"`    // the checkout's HEAD when the run started
+	RepoURL       string `json:"repo_url,omitempty"` // a fleet run's repository (its clone's origin)
 	LandedCommit  string `json:"landed_commit"`  // what `loopctl land` made; "" until landed
 	WorktreeState string `json:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
 }
@@ -297,6 +298,11 @@ type CreateRunRequest struct {
 	Name       string   `json:"name,omitempty"`
 	Set        []string `json:"set,omitempty"`
 	StopFile   string   `json:"stop_file,omitempty"`
+	// RepoURL and BaseCommit are where a fleet run comes from (loopctl
+	// through LOOPD_URL: the clone's origin and its HEAD, which is on
+	// origin). Both or neither.
+	RepoURL    string `json:"repo_url,omitempty"`
+	BaseCommit string `json:"base_commit,omitempty"`
 }
 
 // StopRequest asks for a run to stop: after the current step, or at once.

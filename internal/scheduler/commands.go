@@ -153,6 +153,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	if err := fleetSource(&run, req); err != nil {
+		return storage.Run{}, nil, err
+	}
 	// After isolate: a worktree run's agent reads the agents' own files
 	// (.claude/settings.json…) as committed in its base commit, so those
 	// are the ones checked.
@@ -180,6 +183,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
 		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
 		"warnings": recorded}
+	if run.RepoURL != "" {
+		payload["repo_url"] = run.RepoURL
+	}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
 			// Checked in the inserting transaction (one writer, BEGIN
