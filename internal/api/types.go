@@ -227,9 +227,12 @@ type Run struct {
 	Branch        string `json:"branch"`         // loop/<short-id>; "" for in_place
 	BaseBranch    string `json:"base_branch"`    // the checkout's branch when the run started
 	BaseCommit    string `json:"base_commit"`    // the checkout's HEAD when the run started
-	RepoURL       string `json:"repo_url,omitempty"` // a fleet run's repository (its clone's origin)
 	LandedCommit  string `json:"landed_commit"`  // what `loopctl land` made; "" until landed
 	WorktreeState string `json:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
+
+	// RepoURL is a fleet run's repository: the origin of the clone it was
+	// started from through LOOPD_URL ("" otherwise).
+	RepoURL string `json:"repo_url,omitempty"`
 }
 
 // Changes is what one implementation step changed in the workspace, from the
