@@ -56,7 +56,8 @@ func newRoot(g *globalOptions) *cobra.Command {
 
 A run is named by its id, any unique id prefix, or "last" (the newest run in
 this workspace). loopctl starts the daemon in the background if it is not
-running (set LOOPCTL_NO_AUTOSTART=1 to prevent that).
+running (set LOOPCTL_NO_AUTOSTART=1 to prevent that). With LOOPD_URL and
+LOOPD_TOKEN set, it talks to a fleet's API node instead, and starts nothing.
 
 Exit codes: 0 success; 1 FAILED, 2 ABORTED, 3 INTERRUPTED (wait, start --wait,
 watch); 64 usage error; 66 run not found; 69 daemon unavailable;
