@@ -11,8 +11,8 @@ import (
 )
 
 // EventsChannel is the PostgreSQL notification channel of committed
-// events: every transaction that wrote events sends its newest seq on it,
-// delivered at commit (Store.Write).
+// events: every event's insert queues its seq on it, delivered when its
+// transaction commits (qInsertEventPG).
 const EventsChannel = "loopd_events"
 
 // DefaultFollowPoll is how often FollowCommits re-reads the event log

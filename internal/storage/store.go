@@ -17,23 +17,26 @@
 // its event row in one transaction (see Store.Write), and followers are
 // woken through the Notify hook after the commit.
 //
-// PostgreSQL is not reachable from loopd yet: it is the seam for a fleet
-// of workers over a shared database. What comes next, here, before loopd
-// gets a --store flag: leases on runs (lease_owner, lease_epoch,
-// lease_expires_at on the database clock; a FOR UPDATE SKIP LOCKED claim
-// and one-statement renewals), every runner transaction fenced by its
-// run's owner and epoch, takeover of expired leases, the worker role's
+// With PostgreSQL, other processes write too (a fleet's nodes): a
+// transaction that wrote events also sends NOTIFY loopd_events, delivered
+// at its commit, and FollowCommits (listen.go) turns those into the same
+// wake-ups Notify gives for this process's own commits, re-reading
+// seq > last from the table, with a poll as fallback. loopd reaches
+// PostgreSQL through --store for API nodes; what comes next, here, for
+// workers: leases on runs (lease_owner, lease_epoch, lease_expires_at on
+// the database clock; a FOR UPDATE SKIP LOCKED claim and one-statement
+// renewals), every runner transaction fenced by its run's owner and
+// epoch, takeover of expired leases, the worker role's
 // idle_in_transaction_session_timeout and statement/lock timeouts, events
-// numbered as the last statement before COMMIT (shorter counter lock) and
-// woken across nodes by LISTEN/NOTIFY, and a writer pool of more than one
-// connection once leases, not the single writer, keep runs apart.
+// numbered as the last statement before COMMIT (shorter counter lock),
+// and a writer pool of more than one connection once leases, not the
+// single writer, keep runs apart.
 package storage
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -232,14 +235,6 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err
-	}
-	if s.pg && tx.lastSeq > 0 {
-		// Queued now, delivered by PostgreSQL at the commit (and never
-		// for a rollback): the API nodes' FollowCommits wake on it.
-		if _, err := sqlTx.ExecContext(ctx, `SELECT pg_notify('`+EventsChannel+`', $1)`, strconv.FormatInt(tx.lastSeq, 10)); err != nil {
-			_ = sqlTx.Rollback()
-			return fmt.Errorf("notify the event followers: %w", err)
-		}
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
