@@ -139,6 +139,21 @@ func TestFleetAPINodes(t *testing.T) {
 		t.Fatalf("node B's first event line: %q", l)
 	}
 
+	// A `wait` on node B, started early (the follower above proves the
+	// cross-node wake-up; this proves wait's long poll through LOOPD_URL
+	// ends with it).
+	wait := exec.Command(filepath.Join(binDir, "loopctl"), "wait", id)
+	wait.Dir = u.ws
+	wait.Env = u.environ("LOOPD_URL="+urlB, "LOOPD_TOKEN="+alice)
+	var waitOut strings.Builder
+	wait.Stdout, wait.Stderr = &waitOut, &waitOut
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- wait.Wait() }()
+	defer func() { _ = wait.Process.Kill() }()
+
 	// list and status, on either node.
 	if out := must(urlB, alice, "list"); !strings.Contains(out, id[:8]) {
 		t.Fatalf("list on node B lacks %s:\n%s", id, out)
@@ -151,7 +166,7 @@ func TestFleetAPINodes(t *testing.T) {
 		t.Fatalf("the run records repo_url %q and base_commit %q, want file://%s and %s", run.RepoURL, run.BaseCommit, remote, head)
 	}
 
-	// A commit through node A reaches the follower on node B.
+	// A commit through node A reaches the follower and the wait on node B.
 	must(urlA, alice, "stop", id)
 	for {
 		l := next("terminal event after the stop through node A")
@@ -164,6 +179,14 @@ func TestFleetAPINodes(t *testing.T) {
 	}
 	if err := follow.Wait(); err != nil {
 		t.Fatalf("the follower on node B: %v: %s", err, followErr.String())
+	}
+	select {
+	case err := <-waited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Fatalf("wait on node B: %v, want exit 3 (INTERRUPTED)\n%s", err, waitOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("wait on node B did not return within 20s of the stop through node A\n%s", waitOut.String())
 	}
 
 	// Refusals: exit 69 naming the token, exit 64 naming the URL.
