@@ -162,6 +162,9 @@ func TestFleetAPINodes(t *testing.T) {
 	if err := json.Unmarshal([]byte(must(urlB, alice, "status", id, "--json")), &run); err != nil || run.ID != id || run.Status != api.RunPending {
 		t.Fatalf("status on node B: %+v, %v (no worker: the run waits PENDING)", run, err)
 	}
+	if run.CreatedBy != "alice" {
+		t.Fatalf("the run records created_by %q, want alice (the token's name)", run.CreatedBy)
+	}
 	if run.RepoURL != "file://"+remote || run.BaseCommit != head {
 		t.Fatalf("the run records repo_url %q and base_commit %q, want file://%s and %s", run.RepoURL, run.BaseCommit, remote, head)
 	}

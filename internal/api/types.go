@@ -233,6 +233,9 @@ type Run struct {
 	// RepoURL is a fleet run's repository: the origin of the clone it was
 	// started from through LOOPD_URL ("" otherwise).
 	RepoURL string `json:"repo_url,omitempty"`
+	// CreatedBy is the user whose token created the run ("" for the
+	// daemon's owner).
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // Changes is what one implementation step changed in the workspace, from the
@@ -306,6 +309,9 @@ type CreateRunRequest struct {
 	// origin). Both or neither.
 	RepoURL    string `json:"repo_url,omitempty"`
 	BaseCommit string `json:"base_commit,omitempty"`
+	// CreatedBy is set by the daemon from the request's user token,
+	// never from the body.
+	CreatedBy string `json:"-"`
 }
 
 // StopRequest asks for a run to stop: after the current step, or at once.

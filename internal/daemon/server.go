@@ -244,6 +244,7 @@ func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	req.CreatedBy = d.createdBy(r)
 	run, warnings, err := d.sched.CreateRun(r.Context(), req)
 	if err != nil {
 		d.fail(w, r, err)

@@ -55,6 +55,16 @@ func (d *Daemon) userToken(r *http.Request) (storage.APIToken, bool) {
 	return tok, true
 }
 
+// createdBy is who a run created by r belongs to: the name of its user
+// token, "" for the owner (the socket, http.token, a dashboard session).
+func (d *Daemon) createdBy(r *http.Request) string {
+	if !peerFrom(r.Context()).tcp || tcpguard.TokenOK(r, d.token) {
+		return ""
+	}
+	tok, _ := d.userToken(r)
+	return tok.Name
+}
+
 // tokenAdmin refuses a token request from anyone but the node's owner:
 // its socket, or the node's own http.token. A user's token cannot make
 // or revoke tokens, nor can a dashboard session.

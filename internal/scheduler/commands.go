@@ -186,6 +186,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if run.RepoURL != "" {
 		payload["repo_url"] = run.RepoURL
 	}
+	if run.CreatedBy != "" {
+		payload["created_by"] = run.CreatedBy
+	}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
 			// Checked in the inserting transaction (one writer, BEGIN

@@ -12,12 +12,14 @@ import (
 // commitID is a full SHA-1 or SHA-256 object name.
 var commitID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
-// fleetSource records where a fleet run comes from (req.RepoURL and
+// fleetSource records who created a run (req.CreatedBy, the name of the
+// user token the daemon was called with) and where a fleet run comes from (req.RepoURL and
 // req.BaseCommit, which loopctl read from the user's clone): both or
 // neither, a full commit id, a URL of at most 2 kB with no control
 // character (it ends up in git's command line on the workers). The base
 // commit replaces the one isolate read from the workspace.
 func fleetSource(run *storage.Run, req api.CreateRunRequest) error {
+	run.CreatedBy = req.CreatedBy
 	if req.RepoURL == "" && req.BaseCommit == "" {
 		return nil
 	}

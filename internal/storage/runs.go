@@ -46,6 +46,9 @@ type Run struct {
 	// RepoURL is the repository a fleet run comes from (`loopctl start`
 	// against LOOPD_URL: the clone's origin); BaseCommit is then its HEAD.
 	RepoURL string `db:"repo_url"`
+	// CreatedBy is the name of the user token a run was created with
+	// ("" on the socket or with the node's own http.token).
+	CreatedBy string `db:"created_by"`
 }
 
 // Stop request kinds stored in runs.stop_request.
@@ -56,7 +59,7 @@ const (
 
 const runColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
 	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at,
-	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state, repo_url`
+	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state, repo_url, created_by`
 
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
@@ -67,7 +70,7 @@ func (t *Tx) InsertRun(r Run, payload any) error {
 	_, err := t.namedExec(`INSERT INTO runs (`+runColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
 		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at,
-		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state, :repo_url)`, r)
+		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state, :repo_url, :created_by)`, r)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}

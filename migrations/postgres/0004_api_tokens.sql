@@ -1,6 +1,6 @@
 -- 0004_api_tokens (PostgreSQL): SQLite's 0012_api_tokens. The bearer
 -- tokens of a fleet's users, stored as SHA-256 only, at most one in use per
--- name; and the repository a fleet run comes from.
+-- name; the repository a fleet run comes from, and whose token created it.
 
 CREATE TABLE api_tokens (
     id         TEXT    PRIMARY KEY,
@@ -12,3 +12,4 @@ CREATE TABLE api_tokens (
 CREATE UNIQUE INDEX api_tokens_name_in_use ON api_tokens (name) WHERE revoked_at IS NULL;
 
 ALTER TABLE runs ADD COLUMN repo_url TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
