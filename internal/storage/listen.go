@@ -24,6 +24,10 @@ const DefaultFollowPoll = time.Second
 // followPage bounds the rows one catch-up read returns.
 const followPage = 5000
 
+// pingEvery is how many quiet polls pass between checks that the LISTEN
+// connection still answers.
+const pingEvery = 10
+
 // FollowCommits tells publish about every event other processes commit to
 // a PostgreSQL store (the commits of this Store are told by Notify, at
 // once): with the newest seq and the runs whose events arrived, in seq
@@ -54,6 +58,7 @@ func (s *Store) FollowCommits(ctx context.Context, after int64, poll time.Durati
 		}
 	}()
 	backoff := 50 * time.Millisecond
+	idle := 0 // polls without a notification
 	for ctx.Err() == nil {
 		if conn == nil {
 			c, err := s.listen(ctx)
@@ -86,7 +91,18 @@ func (s *Store) FollowCommits(ctx context.Context, after int64, poll time.Durati
 				continue
 			}
 		case errors.Is(err, context.DeadlineExceeded):
-			// The poll: re-read below.
+			// The poll: re-read below. Waiting only reads, so a
+			// connection whose server went away without a word (a
+			// restart behind a partition) would look quiet forever:
+			// every pingEvery polls it is asked to answer.
+			if idle++; idle%pingEvery == 0 {
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := conn.Ping(pctx); err != nil && ctx.Err() == nil {
+					_ = conn.Close(context.Background())
+					conn = nil
+				}
+				cancel()
+			}
 		default:
 			// The connection is lost (the server restarted, a network
 			// cut): reconnect, and read what was missed meanwhile.
