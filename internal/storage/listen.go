@@ -24,6 +24,9 @@ const DefaultFollowPoll = time.Second
 // followPage bounds the rows one catch-up read returns.
 const followPage = 5000
 
+// catchUpTimeout bounds one catch-up, however many pages it reads.
+const catchUpTimeout = 30 * time.Second
+
 // pingEvery is how many quiet polls pass between checks that the LISTEN
 // connection still answers.
 const pingEvery = 10
@@ -154,6 +157,10 @@ type commitFollower struct {
 // catchUp reads the events after last, page by page, and publishes each
 // page's newest seq with its runs.
 func (f *commitFollower) catchUp(ctx context.Context) error {
+	// A read stuck on a cut connection must not stop the follower: it
+	// gives up and the next poll tries again.
+	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer cancel()
 	for {
 		var rows []struct {
 			Seq   int64  `db:"seq"`
