@@ -156,6 +156,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err := fleetSource(&run, req); err != nil {
 		return storage.Run{}, nil, err
 	}
+	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
+		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
+	}
 	// After isolate: a worktree run's agent reads the agents' own files
 	// (.claude/settings.json…) as committed in its base commit, so those
 	// are the ones checked.
@@ -389,6 +392,15 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) error {
 	if _, busy := s.ontoBusy.Load(runID); busy {
 		return &StateError{Msg: fmt.Sprintf("run %s is being resumed with --onto-base; wait for it to finish", runID)}
+	}
+	if run, err := s.store.Run(ctx, runID); err == nil {
+		if base := s.cutOntoBase(ctx, run); base != "" {
+			// A resume --onto-base was cut after git merged: finish it,
+			// as running it again would (the docs promise either works).
+			s.log.Info("resume: finishing the merge of the base a cut resume --onto-base left in the worktree",
+				zap.String("run", runID), zap.String("base", base))
+			return s.resumeOntoBase(ctx, runID, sets, base)
+		}
 	}
 	return s.resume(ctx, runID, sets, nil)
 }
