@@ -61,7 +61,7 @@ func (s *Store) FollowCommits(ctx context.Context, after int64, poll time.Durati
 		}
 	}()
 	backoff := 50 * time.Millisecond
-	idle := 0 // polls without a notification
+	idle := 0 // polls that timed out, for pingEvery
 	for ctx.Err() == nil {
 		if conn == nil {
 			c, err := s.listen(ctx)
