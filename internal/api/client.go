@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -403,6 +404,11 @@ func (c *Client) doWithin(ctx context.Context, within time.Duration, method, pat
 func (c *Client) transportError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
+		// LOOPD_URL's node: nothing was sent, the token included.
+		return fmt.Errorf("%w: %s: its TLS certificate is not trusted by this machine, so nothing was sent: %v", ErrUnavailable, c.socket, certErr.Err)
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {

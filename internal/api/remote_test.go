@@ -72,3 +72,24 @@ func TestClientURLSendsTokenAndFollowsNoRedirect(t *testing.T) {
 		t.Fatalf("ping of a closed node: %v, want ErrUnavailable", err)
 	}
 }
+
+// An API node whose certificate the machine does not trust is refused:
+// the token is never sent over a connection that could be anyone's.
+func TestClientURLRefusesAnUntrustedCertificate(t *testing.T) {
+	var got []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	c, err := NewClientURL(srv.URL, "loopd_secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Ping(context.Background())
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "certificate is not trusted") {
+		t.Fatalf("ping of a node with a self-signed certificate: %v, want ErrUnavailable naming the certificate", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("the node received %d requests (with the token)", len(got))
+	}
+}
