@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"time"
 )
+
+// remoteRootCAs are the certificate authorities an API node's
+// certificate must chain to: nil for the system's (a variable for tests).
+var remoteRootCAs *x509.CertPool
 
 // URLError is a LOOPD_URL that cannot name an API node.
 type URLError struct {
@@ -57,7 +62,7 @@ func NewClientURL(raw, token string) (*Client, error) {
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: remoteRootCAs},
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        4,
 		IdleConnTimeout:     30 * time.Second,

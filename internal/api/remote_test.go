@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -91,5 +92,31 @@ func TestClientURLRefusesAnUntrustedCertificate(t *testing.T) {
 	}
 	if len(got) != 0 {
 		t.Fatalf("the node received %d requests (with the token)", len(got))
+	}
+}
+
+// Over HTTPS to a node whose certificate is trusted, the token goes with
+// every request, as over plain http to loopback.
+func TestClientURLOverHTTPS(t *testing.T) {
+	var got []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"pid": 9}`))
+	}))
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	remoteRootCAs = pool
+	defer func() { remoteRootCAs = nil }()
+	c, err := NewClientURL(srv.URL, "loopd_secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Ping(context.Background()); err != nil || info.PID != 9 {
+		t.Fatalf("ping over https: %+v, %v", info, err)
+	}
+	if len(got) != 1 || got[0] != "Bearer loopd_secret" {
+		t.Fatalf("Authorization headers: %q", got)
 	}
 }
