@@ -139,6 +139,18 @@ func TestSecurityDashboardSessionLandsOnlyVerifiedWork(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.ws, "done.txt")); err == nil {
 		t.Error("a session's land without verification fast-forwarded the run's work into the checkout")
 	}
+	// Nor may a session push (the user's credentials, then pr_command).
+	remote := filepath.Join(e.home, "remote.git")
+	e.git("init", "-q", "--bare", remote)
+	e.git("remote", "add", "origin", remote)
+	js = strings.Replace(js, `'{"no_verify":true}'`, `'{"push":true}'`, 1)
+	b.run("POST land push from the page", chromedp.Evaluate(js, &res, awaitPromise))
+	if res.Status != http.StatusForbidden || !strings.Contains(res.Body, "loopctl land RUN --push") {
+		t.Errorf("land {push:true} with the session: %d %s; want 403 naming loopctl land --push", res.Status, res.Body)
+	}
+	if refs := e.gitIn(remote, "for-each-ref"); refs != "" {
+		t.Errorf("a session's push reached the remote: %s", refs)
+	}
 
 	u, _ := url.Parse(base)
 	c := b.sessionCookie(base)

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,13 +19,14 @@ type landOptions struct {
 	Squash   bool
 	Message  string
 	NoVerify bool
+	Push     bool
 }
 
 func newLandCmd(g *globalOptions) *cobra.Command {
 	o := &landOptions{globalOptions: g}
 	cmd := &cobra.Command{
-		Use:   "land RUN [--squash] [--message M] [--no-verify]",
-		Short: "Merge a worktree run's branch into its base branch in your checkout",
+		Use:   "land RUN [--squash] [--message M] [--no-verify] | land RUN --push [REMOTE]",
+		Short: "Merge a worktree run's branch into its base branch in your checkout, or push it",
 		Long: `Merge an ended worktree run's branch into the branch it started from, in
 your checkout: a fast-forward when the base branch has not moved, else a merge
 commit; one commit with --squash.
@@ -35,17 +38,51 @@ the run's own last verification stands.
 
 land refuses, and changes nothing, when the run is still active, your checkout
 is not on the base branch or has uncommitted changes, the branches conflict or
-the test fails; it then prints the git commands to finish by hand.`,
-		Args: runArg,
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+the test fails; it then prints the git commands to finish by hand.
+
+--push [REMOTE] pushes the run's branch to REMOTE instead (a remote's name, a
+URL or a path; default: the base branch's upstream remote, else origin), after
+the same verification, with --force-with-lease on where loopd last pushed it
+(a new branch must not exist there yet); your checkout is not touched. Then
+pr_command runs, when configured, to open a pull request; the first URL it
+prints is recorded and shown.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && o.Push {
+				return nil
+			}
+			if len(args) == 2 {
+				return usageErrorf("%s takes one RUN; a second argument is the REMOTE of --push", cmd.CommandPath())
+			}
+			return runArg(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			remote := ""
+			if len(args) == 2 {
+				remote = args[1]
+			}
+			return o.run(cmd, args[0], remote)
+		},
 	}
 	cmd.Flags().BoolVar(&o.Squash, "squash", false, "land the run as one commit")
 	cmd.Flags().StringVarP(&o.Message, "message", "m", "", "the merge or squash commit's message")
 	cmd.Flags().BoolVar(&o.NoVerify, "no-verify", false, "do not test the combination when the base branch has moved")
+	cmd.Flags().BoolVar(&o.Push, "push", false, "push the run's branch to REMOTE (the next argument) instead, then run pr_command")
 	return cmd
 }
 
-func (o *landOptions) run(cmd *cobra.Command, arg string) error {
+func (o *landOptions) run(cmd *cobra.Command, arg, remote string) error {
+	if o.Push && (o.Squash || o.Message != "") {
+		return usageErrorf("--push pushes the run's branch as it is: --squash and --message apply to a land into your checkout only")
+	}
+	// The daemon has no working directory of ours: a path that exists
+	// here goes absolute (a remote's name never has a slash).
+	if remote != "" && !strings.Contains(remote, "://") && (strings.Contains(remote, "/") || remote == "." || remote == "..") {
+		if _, err := os.Stat(remote); err == nil {
+			if abs, err := filepath.Abs(remote); err == nil {
+				remote = abs
+			}
+		}
+	}
 	ctx := cmd.Context()
 	c, ref, err := o.runClient(ctx, arg)
 	if err != nil {
@@ -56,7 +93,8 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 			fmt.Fprintln(o.Err, termtext.Quote(msg)) // names the branches and the checkout: a repository's bytes
 		}
 	}
-	res, refusal, err := c.Land(ctx, ref, api.LandRequest{Squash: o.Squash, Message: o.Message, NoVerify: o.NoVerify}, progress)
+	res, refusal, err := c.Land(ctx, ref, api.LandRequest{Squash: o.Squash, Message: o.Message, NoVerify: o.NoVerify,
+		Push: o.Push, Remote: remote}, progress)
 	if errors.Is(err, api.ErrUnavailable) || api.IsCode(err, api.CodeShutdown) {
 		// The daemon went away mid-land (kill -9, a crash, a shutdown): a bare
 		// "connection lost" leaves the user guessing whether the checkout
@@ -64,6 +102,10 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 		// tell, and what to do.
 		// An exitError: an *api.Error (shutting_down) would otherwise be
 		// printed alone, without what it means for the land.
+		if o.Push {
+			return &exitError{code: exitUnavailable, msg: fmt.Sprintf("%v\n  the push did not finish: if git had started it, the next daemon asks the remote whether it took it and records it; "+
+				"`loopctl events %s` shows RUN_LANDED then\n  run `loopctl land %s --push` again: it pushes only what is not there yet", err, arg, arg)}
+		}
 		return &exitError{code: exitUnavailable, msg: fmt.Sprintf("%v\n  the land did not finish: a verification under way was stopped and nothing landed, "+
 			"unless `loopctl status %s` shows its base branch moved (landed)\n  run `loopctl land %s` again", err, arg, arg)}
 	}
@@ -76,7 +118,13 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 		} else {
 			printRefusal(o, refusal)
 		}
+		if o.Push {
+			return &exitError{code: exitUsage, msg: "push refused: nothing was pushed"}
+		}
 		return &exitError{code: exitUsage, msg: "land refused: nothing was changed"}
+	}
+	if res.Push != nil {
+		return o.printPush(res)
 	}
 	if o.JSON {
 		return printJSON(o.Out, map[string]any{"result": res})
@@ -94,8 +142,56 @@ func (o *landOptions) run(cmd *cobra.Command, arg string) error {
 	return nil
 }
 
+// printPush prints what a push did; a pr_command that failed after the
+// push made it exits 70: the branch is there, the pull request is not.
+func (o *landOptions) printPush(res *api.LandResult) error {
+	var err error
+	if pr := res.PRCommand; pr != nil && pr.ExitCode != 0 {
+		err = &exitError{code: exitInternal, msg: fmt.Sprintf("the branch was pushed, but %s (its output: %s); run it by hand, or loopctl land --push again",
+			termtext.Quote(pr.Error), termtext.Quote(pr.LogPath))}
+	}
+	if o.JSON {
+		if e := printJSON(o.Out, map[string]any{"result": res}); e != nil {
+			return e
+		}
+		return err
+	}
+	p := res.Push
+	where := termtext.Quote(p.URL)
+	if p.Remote != "" {
+		where = termtext.Quote(p.Remote) + " (" + where + ")"
+	}
+	was := "a new branch"
+	switch p.Previous {
+	case p.Commit:
+		was = "it was there already"
+	case "":
+	default:
+		was = "was " + shortCommit(p.Previous)
+	}
+	fmt.Fprintf(o.Out, "pushed %s to %s: %s (%s)\n", termtext.Quote(p.Branch), where, shortCommit(p.Commit), was)
+	switch {
+	case res.Verified && res.BaseMoved:
+		fmt.Fprintf(o.Out, "verified: its merge with the moved %s (%s) passed verify_command\n", termtext.Quote(res.BaseBranch), shortCommit(res.TestedCommit))
+	case res.Verified:
+		fmt.Fprintf(o.Out, "verified: the run's last verification of %s stands\n", shortCommit(res.TestedCommit))
+	default:
+		fmt.Fprintf(o.Out, "NOT verified (%s)\n", termtext.Quote(strings.TrimPrefix(res.Note, "not verified: ")))
+	}
+	if res.PRURL != "" {
+		fmt.Fprintf(o.Out, "pull request: %s\n", termtext.Quote(res.PRURL))
+	} else if res.PRCommand != nil && err == nil {
+		fmt.Fprintf(o.Out, "pr_command printed no URL (its output: %s)\n", termtext.Quote(res.PRCommand.LogPath))
+	}
+	return err
+}
+
 func printRefusal(o *landOptions, r *api.LandRefusal) {
-	fmt.Fprintf(o.Err, "land refused (%s): %s\n", r.Kind, termtext.QuoteLines(r.Message))
+	what := "land"
+	if o.Push {
+		what = "push"
+	}
+	fmt.Fprintf(o.Err, "%s refused (%s): %s\n", what, r.Kind, termtext.QuoteLines(r.Message))
 	if r.OutputTail != "" {
 		fmt.Fprintf(o.Err, "\nlast output of verify_command (all of it: %s):\n", termtext.Quote(r.LogPath))
 		for line := range strings.SplitSeq(strings.TrimRight(r.OutputTail, "\n"), "\n") {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/loopd/loopd/internal/api"
@@ -83,6 +85,48 @@ func TestLandCmdErrors(t *testing.T) {
 	h := newFakeAPI(t)
 	h.fail("POST /v1/runs/{ref}/land", api.CodeNotFound, "no run zz")
 	loopctl(t, h, "land", "zz").expect(t, exitNotFound, nil, "no run zz")
+}
+
+// land --push sends the remote (a path made absolute: the daemon has no
+// working directory of ours) and prints the push and the pull request.
+func TestLandPushCmd(t *testing.T) {
+	f := newFakeAPI(t)
+	push := &api.PushResult{Remote: "origin", URL: "git@example.com:o/r.git", Branch: "loop/0123", Commit: "1234567890abcdef0000"}
+	f.handle("POST /v1/runs/{ref}/land", landMessages(api.LandMessage{Progress: "pr_command: https://github.com/o/r/pull/7"},
+		api.LandMessage{Result: &api.LandResult{Branch: "loop/0123", BaseBranch: "main", Mode: "push", Commit: push.Commit, Verified: true,
+			TestedCommit: push.Commit, Push: push, PRURL: "https://github.com/o/r/pull/7", PRCommand: &api.PRCommandResult{LogPath: "/h/pr.log"}}}))
+	loopctl(t, f, "land", runID, "--push").expect(t, exitOK, lines(
+		"pushed loop/0123 to origin (git@example.com:o/r.git): 1234567890ab (a new branch)\n",
+		"verified: the run's last verification of 1234567890ab stands\n",
+		"pull request: https://github.com/o/r/pull/7\n"), "pr_command: https://github.com/o/r/pull/7\n")
+	if req := decode[api.LandRequest](t, f.only("POST", "/v1/runs/"+runID+"/land")); req != (api.LandRequest{Push: true}) {
+		t.Errorf("land --push sent %+v", req)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.Mkdir("remote.git", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	g := newFakeAPI(t)
+	g.handle("POST /v1/runs/{ref}/land", landMessages(api.LandMessage{Result: &api.LandResult{Mode: "push", Push: push}}))
+	loopctl(t, g, "land", runID, "./remote.git", "--push").expect(t, exitOK, nil)
+	if req := decode[api.LandRequest](t, g.only("POST", "/v1/runs/"+runID+"/land")); req.Remote != filepath.Join(dir, "remote.git") || !req.Push {
+		t.Errorf("land --push ./remote.git sent %+v", req)
+	}
+	// The push was made, the pull request was not: exit 70, and why.
+	h := newFakeAPI(t)
+	h.handle("POST /v1/runs/{ref}/land", landMessages(api.LandMessage{Result: &api.LandResult{Mode: "push", Push: push, Note: "not verified: --no-verify",
+		PRCommand: &api.PRCommandResult{ExitCode: 4, Error: "pr_command exited 4", LogPath: "/h/pr.log"}}}))
+	loopctl(t, h, "land", runID, "--push", "--no-verify").expect(t, exitInternal, lines("NOT verified (--no-verify)\n"),
+		"the branch was pushed, but pr_command exited 4 (its output: /h/pr.log)")
+	// A refused push says so.
+	k := newFakeAPI(t)
+	k.handle("POST /v1/runs/{ref}/land", landMessages(api.LandMessage{Refusal: &api.LandRefusal{Kind: "remote_moved", Message: "someone else pushed there"}}))
+	loopctl(t, k, "land", runID, "--push").expect(t, exitUsage, nil, "push refused (remote_moved): someone else pushed there\n",
+		"loopctl: push refused: nothing was pushed\n")
+	// Bad combinations are refused before the daemon is asked.
+	loopctl(t, k, "land", runID, "origin").expect(t, exitUsage, nil, "a second argument is the REMOTE of --push")
+	loopctl(t, k, "land", runID, "--push", "--squash").expect(t, exitUsage, nil, "--squash and --message apply to a land")
 }
 
 func TestCleanCmd(t *testing.T) {

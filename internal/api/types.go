@@ -395,6 +395,12 @@ type LandRequest struct {
 	Squash   bool   `json:"squash,omitempty"`
 	Message  string `json:"message,omitempty"`
 	NoVerify bool   `json:"no_verify,omitempty"` // land without testing the combination when the base moved
+	// Push pushes the run's branch to Remote instead of landing it in
+	// the checkout (loopctl land --push [REMOTE]), then runs pr_command.
+	Push bool `json:"push,omitempty"`
+	// Remote is a remote's name, a URL or an absolute path; "" for the
+	// base branch's upstream remote, else origin.
+	Remote string `json:"remote,omitempty"`
 }
 
 // LandMessage is one line of the NDJSON stream a land answers with:
@@ -424,6 +430,32 @@ type LandResult struct {
 	// Warnings are things the user asked for that the land could not do
 	// (a --message on a fast-forward).
 	Warnings []string `json:"warnings,omitempty"`
+
+	// Push is what a push (mode "push") did; nil for a land.
+	Push *PushResult `json:"push,omitempty"`
+	// PRURL is the first URL pr_command printed ("" when none, or no
+	// pr_command ran).
+	PRURL string `json:"pr_url,omitempty"`
+	// PRCommand is how pr_command went; nil when none is configured.
+	PRCommand *PRCommandResult `json:"pr_command,omitempty"`
+}
+
+// PushResult is a push of a run's branch (loopctl land --push).
+type PushResult struct {
+	Remote string `json:"remote"` // the remote's name; "" when a URL or path was given
+	URL    string `json:"url"`    // where git pushed
+	Branch string `json:"branch"` // the branch on the remote
+	Commit string `json:"commit"` // what the remote branch now points to
+	// Previous is where the remote branch was before ("" when the push
+	// made it).
+	Previous string `json:"previous"`
+}
+
+// PRCommandResult is how pr_command ran after a push.
+type PRCommandResult struct {
+	ExitCode int    `json:"exit_code"` // -1 when it did not exit on its own (timeout, interrupted)
+	LogPath  string `json:"log_path"`  // its whole output
+	Error    string `json:"error,omitempty"`
 }
 
 // LandRefusal is a land that changed nothing in the user's checkout.

@@ -302,6 +302,12 @@ type Config struct {
 	// applies to isolation=worktree only; its failure fails the run
 	// (reason setup_failed).
 	SetupCommand string `json:"setup_command"`
+	// PRCommand (key pr_command, default none) runs after `loopctl land
+	// --push` pushed a run's branch, in the workspace, with LOOP_BRANCH,
+	// LOOP_BASE_BRANCH, LOOP_TITLE and LOOP_BODY_FILE (a markdown summary
+	// of the run); the first URL it prints is recorded. It is read when
+	// the push is made, not frozen with the run.
+	PRCommand string `json:"pr_command"`
 
 	// Prices (keys price.<model>) override the built-in pricing table per
 	// model; models not listed here keep their built-in price. A value is

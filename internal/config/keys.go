@@ -91,6 +91,7 @@ var keys = []key{
 	boolKey("redact_secrets", func(c *Config) *bool { return &c.RedactSecrets }),
 	{name: "isolation", set: setIsolation, check: checkIsolation},
 	textKey("setup_command", func(c *Config) *string { return &c.SetupCommand }),
+	textKey("pr_command", func(c *Config) *string { return &c.PRCommand }),
 }
 
 // lookupKey returns the key named name.

@@ -150,6 +150,12 @@ var keyDocs = map[string]keyDoc{
 		"and branch. See [workspaces](workspaces.md)."},
 	"setup_command": {meaning: "Runs once in a new worktree before the first iteration (phase `setup`); the run FAILS " +
 		"(`setup_failed`) if it fails. `$LOOP_CHECKOUT` names your checkout. See [workspaces](workspaces.md)."},
+	"pr_command": {meaning: "A shell command run after `loopctl land RUN --push` pushed the run's branch, in the workspace, " +
+		"with `LOOP_BRANCH`, `LOOP_BASE_BRANCH`, `LOOP_TITLE` (the goal's first line) and `LOOP_BODY_FILE` (a markdown " +
+		"summary: goal, iterations, tests, cost, tasks); the first URL it prints is recorded in `RUN_LANDED`. Read when " +
+		"you push, from your config and the workspace's (trusted) `.loop/config`. The GitHub recipe: " +
+		"`gh pr create --head \"$LOOP_BRANCH\" --base \"$LOOP_BASE_BRANCH\" --title \"$LOOP_TITLE\" --body-file \"$LOOP_BODY_FILE\"`. " +
+		"See [workspaces](workspaces.md)."},
 	"max_api_wait": {meaning: "How long the run may wait in WAITING (`api_unavailable`) for the model API to recover before it " +
 		"is ABORTED (`fatal:api_unavailable`). See [agents](agents.md)."},
 	"notify_command": {meaning: "A shell command run for each notification, with the event JSON on stdin and `LOOP_*` " +

@@ -45,6 +45,21 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 			"skipping verification needs `loopctl land --no-verify`"))
 		return
 	}
+	// A push sends the user's code to a remote with the user's
+	// credentials and runs pr_command: only loopctl land --push (or the
+	// bearer token) may ask for one, never a dashboard session.
+	if req.Push && d.sessionOnly(r) {
+		d.fail(w, r, api.Errorf(api.CodeForbidden, "refused: the dashboard does not push; use `loopctl land RUN --push`"))
+		return
+	}
+	if req.Push && (req.Squash || req.Message != "") {
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "--push pushes the run's branch as it is: --squash and --message apply to a land into your checkout only"))
+		return
+	}
+	if !req.Push && req.Remote != "" {
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "a remote (%q) is only used with --push", req.Remote))
+		return
+	}
 	run, err := d.resolve(r)
 	if err != nil {
 		d.fail(w, r, err)
@@ -82,8 +97,14 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	})
-	res, err := d.lander.Land(ctx, run, landing.LandOptions{Squash: req.Squash, Message: req.Message, NoVerify: req.NoVerify,
-		Progress: func(msg string) { send(api.LandMessage{Progress: msg}) }})
+	progress := func(msg string) { send(api.LandMessage{Progress: msg}) }
+	var res *api.LandResult
+	if req.Push {
+		res, err = d.lander.Push(ctx, run, landing.PushOptions{Remote: req.Remote, NoVerify: req.NoVerify, Progress: progress})
+	} else {
+		res, err = d.lander.Land(ctx, run, landing.LandOptions{Squash: req.Squash, Message: req.Message, NoVerify: req.NoVerify,
+			Progress: progress})
+	}
 	var ref *landing.Refusal
 	switch {
 	case err == nil:

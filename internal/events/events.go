@@ -30,7 +30,7 @@ const (
 	RunAborted          Type = "RUN_ABORTED"          // terminal: ABORTED
 	RunInterrupted      Type = "RUN_INTERRUPTED"      // terminal: INTERRUPTED
 	PostmortemWritten   Type = "POSTMORTEM_WRITTEN"   // runs/<id>/postmortem.md and summary.json exist
-	RunLanded           Type = "RUN_LANDED"           // loopctl land merged a worktree run's branch into its base branch
+	RunLanded           Type = "RUN_LANDED"           // loopctl land merged a worktree run's branch into its base branch, or land --push pushed it (payload push, pr_url)
 	NotificationSent    Type = "NOTIFICATION_SENT"    // a notification was delivered (one channel, one attempt)
 	NotificationFailed  Type = "NOTIFICATION_FAILED"  // a notification attempt failed; final says whether it is retried
 )

@@ -17,6 +17,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
+
+	"github.com/loopd/loopd/internal/procgroup"
 )
 
 // maxCapture bounds what one git command's output may hold in memory;
@@ -51,6 +54,11 @@ type Cmd struct {
 	Dir   string   // where git runs (-C is not used, so relative paths are relative to Dir)
 	Env   []string // added to a clean copy of the daemon's environment
 	Stdin []byte
+	// Group runs git in a process group of its own that ctx's end kills
+	// whole: a git that talks to a remote has children (ssh, a local
+	// remote's receive-pack and its hooks) that hold its output open, and
+	// killing git alone would leave Run waiting on them.
+	Group bool
 }
 
 // Run runs git with args in c.Dir and returns its stdout.
@@ -64,6 +72,10 @@ func (c Cmd) Run(ctx context.Context, args ...string) ([]byte, error) {
 	var stdout, stderr capped
 	stdout.limit, stderr.limit = maxCapture, 64<<10
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if c.Group {
+		procgroup.Set(cmd)
+		cmd.WaitDelay = time.Second
+	}
 	err := cmd.Run()
 	if err != nil {
 		code := -1

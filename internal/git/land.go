@@ -59,6 +59,9 @@ type LandInput struct {
 	BaseCommit string // the base branch's commit when the run started
 	Squash     bool
 	Message    string // the merge or squash commit's message
+	// Push says the branch is pushed, not landed in the checkout: the
+	// checkout's branch and state do not matter (it is never touched).
+	Push bool
 }
 
 // LandPlan is a land worked out without touching the checkout.
@@ -92,8 +95,10 @@ func handMerge(in LandInput) []string {
 // writes objects (a merge or squash commit, unreferenced) but no ref, index
 // or working tree; a *Refusal says why the land cannot happen.
 func PlanLand(ctx context.Context, in LandInput) (*LandPlan, error) {
-	if err := CheckCheckout(ctx, in); err != nil {
-		return nil, err
+	if !in.Push {
+		if err := CheckCheckout(ctx, in); err != nil {
+			return nil, err
+		}
 	}
 	co := Cmd{Dir: in.Checkout}
 	runTip, err := co.Output(ctx, "rev-parse", "-q", "--verify", "refs/heads/"+in.Branch+"^{commit}")

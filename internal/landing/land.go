@@ -216,28 +216,11 @@ func (l *Lander) land(ctx context.Context, run storage.Run, opts LandOptions) (*
 	if in.Message == "" {
 		in.Message = defaultLandMessage(run, opts.Squash)
 	}
-	common, err := git.Cmd{Dir: run.Workspace}.Output(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	release, err := l.begin(ctx, run)
 	if err != nil {
-		return nil, fmt.Errorf("find the repository of %s: %w", run.Workspace, err)
-	}
-	// A clean of this run must not remove the worktree a land tests in.
-	if _, busy := l.busy.LoadOrStore(run.ID, struct{}{}); busy {
-		return nil, &git.Refusal{Kind: git.RefusedBusy, Message: "a land of this run is already under way"}
-	}
-	defer l.busy.Delete(run.ID)
-	// Resume refuses a run being landed from now on; one resumed just
-	// before is caught here.
-	if cur, err := l.store.RunFlags(ctx, run.ID); err != nil {
 		return nil, err
-	} else if !cur.Status.Terminal() {
-		return nil, &git.Refusal{Kind: git.RefusedActive, Message: fmt.Sprintf("run %s is %s again: land it once it has ended", run.ID, cur.Status)}
 	}
-	mu, _ := l.locks.LoadOrStore(common, &sync.Mutex{})
-	if !mu.(*sync.Mutex).TryLock() {
-		return nil, &git.Refusal{Kind: git.RefusedBusy,
-			Message: "another land into this repository is under way; run loopctl land again when it has finished"}
-	}
-	defer mu.(*sync.Mutex).Unlock()
+	defer release()
 
 	plan, err := git.PlanLand(ctx, in)
 	var ref *git.Refusal
@@ -267,6 +250,40 @@ func (l *Lander) land(ctx context.Context, run storage.Run, opts LandOptions) (*
 		return nil, err
 	}
 	return res, nil
+}
+
+// begin takes for a land (or a push) of run what must be its own while
+// it works: the run (a clean leaves its worktree alone, a resume is
+// refused) and the repository (one land into it at a time). release gives
+// them back.
+func (l *Lander) begin(ctx context.Context, run storage.Run) (release func(), err error) {
+	common, err := git.Cmd{Dir: run.Workspace}.Output(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return nil, fmt.Errorf("find the repository of %s: %w", run.Workspace, err)
+	}
+	// A clean of this run must not remove the worktree a land tests in.
+	if _, busy := l.busy.LoadOrStore(run.ID, struct{}{}); busy {
+		return nil, &git.Refusal{Kind: git.RefusedBusy, Message: "a land of this run is already under way"}
+	}
+	// Resume refuses a run being landed from now on; one resumed just
+	// before is caught here.
+	if cur, err := l.store.RunFlags(ctx, run.ID); err != nil {
+		l.busy.Delete(run.ID)
+		return nil, err
+	} else if !cur.Status.Terminal() {
+		l.busy.Delete(run.ID)
+		return nil, &git.Refusal{Kind: git.RefusedActive, Message: fmt.Sprintf("run %s is %s again: land it once it has ended", run.ID, cur.Status)}
+	}
+	mu, _ := l.locks.LoadOrStore(common, &sync.Mutex{})
+	if !mu.(*sync.Mutex).TryLock() {
+		l.busy.Delete(run.ID)
+		return nil, &git.Refusal{Kind: git.RefusedBusy,
+			Message: "another land into this repository is under way; run loopctl land again when it has finished"}
+	}
+	return func() {
+		mu.(*sync.Mutex).Unlock()
+		l.busy.Delete(run.ID)
+	}, nil
 }
 
 // verify decides whether what is about to land was tested, testing the

@@ -39,6 +39,11 @@ type Options struct {
 	// Grace is the time between SIGTERM and SIGKILL when a land's
 	// verification is stopped.
 	Grace time.Duration
+	// PRCommands finds the pr_command a push runs; nil: none runs.
+	PRCommands PRCommander
+	// PRTasks, when set, lists a backlog run's tasks for the body of its
+	// pull request (nil tasks for a run that is not a backlog).
+	PRTasks func(ctx context.Context, run storage.Run) ([]PRTask, error)
 }
 
 // Lander lands, diffs and cleans runs' branches and worktrees. It is safe
@@ -50,6 +55,8 @@ type Lander struct {
 	verifier Verifier
 	log      *zap.Logger
 	grace    time.Duration
+	prs      PRCommander
+	prTasks  func(ctx context.Context, run storage.Run) ([]PRTask, error)
 
 	// locks serialises lands into one repository (common git dir ->
 	// *sync.Mutex): two lands tested against the same base tip would
@@ -65,7 +72,8 @@ func New(opts Options) *Lander {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &Lander{store: opts.Store, home: opts.Home, verifier: opts.Verifier, log: opts.Logger, grace: opts.Grace}
+	return &Lander{store: opts.Store, home: opts.Home, verifier: opts.Verifier, log: opts.Logger, grace: opts.Grace,
+		prs: opts.PRCommands, prTasks: opts.PRTasks}
 }
 
 // Recover brings the records in line with what happened while no daemon
@@ -74,11 +82,12 @@ func New(opts Options) *Lander {
 // land cut short mid-verification is undone (its verification stopped, its
 // worktree put back on the run's branch) before a run can be resumed into
 // it; a land whose base branch git moved just before the daemon died is
-// recorded.
+// recorded, and so is a push the remote took (asked of the remote).
 func (l *Lander) Recover(ctx context.Context) {
 	l.Reconcile(ctx, "")
 	l.recoverLands(ctx)
 	l.recoverLandedIntents(ctx)
+	l.recoverPushIntents(ctx)
 }
 
 // Landing reports whether a land of the run is under way (its worktree

@@ -80,6 +80,14 @@ func (s *Store) Events(ctx context.Context, runID string, after int64, limit int
 	return evs, err
 }
 
+// EventsOfType returns a run's events of one type, in order.
+func (s *Store) EventsOfType(ctx context.Context, runID string, typ events.Type) ([]Event, error) {
+	var evs []Event
+	err := s.sel(ctx, &evs, `SELECT `+eventColumns+` FROM events
+		WHERE run_id = ? AND type = ? ORDER BY seq`, runID, typ)
+	return evs, err
+}
+
 // EventEnds returns a run's first n and last n events, in order and each
 // once, and how many events the run has in all: what a report of a run
 // with a million events shows, without loading them.

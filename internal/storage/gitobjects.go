@@ -83,6 +83,21 @@ func (t *Tx) MarkWorktreeRemoved(o GitObject) error {
 	return nil
 }
 
+// RecordPushed records a push of a run's branch (loopctl land --push):
+// a RUN_LANDED event with payload, and no landed_commit, since the base
+// branch did not move.
+func (t *Tx) RecordPushed(runID string, payload any) error {
+	var n int
+	if err := t.get(&n, `SELECT COUNT(*) FROM runs WHERE id = ?`, runID); err != nil {
+		return fmt.Errorf("record push: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("run %s: %w", runID, ErrNotFound)
+	}
+	_, err := t.Event(runID, nil, events.RunLanded, payload)
+	return err
+}
+
 // RecordLanded stores the commit a land moved the base branch to, with
 // the RUN_LANDED event.
 func (t *Tx) RecordLanded(runID, commit string, payload any) error {
