@@ -39,7 +39,9 @@ func classify(err error) (int, string) {
 	case errors.Is(err, api.ErrNoAnswer):
 		return exitUnavailable, err.Error() + "\n  check it with `ps` and its log (LOOPD_HOME/loopd.log); `kill -CONT` a stopped daemon"
 	case errors.Is(err, api.ErrUnavailable):
-		if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" {
+		// A fleet's API node (LOOPD_URL, named by its URL in err) is
+		// never started by loopctl: the autostart hint is not for it.
+		if os.Getenv("LOOPCTL_NO_AUTOSTART") == "1" && !strings.Contains(err.Error(), "://") {
 			return exitUnavailable, err.Error() + "\n  start it with `loopd`, or unset LOOPCTL_NO_AUTOSTART to let loopctl start it"
 		}
 		return exitUnavailable, err.Error()
