@@ -77,9 +77,12 @@ func TestFleetAPINodes(t *testing.T) {
 	if !strings.HasPrefix(alice, "loopd_") || len(alice) != len("loopd_")+64 {
 		t.Fatalf("token create printed %q", alice)
 	}
-	// A user's token cannot make tokens.
+	// A user's token cannot make tokens, nor stop the node.
 	if r := as(urlA, alice, "token", "create", "mallory"); r.code != 69 || !strings.Contains(r.stderr, "cannot manage tokens") {
 		t.Fatalf("token create with a user's token: exit %d, %s", r.code, r.stderr)
+	}
+	if r := as(urlA, alice, "daemon", "stop"); r.code != 69 || !strings.Contains(r.stderr, "a user's token cannot") {
+		t.Fatalf("daemon stop with a user's token: exit %d, %s", r.code, r.stderr)
 	}
 
 	// The user's workspace is a clone whose origin is a file:// remote;

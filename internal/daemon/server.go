@@ -226,6 +226,11 @@ func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
+	if !d.nodeOwner(r) {
+		// A fleet's user drives runs, not the node that serves everyone.
+		d.fail(w, r, api.Errorf(api.CodeForbidden, "only the node's owner (its socket or its own LOOPD_HOME/http.token) can stop it; a user's token cannot"))
+		return
+	}
 	var req api.DaemonStopRequest
 	if err := decode(w, r, &req); err != nil {
 		d.fail(w, r, err)

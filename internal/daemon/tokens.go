@@ -58,18 +58,23 @@ func (d *Daemon) userToken(r *http.Request) (storage.APIToken, bool) {
 // createdBy is who a run created by r belongs to: the name of its user
 // token, "" for the owner (the socket, http.token, a dashboard session).
 func (d *Daemon) createdBy(r *http.Request) string {
-	if !peerFrom(r.Context()).tcp || tcpguard.TokenOK(r, d.token) {
+	if d.nodeOwner(r) {
 		return ""
 	}
 	tok, _ := d.userToken(r)
 	return tok.Name
 }
 
-// tokenAdmin refuses a token request from anyone but the node's owner:
-// its socket, or the node's own http.token. A user's token cannot make
-// or revoke tokens, nor can a dashboard session.
+// nodeOwner reports whether r comes from the node's owner: its socket, or
+// its own http.token, not a user's token or a dashboard session.
+func (d *Daemon) nodeOwner(r *http.Request) bool {
+	return !peerFrom(r.Context()).tcp || tcpguard.TokenOK(r, d.token)
+}
+
+// tokenAdmin refuses a token request from anyone but the node's owner
+// (nodeOwner): a user's token cannot make or revoke tokens.
 func (d *Daemon) tokenAdmin(w http.ResponseWriter, r *http.Request) bool {
-	if !peerFrom(r.Context()).tcp || tcpguard.TokenOK(r, d.token) {
+	if d.nodeOwner(r) {
 		return true
 	}
 	d.fail(w, r, api.Errorf(api.CodeForbidden, "tokens are made and revoked only on the API node's socket or with its own "+
