@@ -66,6 +66,10 @@ func (b *bench) overhead(n, rounds int, inGit bool) error {
 
 		ctx := context.Background()
 		cpu0, kids0 := cpuTime(d.cmd.Process.Pid), childrenCPUTime(d.cmd.Process.Pid)
+		gaps0, err := stepGaps(d.home)
+		if err != nil {
+			return err
+		}
 		t1 := time.Now()
 		run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "no-op", Set: sets})
 		if err != nil {
@@ -77,6 +81,11 @@ func (b *bench) overhead(n, rounds int, inGit bool) error {
 		}
 		took := time.Since(t1)
 		cpu, kids := cpuTime(d.cmd.Process.Pid)-cpu0, childrenCPUTime(d.cmd.Process.Pid)-kids0
+		gaps, err := stepGaps(d.home)
+		if err != nil {
+			return err
+		}
+		gap := time.Duration((gaps.sum - gaps0.sum) / float64(max(gaps.count-gaps0.count, 1)) * float64(time.Second))
 		if final.Reason != "max_iterations:"+strconv.Itoa(n) || final.Steps != 2*n {
 			return fmt.Errorf("loop ended %s %q after %d steps", final.Status, final.Reason, final.Steps)
 		}
@@ -85,8 +94,8 @@ func (b *bench) overhead(n, rounds int, inGit bool) error {
 		loggedRatios = append(loggedRatios, took.Seconds()/baseLogged.Seconds())
 		each := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(2*n) }
 		fmt.Printf("round %d: bash %.2f ms/command, bash with a log file per command %.2f ms; loopd %.2f ms/step; ratio %.2f (%.2f against the logged loop); "+
-			"CPU per step: daemon %.2f ms, its children (steps' shells, git) %.2f ms\n",
-			r+1, each(base), each(baseLogged), each(took), ratio, took.Seconds()/baseLogged.Seconds(), each(cpu), each(kids))
+			"CPU per step: daemon %.2f ms, its children (steps' shells, git) %.2f ms; gap between steps (end noticed to next let run) %.2f ms\n",
+			r+1, each(base), each(baseLogged), each(took), ratio, took.Seconds()/baseLogged.Seconds(), each(cpu), each(kids), gap.Seconds()*1000)
 	}
 	slices.Sort(loggedRatios)
 	fmt.Printf("RESULT overhead ratio against the loop with a log file per command (median): %.2f\n", loggedRatios[len(loggedRatios)/2])
@@ -235,12 +244,14 @@ func (b *bench) memory() error {
 	}
 	defer d.stop()
 	ctx := context.Background()
-	ws, err := workspace("agent=command", "agent_command=true", "max_iterations=3")
+	// Flags, not a .loop/config: what the user types needs no trust.
+	ws, err := workspace()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(ws)
-	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "warm up"})
+	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "warm up",
+		Set: []string{"agent=command", "agent_command=true", "max_iterations=3"}})
 	if err != nil {
 		return err
 	}
@@ -250,14 +261,14 @@ func (b *bench) memory() error {
 	time.Sleep(2 * time.Second) // settle: postmortem written, idle
 	idle, _ := rss(d.cmd.Process.Pid)
 
-	big, err := workspace("agent=command",
-		`agent_command=head -c 100000000 /dev/zero | tr '\0' 'x' | fold -w 200; echo; echo "<promise>COMPLETE</promise>"`,
-		"completion=promise")
+	big, err := workspace()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(big)
-	run, err = d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: big, Goal: "print 100 MB"})
+	run, err = d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: big, Goal: "print 100 MB", Set: []string{"agent=command",
+		`agent_command=head -c 100000000 /dev/zero | tr '\0' 'x' | fold -w 200; echo; echo "<promise>COMPLETE</promise>"`,
+		"completion=promise"}})
 	if err != nil {
 		return err
 	}

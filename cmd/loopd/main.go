@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -129,20 +128,19 @@ func run(args []string) int {
 		defer pprof.StopCPUProfile()
 	}
 
+	var onActive func(int)
 	if os.Getenv("GOGC") == "" {
-		// Half Go's default: the daemon's heap is mostly small objects
-		// that live as long as their runs, and its stacks (a few per live
-		// run) count toward the heap's goal too. With 1,000 runs at once
-		// this keeps the RSS at 84 MB instead of 95 MB, for 7% more of the
-		// daemon's own CPU time (bench/run.sh scale, BENCHMARKS.md). GOGC
-		// in the environment overrides it.
-		debug.SetGCPercent(50)
+		// The collector's target follows the number of runs at once
+		// (gcPercent); GOGC in the environment overrides it.
+		setGCPercent(gcPercent(0))
+		onActive = setGCPercentFor()
 	}
 	opts := daemon.Options{
 		Home: *home, Socket: *socket, MaxConcurrentRuns: *maxRuns, Logger: log, Version: api.BuildVersion(),
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry, APIBackoff: *apiBackoff,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff, DashboardCodeTTL: *codeTTL,
+		OnActiveRuns: onActive,
 	}
 	if err := fleet.apply(&opts); err != nil {
 		fmt.Fprintln(os.Stderr, "loopd:", err)

@@ -76,6 +76,9 @@ type Options struct {
 	// FollowPoll is how often a node on a PostgreSQL store re-reads the
 	// event log when no notification came (storage.DefaultFollowPoll).
 	FollowPoll time.Duration
+	// OnActiveRuns, when set, is told the number of runs with a runner
+	// each time it changes (scheduler.Options.OnActive).
+	OnActiveRuns func(n int)
 }
 
 // Daemon is a running loopd.
@@ -188,6 +191,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
+		OnActive: opts.OnActiveRuns,
 	})
 	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace,
 		PRCommands: d.sched})

@@ -121,6 +121,9 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 			r.s.opts.OnStepGap(time.Since(r.stepEnded))
 		}
 		r.stepEnded = time.Time{}
+		if n, ok := proc.(interface{ PrepareNext() }); ok && err == nil {
+			n.PrepareNext() // off the way between this step and the next
+		}
 		if err != nil {
 			proc.Abandon() // its wrapper is gone: nothing of the step ran
 			if failed := proc.Exit().Failed; failed != "" {

@@ -280,6 +280,7 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 		Dir: r.workdir, Commands: commands, StdinPath: stdin,
 		Env:     r.stepEnv(env, st, prompt),
 		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true,
+		Next: r.files(st.Seq+1, st.Phase).tag, // the tag does not depend on the phase
 	}
 }
 

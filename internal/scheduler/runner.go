@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/internal/redact"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/trust"
 )
 
 // pruneEvery is how often a runner prunes its run's old evaluations.
@@ -72,9 +73,10 @@ type runner struct {
 	// the run does not use.
 	usesOutput, usesScript, usesProgress bool
 	prices                               stop.Prices
-	approve                              *regexp.Regexp  // review_approve_pattern
-	warnedKeys                           map[string]bool // unmeasurable conditions already reported by this runner (set in load)
-	evaluations                          int             // recorded by this runner, for pruning
+	approve                              *regexp.Regexp   // review_approve_pattern
+	warnedKeys                           map[string]bool  // unmeasurable conditions already reported by this runner (set in load)
+	agentFiles                           trust.AgentCache // the agents' project files as last read (checkAgentFiles)
+	evaluations                          int              // recorded by this runner, for pruning
 
 	live liveStep // the running step, which other goroutines may stop
 

@@ -55,6 +55,11 @@ type Options struct {
 	// the end, evaluating the stop conditions, committing, starting the
 	// next step's process. It is what the daemon adds between two steps.
 	OnStepGap func(time.Duration)
+	// OnActive, when set, is told the number of runs with a runner each
+	// time it changes (the daemon sizes its garbage collector by it). It
+	// is called with the scheduler's lock held: it must return quickly
+	// and not call the scheduler.
+	OnActive func(n int)
 }
 
 // Scheduler runs loops.
@@ -298,6 +303,7 @@ func (s *Scheduler) start(runID string, recovered bool) {
 	}
 	r := newRunner(s, runID)
 	s.active[runID] = r
+	s.activeChanged()
 	s.runners.Go(func() {
 		defer s.release(runID)
 		r.drive(recovered)
@@ -310,6 +316,7 @@ func (s *Scheduler) start(runID string, recovered bool) {
 func (s *Scheduler) release(runID string) {
 	s.mu.Lock()
 	delete(s.active, runID)
+	s.activeChanged()
 	s.mu.Unlock()
 	if !s.detached() && !s.isStopping() {
 		if run, err := s.store.Run(context.Background(), runID); err == nil && run.Status == api.RunRunning {
@@ -317,6 +324,14 @@ func (s *Scheduler) release(runID string) {
 		}
 	}
 	s.Wake()
+}
+
+// activeChanged tells Options.OnActive the number of runs with a runner;
+// the caller holds s.mu.
+func (s *Scheduler) activeChanged() {
+	if s.opts.OnActive != nil {
+		s.opts.OnActive(len(s.active))
+	}
 }
 
 func (s *Scheduler) runner(runID string) *runner {

@@ -305,7 +305,9 @@ func (r *runner) envFileDecision(err error) *decision {
 // from the step's directory (a worktree run's own), named and compared as
 // the workspace's.
 func (r *runner) checkAgentFiles() *decision {
-	files, err := trust.InspectAgentsIn(r.run.Workspace, r.workdir, r.cfg.EnvFile)
+	// Read again only when something they are read from changed (see
+	// trust.AgentCache); the records are checked every time.
+	files, err := r.agentFiles.InspectAgentsIn(r.run.Workspace, r.workdir, r.cfg.EnvFile)
 	if err == nil && len(files) > 0 {
 		var recs map[string]trust.Record
 		if recs, err = r.s.records(r.runContext(), r.run.Workspace); err == nil {

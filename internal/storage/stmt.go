@@ -72,7 +72,7 @@ func (c *stmts) args(args []any) []any {
 
 // hotWrites and hotNamed are the statements every step executes.
 var (
-	hotWrites = []string{qFlags, qInsertEvent, qSetStepProcess, qSetCancelCause, qInsertEvaluation, qPruneEvaluations}
+	hotWrites = []string{qFlags, qInsertEvent, qSetStepProcess, qSetCancelCause, qInsertEvaluation, qPruneEvaluations, qSetRunStats}
 	hotNamed  = []string{qInsertStep, qFinishStep}
 )
 

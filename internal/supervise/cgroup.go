@@ -113,31 +113,145 @@ func cgroupName(tag string) string {
 // kernel without cgroup.kill (before 5.14), whose kill would need a freezer
 // dance that is not worth its races.
 func newCgroup(tag string) (string, int) {
-	mount := cgroupMount()
-	if mount == "" || !useCgroups {
+	if cgroupMount() == "" || !useCgroups {
 		return "", -1
 	}
-	own := cgroupOf("self")
-	if own == "" {
-		return "", -1
+	for again := range 2 {
+		// The parent as last looked up; looked up again when the step's
+		// cgroup cannot be made there (the daemon was moved, and its old
+		// cgroup removed).
+		parent, kill := cgroupParent(again == 1)
+		if parent == "" || kill == killMissing {
+			return "", -1
+		}
+		dir := filepath.Join(parent, cgroupName(tag))
+		// A directory left by an earlier attempt of the same step (a daemon
+		// that died before removing it) is reused; it holds nothing alive,
+		// or that attempt's step would still be running and this one not
+		// started.
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if kill == killUnknown {
+			_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+			if kill = setCgroupKill(err == nil); kill == killMissing {
+				os.Remove(dir)
+				return "", -1
+			}
+		}
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			os.Remove(dir)
+			return "", -1
+		}
+		return dir, fd
 	}
-	dir := filepath.Join(mount, own, cgroupName(tag))
-	// A directory left by an earlier attempt of the same step (a daemon
-	// that died before removing it) is reused; it holds nothing alive, or
-	// that attempt's step would still be running and this one not started.
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", -1
+	return "", -1
+}
+
+// Whether the kernel offers cgroup.kill, once known.
+const (
+	killUnknown = iota
+	killPresent
+	killMissing
+)
+
+// stepParent is where step cgroups are made: the daemon's own cgroup, and
+// whether the kernel has cgroup.kill. Both were read at every step's start,
+// two files on the way from one step to the next; the kernel does not
+// change, and a daemon is moved to another cgroup rarely (newCgroup looks
+// again when making a step's cgroup fails).
+var stepParent struct {
+	mu   sync.Mutex
+	dir  string // the daemon's cgroup directory; "" until looked up
+	kill int
+}
+
+// cgroupParent returns the daemon's cgroup directory ("" when it has
+// none), looked up now when fresh or never before, and what is known of
+// cgroup.kill.
+func cgroupParent(fresh bool) (string, int) {
+	stepParent.mu.Lock()
+	defer stepParent.mu.Unlock()
+	if fresh || stepParent.dir == "" {
+		stepParent.dir = ""
+		if own := cgroupOf("self"); own != "" {
+			stepParent.dir = filepath.Join(cgroupMount(), own)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
-		os.Remove(dir)
-		return "", -1
+	return stepParent.dir, stepParent.kill
+}
+
+func setCgroupKill(present bool) int {
+	stepParent.mu.Lock()
+	defer stepParent.mu.Unlock()
+	stepParent.kill = killMissing
+	if present {
+		stepParent.kill = killPresent
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		os.Remove(dir)
-		return "", -1
+	return stepParent.kill
+}
+
+// A step's cgroup is made while the step before it runs (Spec.Next):
+// making one is a mkdir in the cgroup file system, about 40 µs here, and
+// it was on the way from one step's end to the next one's fork. A cgroup
+// made ahead and not taken within preparedTTL (the run stopped, or the
+// step ran long) is removed; its step, if it comes, makes its own.
+// Removing can never take a cgroup from a step that runs in it: rmdir
+// refuses a cgroup with processes.
+var prepared = struct {
+	mu sync.Mutex
+	m  map[string]*preparedCgroup // by tag
+}{m: map[string]*preparedCgroup{}}
+
+type preparedCgroup struct {
+	dir string
+	fd  int
+}
+
+// preparedTTL is how long a prepared cgroup waits for its step; a
+// variable for tests.
+var preparedTTL = time.Minute
+
+// prepareCgroup makes the cgroup of the step tagged tag ahead of its Start.
+func prepareCgroup(tag string) {
+	prepared.mu.Lock()
+	_, done := prepared.m[tag]
+	prepared.mu.Unlock()
+	if done {
+		return
 	}
-	return dir, fd
+	dir, fd := newStepCgroup(tag)
+	if fd < 0 {
+		return
+	}
+	e := &preparedCgroup{dir: dir, fd: fd}
+	prepared.mu.Lock()
+	prepared.m[tag] = e
+	prepared.mu.Unlock()
+	time.AfterFunc(preparedTTL, func() {
+		prepared.mu.Lock()
+		defer prepared.mu.Unlock()
+		if prepared.m[tag] == e {
+			delete(prepared.m, tag)
+			unix.Close(e.fd)
+			os.Remove(e.dir)
+		}
+	})
+}
+
+// stepCgroupFor returns the cgroup of the step tagged tag and a directory
+// fd for clone3 (the caller closes it): the one prepared for it, or a new
+// one ("" and -1 when cgroups cannot be used here).
+func stepCgroupFor(tag string) (string, int) {
+	prepared.mu.Lock()
+	e, ok := prepared.m[tag]
+	delete(prepared.m, tag)
+	prepared.mu.Unlock()
+	if ok {
+		return e.dir, e.fd
+	}
+	return newStepCgroup(tag)
 }
 
 // stepCgroup returns the directory of the step cgroup that process pid is

@@ -157,6 +157,9 @@ type Spec struct {
 	// then creates LogPath itself, before it waits, and opens StdinPath
 	// only once opened: that file need not exist before Open.
 	Gated bool
+	// Next is the tag of the step expected after this one ("": none):
+	// its cgroup is made while this step runs (PrepareNext).
+	Next string
 }
 
 // Identity identifies a step's leader process across daemon restarts.
@@ -211,6 +214,7 @@ type Process struct {
 	adopted bool      // started by an earlier daemon
 	cgroup  string    // the step's cgroup directory; "" when it has none (see cgroup.go)
 
+	next   string   // Spec.Next
 	gated  bool     // started with Spec.Gated
 	gate   *os.File // the gate's write end until Open or Abandon
 	logErr *os.File // the wrapper's output until it opens its log (see Exit.Failed)
@@ -279,7 +283,7 @@ func Start(spec Spec) (*Process, error) {
 		return cmd
 	}
 	cmd := newCmd()
-	cg, cgfd := newStepCgroup(spec.Tag)
+	cg, cgfd := stepCgroupFor(spec.Tag)
 	if cgfd >= 0 && testCgroupHook != nil {
 		testCgroupHook(cg)
 	}
@@ -311,6 +315,7 @@ func Start(spec Spec) (*Process, error) {
 		cmd:        cmd,
 		pidfd:      -1,
 		gated:      spec.Gated,
+		next:       spec.Next,
 		gate:       gateW,
 		logErr:     logErr,
 		cgroup:     cg,
@@ -405,6 +410,18 @@ func (p *Process) Open() error {
 	}
 	p.opened = true
 	return nil
+}
+
+// PrepareNext makes the cgroup of the step expected after this one
+// (Spec.Next), to be called once this one is opened: while it runs, the
+// daemon has nothing else to do for its run.
+func (p *Process) PrepareNext() {
+	p.mu.Lock()
+	next := p.next
+	p.mu.Unlock()
+	if next != "" {
+		prepareCgroup(next)
+	}
 }
 
 // Abandon ends a gated step that was not opened, without its commands
