@@ -42,8 +42,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	// pgtest.Main runs the tests and stops the PostgreSQL cluster the
-	// fleet tests started, if any.
+	// pgtest stops the PostgreSQL cluster a fleet test started, if any.
 	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)

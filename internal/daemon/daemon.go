@@ -66,13 +66,9 @@ type Options struct {
 	// NotifyBackoff is the delay before a failed webhook's second attempt,
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
-	// Store, when set, is the URL of the fleet's PostgreSQL database,
-	// used instead of LOOPD_HOME/loopd.db.
-	Store string
-	// APIOnly serves the API without executing runs (loopd
-	// --worker=false): no scheduler, no notifier, no recovery of runs
-	// or worktrees, which belong to the fleet's workers.
-	APIOnly bool
+	// Fleet, when set, stores everything in a shared PostgreSQL database
+	// and makes the daemon a fleet worker or API node (fleet.go).
+	Fleet *Fleet
 	// FollowPoll is how often a node on a PostgreSQL store re-reads the
 	// event log when no notification came (storage.DefaultFollowPoll).
 	FollowPoll time.Duration
@@ -166,7 +162,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	d := &Daemon{opts: opts, log: opts.Logger.Named("daemon"), started: time.Now(),
 		stopCh: make(chan struct{}), closing: make(chan struct{})}
-	d.store, err = openStore(ctx, opts)
+	d.store, err = d.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -191,6 +187,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
+		Fleet:    d.schedulerFleet(),
 		OnActive: opts.OnActiveRuns,
 	})
 	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace,
@@ -242,7 +239,7 @@ func Run(ctx context.Context, opts Options) error {
 	// Records of worktrees removed by hand while the daemon was down are
 	// marked gone, and lands cut short are undone or recorded, before any
 	// run is recovered or anything is removed.
-	if !opts.APIOnly {
+	if d.runsSteps() {
 		d.lander.Recover(ctx)
 	}
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
@@ -275,17 +272,21 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	// The group's context ends when the scheduler or a listener fails: a
 	// daemon that can no longer run loops must not go on accepting them.
 	g, gctx := errgroup.WithContext(context.Background())
-	if !d.opts.APIOnly {
-		g.Go(func() error {
-			if err := d.sched.Run(schedCtx); err != nil {
-				return fmt.Errorf("scheduler: %w", err)
-			}
+	g.Go(func() error {
+		if !d.runsSteps() {
+			<-schedCtx.Done() // an API-only node: other workers run the runs
 			return nil
-		})
-		// Notifications are delivered beside the runs, never in their way; the
-		// ones in flight at shutdown stay due for the next daemon.
-		g.Go(func() error { return d.notify.Run(schedCtx) })
-	}
+		}
+		if err := d.sched.Run(schedCtx); err != nil {
+			return fmt.Errorf("scheduler: %w", err)
+		}
+		return nil
+	})
+	// Notifications are delivered beside the runs, never in their way; the
+	// ones in flight at shutdown stay due for the next daemon.
+	g.Go(func() error { return d.notify.Run(schedCtx) })
+	// Every node on PostgreSQL wakes its followers on the other nodes'
+	// commits too.
 	g.Go(func() error { return d.followFleet(schedCtx, d.busStart) })
 	for _, s := range []struct {
 		srv *http.Server
@@ -320,6 +321,8 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	d.bus.Close()
 	if d.killSteps {
 		d.sched.KillSteps()
+	} else if gctx.Err() == nil {
+		d.drain() // a fleet worker hands its runs over; the embedded daemon leaves them running
 	}
 	stopSched()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

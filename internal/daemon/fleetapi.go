@@ -2,22 +2,12 @@ package daemon
 
 import (
 	"context"
-	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/storage"
 )
-
-// openStore opens the daemon's store: LOOPD_HOME/loopd.db, or the fleet's
-// PostgreSQL database when Options.Store names one.
-func openStore(ctx context.Context, opts Options) (*storage.Store, error) {
-	if opts.Store == "" {
-		return storage.Open(ctx, filepath.Join(opts.Home, "loopd.db"), storage.Options{})
-	}
-	return storage.OpenPostgres(ctx, opts.Store, storage.Options{})
-}
 
 // followFleet wakes this node's followers (event streams, `loopctl wait`,
 // the dashboard, notifications) on the events other nodes commit to the

@@ -17,20 +17,18 @@
 // its event row in one transaction (see Store.Write), and followers are
 // woken through the Notify hook after the commit.
 //
-// With PostgreSQL, other processes write too (a fleet's nodes): a
-// transaction that wrote events also sends NOTIFY loopd_events, delivered
-// at its commit, and FollowCommits (listen.go) turns those into the same
-// wake-ups Notify gives for this process's own commits, re-reading
-// seq > last from the table, with a poll as fallback. loopd reaches
-// PostgreSQL through --store for API nodes; what comes next, here, for
-// workers: leases on runs (lease_owner, lease_epoch, lease_expires_at on
-// the database clock; a FOR UPDATE SKIP LOCKED claim and one-statement
-// renewals), every runner transaction fenced by its run's owner and
-// epoch, takeover of expired leases, the worker role's
-// idle_in_transaction_session_timeout and statement/lock timeouts, events
-// numbered as the last statement before COMMIT (shorter counter lock),
-// and a writer pool of more than one connection once leases, not the
-// single writer, keep runs apart.
+// PostgreSQL is the store of a fleet of workers (loopd --store): runs are
+// leased (leases.go: lease_owner, lease_epoch, lease_expires_at on the
+// database clock; a FOR UPDATE SKIP LOCKED claim, one-statement renewals on
+// a connection of their own), every runner transaction begins with the
+// fenced update of its run (WithFence), and the writing sessions are
+// bounded (Options.Session). Every event's insert also queues NOTIFY
+// loopd_events, delivered at its commit, and FollowCommits (listen.go)
+// turns those into the same wake-ups Notify gives for this process's own
+// commits, re-reading seq > last from the table, with a poll as fallback.
+// Still to come: events numbered as the last statement before COMMIT
+// (shorter counter lock), and a writer pool of more than one connection
+// now that leases, not the single writer, keep runs apart.
 package storage
 
 import (
@@ -84,6 +82,10 @@ type Options struct {
 	// most CheckpointPeriod passes); defaults 200 and 2s.
 	CheckpointEvery  int
 	CheckpointPeriod time.Duration
+	// Session bounds the PostgreSQL sessions that write (a fleet
+	// worker's); zero values leave the server's defaults. Ignored by
+	// SQLite.
+	Session Session
 }
 
 // Store is the loopd database.
@@ -100,6 +102,10 @@ type Store struct {
 	now        func() time.Time
 	hook       EventHook // called in the transaction of every event; nil for none
 	pg         bool      // the PostgreSQL dialect (OpenPostgres); SQLite otherwise
+	// lease is PostgreSQL's one connection for lease renewals and reads
+	// (leases.go), apart from the writer so that a runner's transaction
+	// never delays a heartbeat; nil for SQLite.
+	lease *sqlx.DB
 	// pgcfg is the PostgreSQL connection's configuration, for the
 	// LISTEN connection of FollowCommits; nil for SQLite.
 	pgcfg       *pgx.ConnConfig
@@ -190,6 +196,9 @@ func (s *Store) Close() error {
 	}
 	s.reads.close()
 	s.writes.close()
+	if s.lease != nil {
+		err = errors.Join(err, s.lease.Close())
+	}
 	return errors.Join(err, s.r.Close(), s.w.Close())
 }
 
@@ -232,6 +241,14 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook, pg: s.pg}
+	if s.pg {
+		// A fleet runner's transaction begins with its run's fence
+		// (leases.go); the embedded store has no lease to check.
+		if err := s.fence(ctx, tx); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err

@@ -29,7 +29,7 @@ func Run(r storage.Run) api.Run {
 		UserSignal: r.UserSignal, Conditions: []api.Condition{},
 		Isolation: r.Isolation, Worktree: r.Worktree, Branch: r.Branch, BaseBranch: r.BaseBranch,
 		BaseCommit: r.BaseCommit, LandedCommit: r.LandedCommit, WorktreeState: r.WorktreeState, RepoURL: r.RepoURL,
-		CreatedBy: r.CreatedBy,
+		CreatedBy: r.CreatedBy, Worker: r.Worker,
 	}
 	if r.StartedAt != nil {
 		out.StartedAt = api.Millis(*r.StartedAt)

@@ -1,4 +1,4 @@
--- 0013_api_tokens: the bearer tokens of a fleet's users, beside the API
+-- 0014_api_tokens: the bearer tokens of a fleet's users, beside the API
 -- node's own LOOPD_HOME/http.token. Only a SHA-256 of each token is kept:
 -- whoever reads the database cannot use it. A user (name) has at most one
 -- token in use; a revoked token stays as a record. A fleet run also

@@ -1,4 +1,4 @@
--- 0005_api_tokens (PostgreSQL): SQLite's 0013_api_tokens. The bearer
+-- 0006_api_tokens (PostgreSQL): SQLite's 0014_api_tokens. The bearer
 -- tokens of a fleet's users, stored as SHA-256 only, at most one in use per
 -- name; the repository a fleet run comes from, and whose token created it.
 
