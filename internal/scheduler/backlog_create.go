@@ -44,7 +44,7 @@ func (s *Scheduler) prepareBacklog(ctx context.Context, ws string, cfg *config.C
 	if cfg.TasksFile == "" && cfg.TasksCommand == "" {
 		return nil, nil
 	}
-	if s.lease != nil {
+	if s.lease != nil || s.store.Dialect() != "sqlite" {
 		// Not built for a fleet yet: the coordinator's writes are not
 		// fenced by a lease, and the integration worktree and the task
 		// runs' worktrees must be on one machine.

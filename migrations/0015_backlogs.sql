@@ -1,4 +1,4 @@
--- 0014_backlogs: a backlog run works through a task list task by task, each
+-- 0015_backlogs: a backlog run works through a task list task by task, each
 -- task in a child run (a task run) of its own.
 --
 -- runs.kind is 'backlog' for a backlog run ('' for any other run) and

@@ -1,4 +1,4 @@
--- 0006_backlogs (PostgreSQL): SQLite's 0014_backlogs. A backlog run
+-- 0007_backlogs (PostgreSQL): SQLite's 0015_backlogs. A backlog run
 -- (runs.kind = 'backlog'), its task runs (runs.parent) and its tasks, each
 -- transition written in one transaction with its event.
 
