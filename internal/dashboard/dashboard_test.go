@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,10 +33,12 @@ type fakeSource struct {
 	events  []string // events[i] is the run of event seq i+1
 	wake    chan struct{}
 	between [][2]int // every StepsBetween range asked for
+	tasks   map[string]api.BacklogTasks
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{runs: map[string]api.Run{}, steps: map[string][]Step{}, wake: make(chan struct{})}
+	return &fakeSource{runs: map[string]api.Run{}, steps: map[string][]Step{}, wake: make(chan struct{}),
+		tasks: map[string]api.BacklogTasks{}}
 }
 
 // commit records an event for run id and wakes the waiters.
@@ -53,11 +56,36 @@ func (f *fakeSource) Runs(_ context.Context, flt RunFilter) ([]api.Run, error) {
 	defer f.mu.Unlock()
 	var out []api.Run
 	for _, r := range f.runs {
-		if flt.matches(r) {
+		if flt.matches(r) && (!flt.TopLevel || r.Parent == "") {
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// TaskRuns lists the runs whose parent is backlog, by id (the tests'
+// ids are in creation order).
+func (f *fakeSource) TaskRuns(_ context.Context, backlog string) ([]api.Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []api.Run
+	for _, r := range f.runs {
+		if r.Parent == backlog {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Run) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func (f *fakeSource) Tasks(_ context.Context, backlog string) (api.BacklogTasks, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bt, ok := f.tasks[backlog]
+	if !ok {
+		return bt, api.Errorf(api.CodeBadRequest, "run %s is not a backlog run", backlog)
+	}
+	return bt, nil
 }
 
 func (f *fakeSource) Run(_ context.Context, ref string) (api.Run, error) {

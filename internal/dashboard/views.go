@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 	"github.com/loopd/loopd/internal/usagefmt"
 )
 
@@ -27,6 +29,16 @@ type runRow struct {
 	api.Run
 	IterLimit int     // max_iterations, 0 when unlimited
 	CostLimit float64 // max_cost in USD, 0 when unlimited
+	// A backlog's row heads a group: its task runs (oldest first), shown
+	// indented under it, and how many there are in each status. Open says
+	// the group starts unfolded: a backlog that has not ended shows what
+	// its tasks are doing, an ended one folds them away (the browser
+	// remembers what the user chose instead).
+	TaskRuns []runRow
+	Tally    string
+	Open     bool
+	// Hidden renders a task run's row folded (its backlog's Open).
+	Hidden bool
 }
 
 func newRunRow(r api.Run) runRow {
@@ -83,6 +95,43 @@ func (f RunFilter) matches(r api.Run) bool {
 	return (f.Status == "" || r.Status == f.Status) && (f.Workspace == "" || r.Workspace == f.Workspace)
 }
 
+// backlogRow is a backlog's row with its group: its task runs under it.
+func (s *Server) backlogRow(ctx context.Context, run api.Run) (runRow, error) {
+	row := newRunRow(run)
+	kids, err := s.src.TaskRuns(ctx, run.ID)
+	if err != nil {
+		return row, err
+	}
+	row.Open = !run.Status.Terminal()
+	withTaskUsage(&row, kids)
+	n := map[api.RunStatus]int{}
+	for _, k := range kids {
+		kid := newRunRow(k)
+		kid.Hidden = !row.Open
+		row.TaskRuns = append(row.TaskRuns, kid)
+		n[k.Status]++
+	}
+	var parts []string
+	for _, st := range allStatuses {
+		if n[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[st], strings.ToLower(string(st))))
+		}
+	}
+	row.Tally = fmt.Sprintf("%d task run%s", len(kids), plural(len(kids)))
+	if len(parts) > 0 {
+		row.Tally += ": " + strings.Join(parts, " · ")
+	}
+	return row, nil
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	f, err := runsFilter(r)
 	if err != nil {
@@ -91,8 +140,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	seq := s.src.Seq() // before reading: what commits after is streamed
 	// The workspace filter is applied here rather than in the query, so
-	// its menu can offer every workspace of the listed runs.
-	runs, err := s.src.Runs(r.Context(), RunFilter{Status: f.Status, Limit: f.Limit})
+	// its menu can offer every workspace of the listed runs. Task runs are
+	// listed under their backlog's row, not on their own: the filter picks
+	// backlogs by the backlog's own status, and a backlog's group shows
+	// all of its task runs.
+	runs, err := s.src.Runs(r.Context(), RunFilter{Status: f.Status, Limit: f.Limit, TopLevel: true})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -103,9 +155,17 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 		if !slices.Contains(page.Workspaces, run.Workspace) {
 			page.Workspaces = append(page.Workspaces, run.Workspace)
 		}
-		if f.matches(run) {
-			page.Rows = append(page.Rows, newRunRow(run))
+		if !f.matches(run) {
+			continue
 		}
+		row := newRunRow(run)
+		if run.Kind == kindBacklog {
+			if row, err = s.backlogRow(r.Context(), run); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		page.Rows = append(page.Rows, row)
 	}
 	if f.Workspace != "" && !slices.Contains(page.Workspaces, f.Workspace) {
 		page.Workspaces = append(page.Workspaces, f.Workspace)
@@ -161,7 +221,22 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		}
 		page = n
 	}
-	data, err := s.runPage(r, r.PathValue("id"), page)
+	seq := s.src.Seq() // before reading: what commits after is streamed
+	run, err := s.src.Run(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if run.Kind == kindBacklog {
+		data, err := s.backlogPage(r, run, seq)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.render(w, r, http.StatusOK, "backlog.html", data)
+		return
+	}
+	data, err := s.runPageOf(r, run, seq, page)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -173,13 +248,17 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 // ledger (steps with their final messages, only for that page) and the
 // charts (from every step, without final messages).
 func (s *Server) runPage(r *http.Request, ref string, page int) (runPage, error) {
-	ctx := r.Context()
 	seq := s.src.Seq() // before reading: what commits after is streamed
-	run, err := s.src.Run(ctx, ref)
+	run, err := s.src.Run(r.Context(), ref)
 	if err != nil {
 		return runPage{}, err
 	}
-	light, err := s.src.Steps(ctx, run.ID)
+	return s.runPageOf(r, run, seq, page)
+}
+
+// runPageOf is runPage of a run already read, at event seq seq.
+func (s *Server) runPageOf(r *http.Request, run api.Run, seq int64, page int) (runPage, error) {
+	light, err := s.src.Steps(r.Context(), run.ID)
 	if err != nil {
 		return runPage{}, err
 	}
@@ -360,6 +439,14 @@ func (s *Server) funcs() template.FuncMap {
 			return line
 		},
 		"query": func(runID string, page int) string { return "/runs/" + runID + "?page=" + strconv.Itoa(page) },
+		// Text a task list gave (ids, titles, descriptions, why a task is
+		// blocked): control characters and bidi overrides shown as escapes,
+		// as loopctl shows them, so a title cannot pass for another.
+		"q":       termtext.Quote,
+		"qlines":  termtext.QuoteLines,
+		"depList": depList,
+		"plural":  plural,
+		"min":     func(a, b int) int { return min(a, b) },
 	}
 }
 

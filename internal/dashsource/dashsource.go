@@ -56,7 +56,7 @@ func (s *Source) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run, er
 	if ws != "" {
 		ws = scheduler.CanonicalWorkspace(ws)
 	}
-	runs, err := s.store.ListRuns(ctx, storage.RunFilter{Status: f.Status, Workspace: ws, Limit: f.Limit})
+	runs, err := s.listRuns(ctx, storage.RunFilter{Status: f.Status, Workspace: ws, Limit: f.Limit}, f.TopLevel)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +70,66 @@ func (s *Source) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run, er
 		out[i].Config = nil
 	}
 	return out, nil
+}
+
+// listRuns reads runs newest first; topLevel leaves out task runs and
+// still lists up to f.Limit runs. Task runs are read and dropped rather
+// than filtered in the query, which the store's list does not offer: the
+// read grows until enough runs are left, so a backlog of 500 task runs
+// costs a few larger reads of light rows, never a missing run.
+func (s *Source) listRuns(ctx context.Context, f storage.RunFilter, topLevel bool) ([]storage.Run, error) {
+	want := f.Limit
+	if want <= 0 {
+		want = 100
+	}
+	for read := want; ; read *= 4 {
+		f.Limit = read
+		runs, err := s.store.ListRuns(ctx, f)
+		if err != nil || !topLevel {
+			return runs, err
+		}
+		out := runs[:0:0]
+		for _, r := range runs {
+			if r.Parent == "" {
+				out = append(out, r)
+			}
+		}
+		if len(out) >= want || len(runs) < read {
+			return out[:min(len(out), want)], nil
+		}
+	}
+}
+
+// TaskRuns lists a backlog's task runs, oldest first, described as
+// `loopctl list` describes runs, without their config.
+func (s *Source) TaskRuns(ctx context.Context, backlogID string) ([]api.Run, error) {
+	kids, err := s.store.ChildRuns(ctx, backlogID)
+	if err != nil || len(kids) == 0 {
+		return nil, err
+	}
+	out, err := s.sched.DescribeList(ctx, kids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Config = nil
+	}
+	return out, nil
+}
+
+// Tasks is a backlog's tasks as `loopctl tasks` lists them; a run that is
+// not a backlog is the API's invalid-input error, worded as loopctl's.
+func (s *Source) Tasks(ctx context.Context, backlogID string) (api.BacklogTasks, error) {
+	run, err := s.store.Run(ctx, backlogID)
+	if err != nil {
+		return api.BacklogTasks{}, apiErr(err)
+	}
+	out, err := s.sched.BacklogTasks(ctx, run)
+	var in *scheduler.InputError
+	if errors.As(err, &in) {
+		return out, api.Errorf(api.CodeBadRequest, "%s", in.Msg)
+	}
+	return out, err
 }
 
 // Run resolves ref and describes the run, without its config; an unknown
