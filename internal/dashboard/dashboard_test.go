@@ -501,6 +501,13 @@ func TestSessionScope(t *testing.T) {
 		{"POST", "/v1/runs/abc/stop", true}, {"POST", "/v1/runs/abc/pause", true}, {"POST", "/v1/runs/abc/resume", true},
 		{"POST", "/v1/runs/abc/signal", true}, {"POST", "/v1/runs/abc/land", true}, {"POST", "/v1/runs/abc/answer", true},
 		{"POST", "/v1/runs/abc/answer/x", false},
+		// A backlog page's Retry of a blocked task; not the task list's JSON,
+		// nor a task id that is not one segment.
+		{"POST", "/v1/runs/abc/tasks/t1/retry", true}, {"POST", "/v1/runs/abc/tasks/%2312/retry", true},
+		{"GET", "/v1/runs/abc/tasks", false}, {"POST", "/v1/runs/abc/tasks/t1", false},
+		{"POST", "/v1/runs/abc/tasks//retry", false}, {"POST", "/v1/runs/abc/tasks/a/b/retry", false},
+		{"POST", "/v1/runs/abc/tasks/a%2Fb/retry", false}, {"POST", "/v1/runs/abc/tasks/t1/retry/x", false},
+		{"POST", "/v1/runs/abc/tasks/../../../trust/retry", false}, {"GET", "/v1/runs/abc/tasks/t1/retry", false},
 
 		{"POST", "/v1/runs", false}, {"POST", "/v1/trust", false}, {"DELETE", "/v1/trust", false},
 		{"POST", "/v1/daemon/stop", false}, {"POST", "/v1/worktrees/clean", false}, {"POST", "/v1/dashboard/login", false},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -445,8 +446,12 @@ func (s *Server) funcs() template.FuncMap {
 		"q":       termtext.Quote,
 		"qlines":  termtext.QuoteLines,
 		"depList": depList,
-		"plural":  plural,
-		"min":     func(a, b int) int { return min(a, b) },
+		"commit":  shortCommit,
+		// pathEscape is a task id as one segment of an API path: the page
+		// holds none of the id's own bytes, and the script sends it as is.
+		"pathEscape": url.PathEscape,
+		"plural":     plural,
+		"min":        func(a, b int) int { return min(a, b) },
 	}
 }
 

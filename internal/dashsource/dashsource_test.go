@@ -3,7 +3,9 @@ package dashsource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/loopd/loopd/internal/api"
@@ -41,4 +43,74 @@ func TestSourceAnswersAsTheAPI(t *testing.T) {
 	if got := s.Seq(); got != 0 {
 		t.Errorf("Seq of a new bus: %d, want 0", got)
 	}
+}
+
+// The runs page lists top-level runs: a backlog's task runs, however many
+// and however new, neither take its places nor show up on their own; they
+// come through TaskRuns, and the tasks through Tasks.
+func TestSourceListsBacklogsAndTheirTaskRuns(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	store, err := storage.Open(ctx, filepath.Join(home, "loopd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sched := scheduler.New(scheduler.Options{Store: store, Home: home, Logger: zap.NewNop()})
+	s := New(store, sched, events.NewBus(0))
+
+	run := func(id, kind, parent string) storage.Run {
+		return storage.Run{ID: id, Kind: kind, Parent: parent, Workspace: "/ws", Goal: "g " + id, Config: "{}", Conditions: "{}",
+			Status: api.RunRunning}
+	}
+	const kids = 250
+	err = store.Write(ctx, func(tx *storage.Tx) error {
+		for _, r := range []storage.Run{run("plain1", "", ""), run("plain2", "", ""), run("backlog", "backlog", "")} {
+			if err := tx.InsertRun(r, nil); err != nil {
+				return err
+			}
+		}
+		for i := range kids {
+			if err := tx.InsertRun(run(fmt.Sprintf("kid%03d", i), "", "backlog"), nil); err != nil {
+				return err
+			}
+		}
+		return tx.InsertTask(storage.Task{Backlog: "backlog", ID: "t1", Position: 1, Title: "the task", State: storage.TaskRunning,
+			TaskRun: "kid000"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	top, err := s.Runs(ctx, dashboard.RunFilter{Limit: 2, TopLevel: true})
+	if err != nil || len(top) != 2 || top[0].ID != "backlog" || top[1].ID != "plain2" || top[0].Kind != "backlog" {
+		t.Fatalf("top-level runs, limit 2: %v %v, want backlog and plain2 (the 250 newer task runs left out)", ids(top), err)
+	}
+	all, err := s.Runs(ctx, dashboard.RunFilter{Limit: 2})
+	if err != nil || len(all) != 2 || all[0].Parent != "backlog" {
+		t.Fatalf("all runs, limit 2: %v %v, want the newest two task runs", ids(all), err)
+	}
+	got, err := s.TaskRuns(ctx, "backlog")
+	if err != nil || len(got) != kids || got[0].ID != "kid000" || got[kids-1].ID != fmt.Sprintf("kid%03d", kids-1) || got[0].Config != nil {
+		t.Fatalf("TaskRuns: %d runs (%v), want all %d oldest first, without config", len(got), err, kids)
+	}
+	bt, err := s.Tasks(ctx, "backlog")
+	if err != nil || len(bt.Tasks) != 1 || bt.Tasks[0].Run != "kid000" || bt.Tasks[0].RunStatus != api.RunRunning {
+		t.Fatalf("Tasks: %+v %v, want t1 with its task run", bt, err)
+	}
+	var ae *api.Error
+	if _, err := s.Tasks(ctx, "plain1"); !errors.As(err, &ae) || ae.Code != api.CodeBadRequest || !strings.Contains(ae.Message, "not a backlog") {
+		t.Errorf("Tasks of a plain run: %v, want the API's bad_request saying it is not a backlog", err)
+	}
+	if _, err := s.Tasks(ctx, "nope"); !errors.As(err, &ae) || ae.Code != api.CodeNotFound {
+		t.Errorf("Tasks of an unknown run: %v, want not_found", err)
+	}
+}
+
+func ids(runs []api.Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = r.ID
+	}
+	return out
 }

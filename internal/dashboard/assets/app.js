@@ -269,10 +269,11 @@
   // The buttons of a run's page and a backlog's page.
   if (isRun || isBacklog) {
     var result = document.getElementById("action-result");
-    // act sends an action's request; task names the task of a retry.
+    // act sends an action's request; task names the task of a retry,
+    // already escaped for the path by the server (data-retry).
     function act(action, payload, task) {
       var path = { "stop": "stop", "stop-now": "stop", "pause": "pause", "signal": "signal", "answer": "answer", "resume": "resume", "land": "land" }[action];
-      if (action === "retry") path = "tasks/" + encodeURIComponent(task) + "/retry";
+      if (action === "retry") path = "tasks/" + task + "/retry";
       result.className = "pending";
       result.textContent = label(action) + "…";
       return fetch("/v1/runs/" + encodeURIComponent(run) + "/" + path, {
