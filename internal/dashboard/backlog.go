@@ -61,9 +61,13 @@ func (s *Server) backlogPage(r *http.Request, run api.Run, seq int64) (backlogPa
 	if err != nil {
 		return backlogPage{}, err
 	}
-	kids, err := s.src.TaskRuns(r.Context(), run.ID)
+	group, err := s.src.TaskRuns(r.Context(), run.ID)
 	if err != nil {
 		return backlogPage{}, err
+	}
+	kids := make([]api.Run, len(group.Runs))
+	for i, k := range group.Runs {
+		kids[i] = k.Run
 	}
 	page := backlogPage{CSRF: s.auth.CSRFToken(r), Seq: seq, Run: run, Row: newRunRow(run), Offer: offerFor(run),
 		Backlog: bt, Tasks: dependencyOrder(bt.Tasks), TaskRuns: map[string]bool{}}

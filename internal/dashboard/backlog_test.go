@@ -184,8 +184,14 @@ func TestRunsPageGroupsTaskRuns(t *testing.T) {
 	if strings.Contains(rows[bl+1], "hidden") {
 		t.Errorf("a running backlog's task runs are folded: %q", rows[bl+1])
 	}
-	if !strings.Contains(page, `aria-expanded="true"`) || !strings.Contains(page, "2 task runs: 1 completed · 1 failed") {
-		t.Errorf("the backlog's row does not tally its task runs")
+	if !strings.Contains(page, `aria-expanded="true"`) || !strings.Contains(page, "2 task runs: 1 completed · 1 failed") ||
+		!strings.Contains(page, "1 / 4 tasks") {
+		t.Errorf("the backlog's row does not tally its task runs and tasks")
+	}
+	// A task run reads as its task's title (quoted), not as the backlog's
+	// goal its prompt begins with.
+	if !strings.Contains(page, `<bdi>Add the parser</bdi>`) || !strings.Contains(page, `<bdi>Title &lt;script&gt;alert(1)&lt;/script&gt;`) {
+		t.Errorf("the task runs' rows do not show their tasks' titles")
 	}
 	if bad := unsafeIn(page); bad != "" {
 		t.Errorf("the runs page holds %s as is", bad)

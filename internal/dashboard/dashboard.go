@@ -43,6 +43,21 @@ type Step struct {
 	FinalMessage string
 }
 
+// TaskRuns is what the runs page shows under a backlog's row: its task
+// runs, oldest first (a retried task's earlier runs too), and how many of
+// its tasks are done.
+type TaskRuns struct {
+	Runs        []TaskRun
+	Tasks, Done int
+}
+
+// TaskRun is a task run with the title of its task: its goal is the whole
+// task prompt, which begins with the backlog's goal.
+type TaskRun struct {
+	api.Run
+	Title string
+}
+
 // RunFilter selects runs for the runs page.
 type RunFilter struct {
 	Status    api.RunStatus // "" = any
@@ -68,8 +83,9 @@ type Source interface {
 	StepsBetween(ctx context.Context, runID string, fromSeq, toSeq int) ([]Step, error)
 	// LastStep is the run's newest step (nil before its first).
 	LastStep(ctx context.Context, runID string) (*api.Step, error)
-	// TaskRuns lists a backlog run's task runs, oldest first.
-	TaskRuns(ctx context.Context, backlogID string) ([]api.Run, error)
+	// TaskRuns lists a backlog run's task runs, oldest first, with its
+	// tasks' count.
+	TaskRuns(ctx context.Context, backlogID string) (TaskRuns, error)
 	// Tasks is a backlog run's tasks with their task runs' numbers, as
 	// `loopctl tasks` lists them; a run that is not a backlog is an
 	// *api.Error.

@@ -64,17 +64,25 @@ func (f *fakeSource) Runs(_ context.Context, flt RunFilter) ([]api.Run, error) {
 }
 
 // TaskRuns lists the runs whose parent is backlog, by id (the tests'
-// ids are in creation order).
-func (f *fakeSource) TaskRuns(_ context.Context, backlog string) ([]api.Run, error) {
+// ids are in creation order), titled by the tasks named after them.
+func (f *fakeSource) TaskRuns(_ context.Context, backlog string) (TaskRuns, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []api.Run
-	for _, r := range f.runs {
-		if r.Parent == backlog {
-			out = append(out, r)
+	var out TaskRuns
+	title := map[string]string{}
+	for _, t := range f.tasks[backlog].Tasks {
+		title[t.ID] = t.Title
+		out.Tasks++
+		if t.State == "done" {
+			out.Done++
 		}
 	}
-	slices.SortFunc(out, func(a, b api.Run) int { return strings.Compare(a.ID, b.ID) })
+	for _, r := range f.runs {
+		if r.Parent == backlog {
+			out.Runs = append(out.Runs, TaskRun{Run: r, Title: title[r.Name]})
+		}
+	}
+	slices.SortFunc(out.Runs, func(a, b TaskRun) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

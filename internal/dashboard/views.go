@@ -38,7 +38,13 @@ type runRow struct {
 	TaskRuns []runRow
 	Tally    string
 	Open     bool
-	// Hidden renders a task run's row folded (its backlog's Open).
+	// Tasks and Done count a backlog's tasks, shown where a run shows its
+	// iterations (a backlog runs none of its own).
+	Tasks, Done int
+	// Title is a task run's task's title, shown for its goal (the task
+	// prompt, which begins with the backlog's goal); Hidden renders its
+	// row folded (its backlog's Open).
+	Title  string
 	Hidden bool
 }
 
@@ -99,19 +105,23 @@ func (f RunFilter) matches(r api.Run) bool {
 // backlogRow is a backlog's row with its group: its task runs under it.
 func (s *Server) backlogRow(ctx context.Context, run api.Run) (runRow, error) {
 	row := newRunRow(run)
-	kids, err := s.src.TaskRuns(ctx, run.ID)
+	group, err := s.src.TaskRuns(ctx, run.ID)
 	if err != nil {
 		return row, err
 	}
 	row.Open = !run.Status.Terminal()
-	withTaskUsage(&row, kids)
+	row.Tasks, row.Done = group.Tasks, group.Done
 	n := map[api.RunStatus]int{}
-	for _, k := range kids {
-		kid := newRunRow(k)
-		kid.Hidden = !row.Open
+	runs := make([]api.Run, 0, len(group.Runs))
+	for _, k := range group.Runs {
+		kid := newRunRow(k.Run)
+		kid.Title, kid.Hidden = k.Title, !row.Open
 		row.TaskRuns = append(row.TaskRuns, kid)
+		runs = append(runs, k.Run)
 		n[k.Status]++
 	}
+	withTaskUsage(&row, runs)
+	kids := group.Runs
 	var parts []string
 	for _, st := range allStatuses {
 		if n[st] > 0 {

@@ -101,18 +101,36 @@ func (s *Source) listRuns(ctx context.Context, f storage.RunFilter, topLevel boo
 }
 
 // TaskRuns lists a backlog's task runs, oldest first, described as
-// `loopctl list` describes runs, without their config.
-func (s *Source) TaskRuns(ctx context.Context, backlogID string) ([]api.Run, error) {
+// `loopctl list` describes runs (without their config), each with its
+// task's title, and counts the backlog's tasks.
+func (s *Source) TaskRuns(ctx context.Context, backlogID string) (dashboard.TaskRuns, error) {
+	var out dashboard.TaskRuns
+	tasks, err := s.store.Tasks(ctx, backlogID)
+	if err != nil {
+		return out, err
+	}
+	// A task run is named after its task's id; a retried task's earlier
+	// runs are no longer the task's task_run, but keep the name.
+	title := make(map[string]string, len(tasks))
+	for _, t := range tasks {
+		title[t.ID] = t.Title
+		if t.State == storage.TaskDone {
+			out.Done++
+		}
+	}
+	out.Tasks = len(tasks)
 	kids, err := s.store.ChildRuns(ctx, backlogID)
 	if err != nil || len(kids) == 0 {
-		return nil, err
+		return out, err
 	}
-	out, err := s.sched.DescribeList(ctx, kids)
+	views, err := s.sched.DescribeList(ctx, kids)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	for i := range out {
-		out[i].Config = nil
+	out.Runs = make([]dashboard.TaskRun, len(views))
+	for i := range views {
+		views[i].Config = nil
+		out.Runs[i] = dashboard.TaskRun{Run: views[i], Title: title[views[i].Name]}
 	}
 	return out, nil
 }

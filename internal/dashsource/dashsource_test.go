@@ -63,6 +63,8 @@ func TestSourceListsBacklogsAndTheirTaskRuns(t *testing.T) {
 		return storage.Run{ID: id, Kind: kind, Parent: parent, Workspace: "/ws", Goal: "g " + id, Config: "{}", Conditions: "{}",
 			Status: api.RunRunning}
 	}
+	first := run("kid000", "", "backlog")
+	first.Name = "t1" // a task run is named after its task
 	const kids = 250
 	err = store.Write(ctx, func(tx *storage.Tx) error {
 		for _, r := range []storage.Run{run("plain1", "", ""), run("plain2", "", ""), run("backlog", "backlog", "")} {
@@ -70,7 +72,10 @@ func TestSourceListsBacklogsAndTheirTaskRuns(t *testing.T) {
 				return err
 			}
 		}
-		for i := range kids {
+		if err := tx.InsertRun(first, nil); err != nil {
+			return err
+		}
+		for i := 1; i < kids; i++ {
 			if err := tx.InsertRun(run(fmt.Sprintf("kid%03d", i), "", "backlog"), nil); err != nil {
 				return err
 			}
@@ -90,9 +95,15 @@ func TestSourceListsBacklogsAndTheirTaskRuns(t *testing.T) {
 	if err != nil || len(all) != 2 || all[0].Parent != "backlog" {
 		t.Fatalf("all runs, limit 2: %v %v, want the newest two task runs", ids(all), err)
 	}
-	got, err := s.TaskRuns(ctx, "backlog")
+	group, err := s.TaskRuns(ctx, "backlog")
+	got := group.Runs
 	if err != nil || len(got) != kids || got[0].ID != "kid000" || got[kids-1].ID != fmt.Sprintf("kid%03d", kids-1) || got[0].Config != nil {
 		t.Fatalf("TaskRuns: %d runs (%v), want all %d oldest first, without config", len(got), err, kids)
+	}
+	// Titled by the task named as the run is; the backlog has one task.
+	if got[0].Title != "the task" || got[1].Title != "" || group.Tasks != 1 || group.Done != 0 {
+		t.Errorf("TaskRuns: kid000 titled %q, kid001 %q, %d/%d tasks done; want the task's title, none, 0/1",
+			got[0].Title, got[1].Title, group.Done, group.Tasks)
 	}
 	bt, err := s.Tasks(ctx, "backlog")
 	if err != nil || len(bt.Tasks) != 1 || bt.Tasks[0].Run != "kid000" || bt.Tasks[0].RunStatus != api.RunRunning {
