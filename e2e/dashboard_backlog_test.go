@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,6 +175,37 @@ func TestDashboardBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.run("open the backlog page", chromedp.Navigate(base+"/runs/"+id), chromedp.WaitVisible(`button[data-retry]`, chromedp.ByQuery))
+
+	// A session's retry may set what a session's resume may (limits and
+	// timeouts), never a command; the tasks' raw JSON needs the token.
+	proof := filepath.Join(t.TempDir(), "owned")
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		var res struct {
+			Status int
+			Body   string
+		}
+		js := fmt.Sprintf(`fetch(%q, {method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json",
+			"X-CSRF-Token": document.querySelector('meta[name="csrf-token"]').content}, body: %q})
+			.then(r => r.text().then(t => ({Status: r.status, Body: t})))`, path, body)
+		b.run("POST "+path+" from the page", chromedp.Evaluate(js, &res, awaitPromise))
+		return res.Status, res.Body
+	}
+	for _, set := range []string{"verify_command=id > " + proof, "agent_command=id > " + proof} {
+		status, body := post("/v1/runs/"+id+"/tasks/evil/retry", fmt.Sprintf(`{"set":[%q]}`, set))
+		if status != http.StatusForbidden || !strings.Contains(body, "may change only limits and timeouts") {
+			t.Errorf("a session's retry with --set %s: %d %s; want 403 from the daemon's guard", set, status, body)
+		}
+	}
+	if task := taskByID(t, e.tasks(id), "evil"); task.State != "blocked" || task.Run != evil.Run {
+		t.Fatalf("after the refused retries the evil task is %s (run %s), want still blocked with run %s", task.State, task.Run, evil.Run)
+	}
+	var raw int
+	b.run("GET the tasks' JSON from the page", chromedp.Evaluate(`fetch("/v1/runs/`+id+`/tasks").then(r => r.status)`, &raw, awaitPromise))
+	if raw != http.StatusForbidden {
+		t.Errorf("GET /v1/runs/%s/tasks with the session: %d, want 403 (the raw API needs the token)", id, raw)
+	}
+
 	b.act(`#tasks tr[data-task="evil"] button[data-retry]`, "re-opened")
 	b.waitText("#status", "COMPLETED")
 	b.waitText("#reason", "completed:tasks:3")
@@ -192,5 +224,8 @@ func TestDashboardBacklog(t *testing.T) {
 	}
 	if st := e.status(id); st.Status != api.RunCompleted {
 		t.Fatalf("loopctl status: %s, want COMPLETED", st.Status)
+	}
+	if _, err := os.Stat(proof); err == nil {
+		t.Error("a command sent with the session's retry ran")
 	}
 }
