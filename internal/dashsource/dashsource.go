@@ -147,7 +147,44 @@ func (s *Source) Tasks(ctx context.Context, backlogID string) (api.BacklogTasks,
 	if errors.As(err, &in) {
 		return out, api.Errorf(api.CodeBadRequest, "%s", in.Msg)
 	}
+	settle(out.Tasks)
 	return out, err
+}
+
+// settle shows each task in the state the backlog's next pass will record
+// from what is already in the database: a task whose dependencies are all
+// done is ready, and a task follows its run into waiting, back to running,
+// and (completed) into landing. The hazard: the backlog records these
+// changes with no event of their own, after the task run's event that
+// caused them, so a page re-rendered on that event would show the old
+// state until the next event — for a run waiting out a usage limit, hours.
+// Changes that carry an event (started, blocked, skipped, landed, done)
+// are left to it.
+func settle(tasks []api.Task) {
+	state := make(map[string]string, len(tasks))
+	for _, t := range tasks {
+		state[t.ID] = t.State
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		switch {
+		case t.State == storage.TaskPending:
+			ready := true
+			for _, d := range t.DependsOn {
+				ready = ready && state[d] == storage.TaskDone
+			}
+			if ready {
+				t.State = storage.TaskReady
+			}
+		case t.State != storage.TaskRunning && t.State != storage.TaskWaiting:
+		case t.RunStatus == api.RunCompleted:
+			t.State = storage.TaskLanding
+		case t.RunStatus == api.RunWaiting:
+			t.State = storage.TaskWaiting
+		case t.RunStatus == api.RunRunning || t.RunStatus == api.RunPending:
+			t.State = storage.TaskRunning
+		}
+	}
 }
 
 // Run resolves ref and describes the run, without its config; an unknown

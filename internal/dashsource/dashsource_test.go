@@ -125,3 +125,37 @@ func ids(runs []api.Run) []string {
 	}
 	return out
 }
+
+// A task is shown in the state the backlog will record from what the
+// database already holds, since those changes carry no event of their own.
+func TestSettleShowsTheStateTheBacklogWillRecord(t *testing.T) {
+	task := func(id, state string, run api.RunStatus, deps ...string) api.Task {
+		return api.Task{ID: id, State: state, RunStatus: run, DependsOn: deps}
+	}
+	tests := []struct {
+		name string
+		in   api.Task
+		want string
+	}{
+		{"dependencies done: ready", task("x", "pending", "", "done1"), "ready"},
+		{"no dependency: ready", task("x", "pending", ""), "ready"},
+		{"a dependency not done: pending", task("x", "pending", "", "done1", "running1"), "pending"},
+		{"its run waits: waiting", task("x", "running", api.RunWaiting), "waiting"},
+		{"its run goes on: running", task("x", "waiting", api.RunRunning), "running"},
+		{"its run completed: landing", task("x", "running", api.RunCompleted), "landing"},
+		{"its run failed: left to TASK_BLOCKED", task("x", "running", api.RunFailed), "running"},
+		{"its run paused: running", task("x", "running", api.RunPaused), "running"},
+		{"blocked stays blocked", task("x", "blocked", api.RunCompleted), "blocked"},
+		{"done stays done", task("x", "done", api.RunCompleted), "done"},
+		{"skipped stays skipped", task("x", "skipped", "", "done1"), "skipped"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tasks := []api.Task{task("done1", "done", api.RunCompleted), task("running1", "running", api.RunRunning), tt.in}
+			settle(tasks)
+			if got := tasks[2].State; got != tt.want {
+				t.Errorf("state %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
