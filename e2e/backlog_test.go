@@ -22,6 +22,7 @@ const backlogAgent = `#!/bin/sh
 prompt=$(cat "$LOOP_PROMPT_FILE")
 task=$(printf '%s\n' "$prompt" | sed -n 's/^## Your task (\([^)]*\)).*/\1/p' | head -n 1)
 echo "$task $LOOP_ITERATION" >> "$AGENT_LOG"
+[ -n "${AGENT_SLEEP:-}" ] && sleep "$AGENT_SLEEP"
 printf '%s\n' "$prompt" > "$PROMPTS/$task-$LOOP_ITERATION.txt"
 if [ -n "${REWRITE:-}" ]; then
   printf -- '- [x] everything is done\n' > "$REWRITE"
@@ -317,22 +318,23 @@ func TestBacklogListWithCommandsNeedsTrust(t *testing.T) {
 	e.startDaemon()
 	e.backlogRepo()
 	e.trust()
-	e.writeFile("tasks.json", `{"tasks":[{"id":"a","title":"A","verify_command":"test -f task-a.txt && touch "+"\"$CHECKED\""}]}`, 0o644)
+	e.writeFile("tasks.json", `{"tasks":[{"id":"a","title":"A","verify_command":"test -f task-a.txt && touch \"$CHECKED\""}]}`, 0o644)
 	r := e.loopctl("start", "--tasks", "tasks.json", "goal")
-	if r.code == 0 || !strings.Contains(r.stderr, "tasks.json") {
+	if r.code != 64 || !strings.Contains(r.stderr, "tasks.json: not trusted") || !strings.Contains(r.stderr, "loopctl trust --tasks tasks.json") {
 		t.Fatalf("an untrusted list with commands: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if out := e.must("list", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Fatalf("the refused start created a run: %s", out)
 	}
-	show := e.must("trust", "--show")
+	show := e.must("trust", "--show", "--tasks", "tasks.json")
 	if !strings.Contains(show, "tasks[0].verify_command") {
 		t.Errorf("loopctl trust --show does not show the list's command:\n%s", show)
 	}
 	checked := filepath.Join(e.home, "checked")
 	agentLog, prompts := filepath.Join(e.home, "agent.log"), filepath.Join(e.home, "prompts")
 	e.writeFile(".env", "AGENT_LOG="+agentLog+"\nPROMPTS="+prompts+"\nCHECKED="+checked+"\n", 0o600)
-	id := e.start("--tasks", "tasks.json", "goal")
+	e.must("trust", "--tasks", "tasks.json")
+	id := strings.TrimSpace(e.must("start", "--tasks", "tasks.json", "goal"))
 	if code := e.wait(id); code != 0 {
 		t.Fatalf("exit %d: %+v", code, e.tasks(id))
 	}

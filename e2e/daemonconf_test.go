@@ -104,6 +104,11 @@ func TestDaemonConfSurvivesACrash(t *testing.T) {
 	if !strings.Contains(unit, conf) || !strings.Contains(unit, "http=127.0.0.1:0 max_concurrent_runs=3 log_level=debug") {
 		t.Errorf("daemon install --print does not carry the settings of %s:\n%s", conf, unit)
 	}
+	// A daemon that exits 75 because a crashed daemon's child still holds
+	// the lock must be restarted: only 64 prevents it.
+	if !strings.Contains(unit, "\nRestartPreventExitStatus=64\n") {
+		t.Errorf("the unit does not restart on 75 (RestartPreventExitStatus must be 64 alone):\n%s", unit)
+	}
 }
 
 // The environment overrides daemon.conf, and loopd's flags override both.

@@ -218,49 +218,68 @@ func TestResumeOntoBaseRefusals(t *testing.T) {
 // loopd recorded anything: the resume is run again, finds the merge, and
 // nothing is lost or made twice.
 func TestDaemonKilledRightAfterTheOntoBaseMerge(t *testing.T) {
-	e := newEnv(t)
-	hook := filepath.Join(e.home, "onto-merged")
-	e.daemonEnv = []string{"LOOPD_TEST_HOLD_AFTER_ONTO_BASE=" + hook}
-	e.startDaemon()
-	resolved := e.ontoRepo()
-	run := e.finishedRun()
-	userTip := e.conflictedLand(run.ID)
+	// Run again as exit 69 says, or resumed plainly: MERGE_HEAD is left in
+	// the worktree either way, and a plain resume must finish recording
+	// the merge as well (before, it refused a COMPLETED run and left the
+	// merge in progress, or went on without telling the agent).
+	for _, again := range [][]string{{"--onto-base"}, nil} {
+		name := "resume --onto-base again"
+		if again == nil {
+			name = "plain resume"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			hook := filepath.Join(e.home, "onto-merged")
+			e.daemonEnv = []string{"LOOPD_TEST_HOLD_AFTER_ONTO_BASE=" + hook}
+			e.startDaemon()
+			resolved := e.ontoRepo()
+			run := e.finishedRun()
+			userTip := e.conflictedLand(run.ID)
 
-	cmd := exec.Command(filepath.Join(binDir, "loopctl"), "resume", run.ID, "--onto-base")
-	cmd.Dir, cmd.Env = e.ws, e.environ()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+			cmd := exec.Command(filepath.Join(binDir, "loopctl"), "resume", run.ID, "--onto-base")
+			cmd.Dir, cmd.Env = e.ws, e.environ()
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "git to merge the base into the worktree", 30*time.Second, func() bool {
+				b, err := os.ReadFile(hook)
+				return err == nil && strings.TrimSpace(string(b)) == userTip
+			})
+			e.killDaemon()
+			_ = cmd.Wait()
+			if cmd.ProcessState.ExitCode() == 0 {
+				t.Fatalf("the cut resume exited 0:\n%s", out.String())
+			}
+			if mh := e.gitIn(run.Worktree, "rev-parse", "MERGE_HEAD"); mh != userTip {
+				t.Fatalf("MERGE_HEAD = %s, want %s: the hook did not hold after the merge", mh, userTip)
+			}
+			e.daemonEnv = nil
+			e.startDaemon()
+			if st := e.status(run.ID); st.Status != "COMPLETED" {
+				t.Fatalf("after the restart the run is %s, want still COMPLETED (the resume was cut)", st.Status)
+			}
+			e.must(append([]string{"resume", run.ID}, again...)...)
+			n, onto := e.ontoBaseResumes(run.ID)
+			if n != 1 {
+				t.Fatalf("%d RUN_RESUMED with onto_base, want 1", n)
+			}
+			if onto["base_commit"] != userTip || onto["clean"] != false {
+				t.Errorf("the recorded merge is %v, want the cut one of %s, with conflicts", onto, userTip)
+			}
+			if code := e.wait(run.ID); code != 0 {
+				t.Fatalf("the resumed run ended with exit %d: %+v", code, e.status(run.ID))
+			}
+			if !strings.Contains(e.daemonLog(), `"reused": true`) && !strings.Contains(e.daemonLog(), `"reused":true`) {
+				t.Error("the daemon did not say it found the merge the cut request made")
+			}
+			if _, err := os.Stat(filepath.Join(e.gitIn(run.Worktree, "rev-parse", "--absolute-git-dir"), "MERGE_HEAD")); err == nil {
+				t.Error("MERGE_HEAD is still in the worktree after the run completed")
+			}
+			e.checkMergedAndLanded(run.ID, userTip, resolved)
+		})
 	}
-	eventually(t, "git to merge the base into the worktree", 30*time.Second, func() bool {
-		b, err := os.ReadFile(hook)
-		return err == nil && strings.TrimSpace(string(b)) == userTip
-	})
-	e.killDaemon()
-	_ = cmd.Wait()
-	if cmd.ProcessState.ExitCode() == 0 {
-		t.Fatalf("the cut resume exited 0:\n%s", out.String())
-	}
-	if mh := e.gitIn(run.Worktree, "rev-parse", "MERGE_HEAD"); mh != userTip {
-		t.Fatalf("MERGE_HEAD = %s, want %s: the hook did not hold after the merge", mh, userTip)
-	}
-	e.daemonEnv = nil
-	e.startDaemon()
-	if st := e.status(run.ID); st.Status != "COMPLETED" {
-		t.Fatalf("after the restart the run is %s, want still COMPLETED (the resume was cut)", st.Status)
-	}
-	e.must("resume", run.ID, "--onto-base") // run again, as exit 69 says
-	if n, _ := e.ontoBaseResumes(run.ID); n != 1 {
-		t.Fatalf("%d RUN_RESUMED with onto_base, want 1", n)
-	}
-	if code := e.wait(run.ID); code != 0 {
-		t.Fatalf("the resumed run ended with exit %d: %+v", code, e.status(run.ID))
-	}
-	if !strings.Contains(e.daemonLog(), `"reused": true`) && !strings.Contains(e.daemonLog(), `"reused":true`) {
-		t.Error("the daemon did not say it found the merge the cut request made")
-	}
-	e.checkMergedAndLanded(run.ID, userTip, resolved)
 }
 
 // clean --ended --branches removes the loop/* branch of a landed run and the

@@ -3,7 +3,7 @@
 // measure is taken against a baseline in the same invocation where one
 // exists, because the machines it runs on are shared and noisy.
 //
-//	loopbench -bin DIR overhead|latency|startup|concurrent|memory|list|scale|all
+//	loopbench -bin DIR overhead|latency|startup|concurrent|memory|list|scale|baseline|all
 //
 // bench/run.sh builds the binaries and runs everything.
 package main
@@ -41,13 +41,16 @@ func main() {
 	scaleRuns := flag.Int("scale-runs", 1000, "scale: runs at once")
 	scaleIters := flag.Int("scale-iterations", 3, "scale: steps per run")
 	scaleSleep := flag.Duration("scale-sleep", 10*time.Second, "scale: how long each step sleeps")
+	backlogTasks := flag.Int("backlog-tasks", 50, "backlog: tasks of the backlog (and separate runs)")
+	backlogRounds := flag.Int("backlog-rounds", 1, "backlog: alternating rounds of separate runs and a backlog")
+	baselineRounds := flag.Int("baseline-rounds", 21, "baseline: paired runs without and with verify_baseline")
 	tmp := flag.String("tmp", "", "directory for LOOPD_HOMEs and workspaces (default $TMPDIR); e.g. /dev/shm to take the disk out of the measure")
 	flag.Parse()
 	if *tmp != "" {
 		os.Setenv("TMPDIR", *tmp)
 	}
 	if *bin == "" || flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: loopbench -bin DIR overhead|latency|startup|concurrent|memory|list|scale|all")
+		fmt.Fprintln(os.Stderr, "usage: loopbench -bin DIR overhead|latency|startup|concurrent|memory|list|scale|baseline|backlog|all")
 		os.Exit(64)
 	}
 	b := &bench{bin: *bin}
@@ -59,8 +62,10 @@ func main() {
 		"memory":     b.memory,
 		"list":       func() error { return b.list(*listRuns, *listSteps, *listRounds) },
 		"scale":      func() error { return b.scale(*scaleRuns, *scaleIters, *scaleSleep) },
+		"baseline":   func() error { return b.baselineCost(*baselineRounds) },
+		"backlog":    func() error { return b.backlog(*backlogTasks, *backlogRounds) },
 	}
-	order := []string{"overhead", "latency", "startup", "concurrent", "memory", "list", "scale"}
+	order := []string{"overhead", "latency", "startup", "concurrent", "memory", "list", "scale", "baseline", "backlog"}
 	if name := flag.Arg(0); name != "all" {
 		if _, ok := measures[name]; !ok {
 			fmt.Fprintf(os.Stderr, "unknown measure %q\n", name)

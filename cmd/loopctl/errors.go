@@ -12,7 +12,7 @@ import (
 // Exit codes (docs/reference.md, "loopctl exit codes").
 const (
 	exitOK          = 0
-	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `start` of an agent whose program is not on the PATH, `signal` of a run with no user_signal condition, `answer` of a run not waiting for one, `resume` of a run whose worktree is gone)
+	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `start` of an agent whose program is not on the PATH, `signal` of a run with no user_signal condition, `answer` of a run not waiting for one, `resume` of a run whose worktree is gone; `resume --onto-base` of a run that ran in place, has not ended, has landed, has no base branch or worktree, or has nothing to merge)
 	exitNotFound    = 66  // no such run
 	exitUnavailable = 69  // the daemon is not reachable, refuses this user, or does not answer within 10s
 	exitInternal    = 70  // a daemon-side or unexpected failure

@@ -95,9 +95,14 @@ type unitConfig struct {
 //   - Delegate=yes: loopd puts each step in a cgroup of its own below the
 //     service's (so that stop --now and timeouts kill everything a step
 //     started); delegation tells systemd that subtree is loopd's to manage.
-//   - Restart=on-failure with RestartPreventExitStatus=64 75: a crash or a
-//     failed start is retried; a usage error (64) or another daemon holding
-//     the home's lock (75) is not, since retrying cannot help.
+//   - Restart=on-failure with RestartPreventExitStatus=64: a crash or a
+//     failed start is retried; a usage error (64) is not, since retrying
+//     cannot help. 75 (the home's lock is held) is retried: after a crash
+//     the holder may be a child of the dead daemon that outlasted the
+//     daemon's own wait for it, and a service that gave up on 75 stayed
+//     down until someone noticed. A live daemon holding the lock is
+//     retried every RestartSec until it is gone, and then the service
+//     takes over.
 //   - PATH is the installing shell's: the user manager's default PATH lacks
 //     ~/.local/bin, ~/go/bin and the like, where agents and tools live.
 func renderUnit(c unitConfig) string {
@@ -121,7 +126,7 @@ Environment=%s
 ExecStart=%s --home %s
 Restart=on-failure
 RestartSec=2s
-RestartPreventExitStatus=64 75
+RestartPreventExitStatus=64
 KillMode=process
 Delegate=yes
 TimeoutStopSec=30s

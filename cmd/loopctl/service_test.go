@@ -27,7 +27,7 @@ Environment=PATH=/home/ann/go/bin:/usr/bin:/bin
 ExecStart=/home/ann/go/bin/loopd --home /home/ann/.local/state/loop
 Restart=on-failure
 RestartSec=2s
-RestartPreventExitStatus=64 75
+RestartPreventExitStatus=64
 KillMode=process
 Delegate=yes
 TimeoutStopSec=30s

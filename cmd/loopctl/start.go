@@ -85,7 +85,7 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	run, err := c.CreateRun(ctx, req)
 	if err != nil {
-		return trustHint(err, o.globalOptions)
+		return trustHint(err, o.globalOptions, o.Tasks)
 	}
 	// Warnings go to stderr even with --json: the run is created all the
 	// same, and a script reading stdout is not disturbed.

@@ -111,6 +111,9 @@ func printStatus(w io.Writer, r api.Run) {
 	if t := failingTrend(r.FailingTrend); t != "" {
 		fmt.Fprintf(tw, "  tests\t%s\n", t)
 	}
+	if b := baselineLine(r.Baseline); b != "" {
+		fmt.Fprintf(tw, "  baseline\t%s\n", termtext.Quote(b))
+	}
 	fmt.Fprintf(tw, "  usage\t%s\n", usageLine(r.Usage))
 	fmt.Fprintf(tw, "  created\t%s\n", ago(r.CreatedAt))
 	if r.LandedCommit != "" {
@@ -218,4 +221,38 @@ func failingTrend(counts []int) string {
 		}
 	}
 	return "failing " + strings.Join(parts, " → ")
+}
+
+// baselineLine is verify_baseline's record: the tests failing before the
+// run (pre-existing) and which of them the newest verification ignored.
+func baselineLine(b *api.Baseline) string {
+	switch {
+	case b == nil:
+		return ""
+	case b.Seq == 0:
+		return "the verification runs once before iteration 1 (verify_baseline)"
+	case !b.Known:
+		return fmt.Sprintf("step #%d: no test results could be read, so no failure is ignored", b.Seq)
+	case len(b.Failing) == 0:
+		return fmt.Sprintf("step #%d: every test passed before the run", b.Seq)
+	}
+	line := fmt.Sprintf("step #%d: %d failing before the run (%s)", b.Seq, len(b.Failing), firstNames(b.Failing))
+	if b.IgnoredSeq > 0 {
+		if len(b.Ignored) == 0 {
+			line += fmt.Sprintf("; step #%d ignored none", b.IgnoredSeq)
+		} else {
+			line += fmt.Sprintf("; step #%d ignored %d pre-existing: %s", b.IgnoredSeq, len(b.Ignored), firstNames(b.Ignored))
+		}
+	}
+	return line
+}
+
+// firstNames is the first three names and how many more.
+func firstNames(names []string) string {
+	shown := names[:min(len(names), 3)]
+	out := strings.Join(shown, ", ")
+	if more := len(names) - len(shown); more > 0 {
+		out += fmt.Sprintf(" (+%d more)", more)
+	}
+	return out
 }

@@ -17,6 +17,7 @@ type trustOptions struct {
 	*globalOptions
 	Revoke bool
 	Show   bool
+	Tasks  string
 }
 
 func newTrustCmd(g *globalOptions) *cobra.Command {
@@ -38,19 +39,26 @@ value), then records their content hashes for you in the
 daemon's database. Files you name yourself (--set, --stop-file, your
 ~/.config/loop/config) need no trust. --revoke forgets what was trusted.
 
+--tasks FILE judges a backlog's task list too (loopctl start --tasks FILE): a
+list that names commands (a task's verify_command or set) is trusted like
+.loop/config.
+
 --show prints the same and records nothing, with the full command line
 loopd runs for each agent preset (agent=claude runs Claude Code with
 --dangerously-skip-permissions): read it before you trust.`,
 		Example: `  loopctl trust --show
   loopctl trust
   loopctl trust -C ~/src/cloned-repo
+  loopctl trust --tasks tasks.json
   loopctl trust --revoke`,
 		Args: cobra.NoArgs,
 		RunE: o.run,
 	}
 	cmd.Flags().BoolVar(&o.Revoke, "revoke", false, "forget the workspace's trusted files")
 	cmd.Flags().BoolVar(&o.Show, "show", false, "print what would be trusted and each agent's command line; record nothing")
+	cmd.Flags().StringVar(&o.Tasks, "tasks", "", "a backlog's task list to trust with the workspace's files (loopctl start --tasks FILE)")
 	cmd.MarkFlagsMutuallyExclusive("revoke", "show")
+	cmd.MarkFlagsMutuallyExclusive("revoke", "tasks")
 	return cmd
 }
 
@@ -82,7 +90,18 @@ func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
 		}
 		return nil
 	}
-	rep, err := c.Trust(ctx, api.TrustRequest{Workspace: ws, Show: o.Show})
+	req := api.TrustRequest{Workspace: ws, Show: o.Show}
+	if o.Tasks != "" {
+		// Relative to -C DIR when given, like start's flags.
+		p := o.Tasks
+		if o.Dir != "" && !filepath.IsAbs(p) {
+			p = filepath.Join(o.Dir, p)
+		}
+		if req.TasksFile, err = filepath.Abs(p); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
+	rep, err := c.Trust(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -184,8 +203,8 @@ func relTo(ws, path string) string {
 
 // trustHint adds to a refused start how to trust the workspace: `loopctl
 // trust`, with -C when the workspace is not the one of the current
-// directory.
-func trustHint(err error, g *globalOptions) error {
+// directory, and --tasks FILE when the start named a task list.
+func trustHint(err error, g *globalOptions, tasks ...string) error {
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Code != api.CodeUntrusted {
 		return err
@@ -193,6 +212,11 @@ func trustHint(err error, g *globalOptions) error {
 	hint := "loopctl trust"
 	if g.Dir != "" {
 		hint += " -C " + shellWord(g.Dir)
+	}
+	for _, t := range tasks {
+		if t != "" {
+			hint += " --tasks " + shellWord(t)
+		}
 	}
 	return &exitError{code: exitUsage, msg: ae.Error() + "\n  review what they run and trust them: " + hint + "\n  then start again"}
 }

@@ -18,6 +18,10 @@ type TrustRequest struct {
 	// Show records nothing: the report says what would be trusted, with
 	// the agents' command lines (loopctl trust --show).
 	Show bool `json:"show,omitempty"`
+	// TasksFile is a backlog's task list (absolute) to trust with the
+	// workspace's files (loopctl trust --tasks FILE): a list that names
+	// commands is under trust like .loop/config.
+	TasksFile string `json:"tasks_file,omitempty"`
 }
 
 // TrustAgent is the command line loopd runs for an agent in a workspace.

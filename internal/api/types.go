@@ -75,13 +75,14 @@ type Phase string
 
 const (
 	PhaseSetup          Phase = "setup"          // setup_command, once in a new worktree before iteration 1
+	PhaseBaseline       Phase = "baseline"       // verify_baseline: the verification, once on the untouched workspace before iteration 1
 	PhaseImplementation Phase = "implementation" // the agent works on the goal
 	PhaseReview         Phase = "review"         // the optional reviewer command judges the work
 	PhaseVerification   Phase = "verification"   // the project's own checks
 )
 
-// Phases lists every phase of an iteration in pipeline order (setup is
-// not part of an iteration).
+// Phases lists every phase of an iteration in pipeline order (setup and
+// baseline are not part of an iteration).
 var Phases = []Phase{PhaseImplementation, PhaseReview, PhaseVerification}
 
 // Time is a timestamp that encodes as RFC 3339 with milliseconds, and as
@@ -159,8 +160,12 @@ type Tests struct {
 	Failed      *int     `json:"failed"`
 	Skipped     *int     `json:"skipped"`
 	FailedNames []string `json:"failed_names"`
-	BuildFailed bool     `json:"build_failed,omitempty"`
-	Summary     string   `json:"summary,omitempty"`
+	// IgnoredNames are the failing tests (of FailedNames) that were already
+	// failing in the run's baseline step (verify_baseline): pre-existing,
+	// not held against the run by the verify gate.
+	IgnoredNames []string `json:"ignored_names,omitempty"`
+	BuildFailed  bool     `json:"build_failed,omitempty"`
+	Summary      string   `json:"summary,omitempty"`
 }
 
 // Counters are a run's current consecutive-failure streaks per phase.
@@ -220,6 +225,10 @@ type Run struct {
 	// since the last passing one, oldest first (at most eight; -1 where not
 	// parsed): "failing 5 → 4 → 3" in status.
 	FailingTrend []int `json:"failing_trend,omitempty"`
+	// Baseline is what verify_baseline found before iteration 1 and what
+	// the newest verification ignored of it (status only; nil without
+	// verify_baseline).
+	Baseline *Baseline `json:"baseline,omitempty"`
 
 	// Workspace isolation and landing (docs/workspaces.md).
 	Isolation     string `json:"isolation"`      // "in_place" or "worktree"
@@ -233,6 +242,20 @@ type Run struct {
 	// Backlogs (docs/backlogs.md).
 	Kind   string `json:"kind,omitempty"` // "backlog" for a backlog run
 	Parent string `json:"parent"`         // a task run's backlog; "" otherwise
+}
+
+// Baseline is a run's verify_baseline record.
+type Baseline struct {
+	// Seq is the baseline step's; 0 when it has not run (yet).
+	Seq int `json:"seq"`
+	// Known says the baseline's tests were parsed: only then are failures
+	// ignored. Failing lists the tests failing there (pre-existing).
+	Known   bool     `json:"known"`
+	Failing []string `json:"failing"`
+	// IgnoredSeq is the newest counted verification step; Ignored lists
+	// its failing tests that were pre-existing, and so ignored.
+	IgnoredSeq int      `json:"ignored_seq,omitempty"`
+	Ignored    []string `json:"ignored"`
 }
 
 // Changes is what one implementation step changed in the workspace, from the

@@ -69,32 +69,15 @@
 // that an error shows is quoted with [termtext.Quote], so an error printed
 // on a terminal shows the bytes instead of obeying them.
 //
-// # What comes next (not built yet)
+// # Where it is used
 //
-// This package is the foundation of the backlog feature and nothing calls
-// it yet. The next engineer wires, in this order:
-//
-//   - start: `loopctl start --tasks FILE [GOAL…]`, config tasks_file and
-//     tasks_command, read through [ReadFile] or [Parse] (name the stdout of
-//     tasks_command "tasks_command"; bound what is read to [MaxSize]) in the
-//     scheduler's start checks, refused with exit 64 and nothing created on
-//     error. A list for which [List.NamesCommands] is true is a workspace
-//     file under trust: `loopctl trust` must show its commands and hash it
-//     like .loop/config, and start must refuse it until trusted. Task.Set
-//     keys are checked here only for shape: start must validate them as
-//     config keys (a task run gets the backlog's frozen config plus its own
-//     settings).
-//   - storage: the backlog is a run; a tasks table (backlog run id, task
-//     id, position, title, description, depends_on, verify_command, set,
-//     priority, done, state, reason, task run id, landed commit) written in
-//     the same transaction that creates the backlog run, so the list is read
-//     once and an agent rewriting the file changes nothing.
-//   - the planner (internal/scheduler's planner.go, for a backlog run):
-//     derive every task's state from the database and the task runs; call
-//     [List.Ready] with the set of landed ids, drop the tasks that are
-//     running, waiting, landing, blocked or skipped, and start at most
-//     max_parallel_tasks of what is left, in the order Ready returns
-//     (priority first when given, then list order). Landing each task goes
-//     through internal/landing, one at a time. The dashboard lists tasks in
-//     [List.Ordered] order.
+// The scheduler reads the list once at start (internal/scheduler's
+// backlog_create.go: tasks_file through internal/trust's ReadFile and
+// [Parse], the stdout of tasks_command named "tasks_command"), checks each
+// task's set as config keys, and stores the tasks in the backlog run's
+// creating transaction; internal/trust describes a list that
+// [List.NamesCommands] (kind tasks). From then on the tasks live in the
+// database: the backlog's coordinator (backlog.go) derives what is ready
+// from the stored states, not from this package. [List.Ordered] is the
+// dependency order a view lists tasks in.
 package backlog

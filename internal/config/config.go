@@ -175,6 +175,13 @@ type Config struct {
 	// verify commands write, read for test results. It need not exist when
 	// the run is created.
 	VerifyReport string `json:"verify_report"`
+	// VerifyBaseline (key verify_baseline, default false) runs the
+	// verification once on the untouched workspace before iteration 1 (a
+	// step of phase baseline, at iteration 0: no iteration, never a
+	// failure) and records its failing tests; the verify gate then ignores
+	// those failures, by parsed test name. Without a verify_command it does
+	// nothing.
+	VerifyBaseline bool `json:"verify_baseline"`
 
 	// Completion (key completion, default promise,verify,review) lists the
 	// gates that must all hold for the run to complete.
@@ -266,7 +273,8 @@ type Config struct {
 	// notification with notify-send when a desktop session exists.
 	NotifyDesktop bool `json:"notify_desktop"`
 	// NotifyOn (key notify_on, default ended,waiting) lists the run changes
-	// that notify: ended, waiting, completed, failed, aborted, paused.
+	// that notify: ended, waiting, completed, failed, aborted, paused, and
+	// a backlog's task_done and task_blocked.
 	NotifyOn []string `json:"notify_on"`
 	// MaxAPIWait (key max_api_wait, default 6h, at least 1s) is how long the
 	// model API may stay unavailable (overloaded, 5xx, 429 without a

@@ -61,6 +61,7 @@ var keys = []key{
 	{name: "review_approve_pattern", set: setApprovePattern, check: checkApprovePattern},
 	{name: "verify_command", check: checkVerifyCommands, repeatable: true},
 	pathKey("verify_report", notADir, func(c *Config) *string { return &c.VerifyReport }),
+	boolKey("verify_baseline", func(c *Config) *bool { return &c.VerifyBaseline }),
 	{name: "completion", set: setCompletion, check: checkCompletion},
 	lineKey("completion_promise", func(c *Config) *string { return &c.CompletionPromise }),
 	{name: "question_tag", set: setQuestionTag, check: checkQuestionTag},

@@ -22,13 +22,19 @@ const (
 	NotifyAborted = "aborted"
 	// NotifyPaused notifies when a run is PAUSED.
 	NotifyPaused = "paused"
+	// NotifyTaskDone notifies when a backlog's task is done (landed).
+	NotifyTaskDone = "task_done"
+	// NotifyTaskBlocked notifies when a backlog's task is blocked.
+	NotifyTaskBlocked = "task_blocked"
 )
 
 // notifyNames lists the valid notify_on names in the order errors name them.
-var notifyNames = []string{NotifyEnded, NotifyWaiting, NotifyCompleted, NotifyFailed, NotifyAborted, NotifyPaused}
+var notifyNames = []string{NotifyEnded, NotifyWaiting, NotifyCompleted, NotifyFailed, NotifyAborted, NotifyPaused,
+	NotifyTaskDone, NotifyTaskBlocked}
 
 // Notifies reports whether a change of the run to status (a RunStatus such
-// as "FAILED") sends a notification under the notify_on list.
+// as "FAILED", or a backlog's TASK_DONE or TASK_BLOCKED) sends a
+// notification under the notify_on list.
 func (c Config) Notifies(status string) bool {
 	for _, n := range c.NotifyOn {
 		switch {

@@ -24,7 +24,7 @@ func TestNotifyKeys(t *testing.T) {
 		{name: "desktop bad", config: "notify_desktop=sometimes", wantErr: `{cfg}:1: notify_desktop: must be true or false, got "sometimes"`},
 		{name: "on list", config: "notify_on = completed, FAILED ,paused", check: func(c Config) any { return c.NotifyOn }, want: []string{"completed", "failed", "paused"}},
 		{name: "on empty turns it off", config: "notify_on=", check: func(c Config) any { return c.NotifyOn }, want: []string(nil)},
-		{name: "on unknown", config: "notify_on=ended,complete", wantErr: `{cfg}:1: notify_on: unknown change "complete" (did you mean "completed"?); use a comma list of ended, waiting, completed, failed, aborted, paused`},
+		{name: "on unknown", config: "notify_on=ended,complete", wantErr: `{cfg}:1: notify_on: unknown change "complete" (did you mean "completed"?); use a comma list of ended, waiting, completed, failed, aborted, paused, task_done, task_blocked`},
 		{name: "on twice", config: "notify_on=ended,ended", wantErr: `{cfg}:1: notify_on: "ended" is listed twice`},
 	}
 	for _, tt := range tests {

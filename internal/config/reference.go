@@ -104,6 +104,12 @@ var keyDocs = map[string]keyDoc{
 		"Repeatable: each line adds a command; a layer that sets it replaces the list of the layers below; " +
 		"an empty value clears the list."},
 	"verify_report": {meaning: "A JUnit XML file the verify commands write; test counts and failing test names are read from it."},
+	"verify_baseline": {meaning: "Run the verification once on the untouched workspace before iteration 1 (a step of phase " +
+		"`baseline` at iteration 0: no iteration, never a failure) and record its failing tests as pre-existing. The `verify` " +
+		"gate then holds when every failing test was already failing there, matched by parsed test name; a new failure still " +
+		"fails, a pre-existing one that now passes is fine, and a failure that has no name (unparsed output, a build error, " +
+		"a timeout) must pass outright. With several `verify_command`s only the last one's pre-existing failures are ignored. " +
+		"Nothing without a `verify_command`."},
 	"completion": {meaning: "The completion gates that must all hold after the same iteration: `promise`, `verify`, `review`, `plan`, " +
 		"`changes` (the run changed something against its base; needs a git repository). " +
 		"`verify` and `review` hold vacuously when not configured, so at least one gate must check something."},
@@ -127,8 +133,8 @@ var keyDocs = map[string]keyDoc{
 	"max_consecutive_review_failures":       {meaning: "Likewise for review failures in a row. `0` disables it."},
 	"max_consecutive_verification_failures": {meaning: "Likewise for verification failures in a row. `0` disables it."},
 	"progress_resets_streak": {meaning: "A failed verification with fewer failing tests than the previous failed verification " +
-		"restarts the verification failure streak at 1 instead of extending it, so a loop fixing one test per iteration is not " +
-		"declared stuck. `false` counts every failure. `loopctl status` shows the trend (`failing 5 → 4 → 3`)."},
+		"restarts the verification failure streak (and a `test_failure_streak` condition's count) at 1 instead of extending it, " +
+		"so a loop fixing one test per iteration is not declared stuck. `false` counts every failure. `loopctl status` shows the trend (`failing 5 → 4 → 3`)."},
 	"max_task_failures": {meaning: "The run FAILS (`stuck_task:<n>`) when the same plan task failed verification this many " +
 		"times in a row. `0` disables it."},
 	"no_progress_iterations": {meaning: "The run FAILS (`no_progress:<n>`) after this many iterations without progress " +
@@ -164,7 +170,7 @@ var keyDocs = map[string]keyDoc{
 		"Discord and ntfy incoming webhooks. Retried with back-off. See [notifications](notifications.md)."},
 	"notify_desktop": {meaning: "`true` shows each notification with `notify-send` when a desktop session exists."},
 	"notify_on": {meaning: "Comma list of the changes that notify: `ended` (any terminal status), `waiting`, `completed`, " +
-		"`failed`, `aborted`, `paused`. An empty value turns notifications off."},
+		"`failed`, `aborted`, `paused`, and for a backlog `task_done` and `task_blocked`. An empty value turns notifications off."},
 	"price.<model>": {def: "built in", meaning: "Overrides one model's price: `input,output[,cache_read[,cache_write[,cache_write_1h]]]` in USD " +
 		"per million tokens, e.g. `price.my-model=3,15,0.30,3.75,6`. A missing cache price equals the input price; a missing " +
 		"1-hour cache write price (Anthropic's 1-hour prompt cache) equals `cache_write`. An empty value removes the override."},

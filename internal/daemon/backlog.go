@@ -3,13 +3,17 @@ package daemon
 import (
 	"net/http"
 
+	"github.com/loopd/loopd/internal/storage"
+
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/dashboard"
 )
 
-// handleTasks is GET /v1/runs/{ref}/tasks: a backlog run's tasks.
+// handleTasks is GET /v1/runs/{ref}/tasks: a backlog run's tasks (a task
+// run names its backlog: `loopctl tasks last` right after a task run
+// started is about the backlog).
 func (d *Daemon) handleTasks(w http.ResponseWriter, r *http.Request) {
-	run, err := d.resolve(r)
+	run, err := d.resolveBacklog(r)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -30,7 +34,7 @@ func (d *Daemon) handleRetryTask(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	run, err := d.resolve(r)
+	run, err := d.resolveBacklog(r)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -57,4 +61,13 @@ func (d *Daemon) handleRetryTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// resolveBacklog is resolve, with a task run standing for its backlog.
+func (d *Daemon) resolveBacklog(r *http.Request) (storage.Run, error) {
+	run, err := d.resolve(r)
+	if err != nil || run.Parent == "" {
+		return run, err
+	}
+	return d.store.Run(r.Context(), run.Parent)
 }

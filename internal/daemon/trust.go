@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/loopd/loopd/internal/api"
@@ -17,6 +18,11 @@ func (d *Daemon) handleTrust(w http.ResponseWriter, r *http.Request) {
 	do := d.sched.Trust
 	if req.Show {
 		do = d.sched.ShowTrust // records nothing
+	}
+	if req.TasksFile != "" {
+		do = func(ctx context.Context, ws string) (scheduler.TrustResult, error) {
+			return d.sched.TrustTasks(ctx, ws, req.TasksFile, !req.Show)
+		}
 	}
 	res, err := do(r.Context(), req.Workspace)
 	if err != nil {

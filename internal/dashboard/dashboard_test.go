@@ -837,3 +837,39 @@ func TestLogStreamTailsTheNewestStep(t *testing.T) {
 		t.Fatalf("step 2's output arrived as %q", u.Text)
 	}
 }
+
+// verify_baseline on a run's page: the baseline step's failing tests (the
+// pre-existing ones) in the facts and in its own section before iteration
+// 1, and each later failing test marked when it was ignored as one.
+func TestRunPageShowsTheBaseline(t *testing.T) {
+	src := newFakeSource()
+	two, one := 2, 1
+	src.commit(api.Run{ID: "b", Status: api.RunCompleted, Iteration: 1, Baseline: &api.Baseline{Seq: 1, Known: true,
+		Failing: []string{"test_calc.py::test_old_a", "test_calc.py::test_old_b"}, IgnoredSeq: 3, Ignored: []string{"test_calc.py::test_old_a"}}})
+	src.steps["b"] = []Step{
+		{Step: api.Step{RunID: "b", Seq: 1, Phase: api.PhaseBaseline, Iteration: 0, Status: api.StepFailed,
+			Tests: &api.Tests{Failed: &two, FailedNames: []string{"test_calc.py::test_old_a", "test_calc.py::test_old_b"}}}},
+		{Step: api.Step{RunID: "b", Seq: 2, Phase: api.PhaseImplementation, Iteration: 1, Status: api.StepSucceeded}},
+		{Step: api.Step{RunID: "b", Seq: 3, Phase: api.PhaseVerification, Iteration: 1, Status: api.StepSucceeded,
+			Tests: &api.Tests{Failed: &one, FailedNames: []string{"test_calc.py::test_old_a"}, IgnoredNames: []string{"test_calc.py::test_old_a"}}}},
+	}
+	srv, s, _ := testServer(t, src)
+	c := login(t, srv, s, "/")
+	resp, body := get(t, srv.URL+"/runs/b", c)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("run page: %d", resp.StatusCode)
+	}
+	for _, want := range []string{
+		`<dt>Baseline</dt>`, "step #1: 2 failing before the run; step #3 ignored 1 pre-existing",
+		`<h3>Baseline</h3>`, "Baseline: the verification before the run",
+		"1 of the failing tests was already failing before the run (pre-existing): ignored.",
+		`<li class="mono pre-existing">`, "(pre-existing)",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("run page lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, "test_old_b"); n < 2 {
+		t.Errorf("the baseline's failing test_old_b is shown %d times, want in the facts and the baseline section", n)
+	}
+}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/loopd/loopd/internal/api"
@@ -40,7 +41,7 @@ type offer struct {
 // offerFor is the table above.
 func offerFor(r api.Run) offer {
 	var o offer
-	signal := !r.UserSignal && hasCondition(r, "user_signal")
+	signal := !r.UserSignal && usesCondition(r, "user_signal")
 	switch r.Status {
 	case api.RunPending:
 		o = offer{Stop: true, Pause: !r.PauseRequest, Resume: r.PauseRequest, Signal: signal}
@@ -86,9 +87,39 @@ func (o offer) Names() []string {
 	return names
 }
 
-func hasCondition(r api.Run, typ string) bool {
+// usesCondition reports whether a condition of type typ is among the
+// run's conditions at any depth: a user_signal inside an any, all or not
+// reads the signal as surely as one at the top (loopctl signal accepts
+// both), so the button must be offered for both.
+func usesCondition(r api.Run, typ string) bool {
 	for _, c := range r.Conditions {
 		if c.Type == typ {
+			return true
+		}
+		var spec any
+		if len(c.Spec) > 0 && json.Unmarshal(c.Spec, &spec) == nil && specUses(spec, typ) {
+			return true
+		}
+	}
+	return false
+}
+
+// specUses walks a condition's tagged JSON: a composite holds its
+// conditions under "conditions" (any, all) or "condition" (not).
+func specUses(v any, typ string) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	if m["type"] == typ {
+		return true
+	}
+	if inner, ok := m["condition"]; ok && specUses(inner, typ) {
+		return true
+	}
+	list, _ := m["conditions"].([]any)
+	for _, c := range list {
+		if specUses(c, typ) {
 			return true
 		}
 	}

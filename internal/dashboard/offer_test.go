@@ -15,6 +15,10 @@ import (
 
 func TestOfferFollowsTheRunsState(t *testing.T) {
 	signal := []api.Condition{{Type: "user_signal"}}
+	// As views.Conditions gives them: the top-level condition, its spec.
+	nested := []api.Condition{{Type: "any", Spec: json.RawMessage(`{"type":"any","conditions":[{"type":"max_iterations","count":3},{"type":"all","conditions":[{"type":"user_signal"},{"type":"all_tests_pass"}]}]}`)}}
+	negated := []api.Condition{{Type: "not", Spec: json.RawMessage(`{"type":"not","condition":{"type":"user_signal"}}`)}}
+	noSignal := []api.Condition{{Type: "any", Spec: json.RawMessage(`{"type":"any","conditions":[{"type":"max_iterations","count":3}]}`)}}
 	for _, tc := range []struct {
 		name string
 		run  api.Run
@@ -23,6 +27,9 @@ func TestOfferFollowsTheRunsState(t *testing.T) {
 		{"pending", api.Run{Status: api.RunPending}, "[stop pause]"},
 		{"running", api.Run{Status: api.RunRunning}, "[stop stop-now pause]"},
 		{"running with a user_signal condition", api.Run{Status: api.RunRunning, Conditions: signal}, "[stop stop-now pause signal]"},
+		{"running with a user_signal inside an any", api.Run{Status: api.RunRunning, Conditions: nested}, "[stop stop-now pause signal]"},
+		{"running with a user_signal inside a not", api.Run{Status: api.RunRunning, Conditions: negated}, "[stop stop-now pause signal]"},
+		{"running with a composite without user_signal", api.Run{Status: api.RunRunning, Conditions: noSignal}, "[stop stop-now pause]"},
 		{"running, signal already set", api.Run{Status: api.RunRunning, Conditions: signal, UserSignal: true}, "[stop stop-now pause]"},
 		{"running, pause asked", api.Run{Status: api.RunRunning, PauseRequest: true}, "[stop stop-now resume]"},
 		{"running, stop asked", api.Run{Status: api.RunRunning, StopRequested: "graceful"}, "[stop-now pause]"},

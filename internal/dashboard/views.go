@@ -189,6 +189,7 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 type iteration struct {
 	N            int
 	Setup        bool // the setup phase, before iteration 1
+	Baseline     bool // the baseline phase (verify_baseline), before iteration 1
 	Steps        []Step
 	Impl         *Step // the last implementation step
 	Review       *Step
@@ -322,9 +323,13 @@ func (s *Server) ledgerPage(r *http.Request, runID string, light []api.Step, pag
 		st := &steps[i]
 		it := byIt[st.Iteration]
 		if it == nil {
-			it = &iteration{N: st.Iteration, Setup: st.Phase == api.PhaseSetup}
+			it = &iteration{N: st.Iteration}
 			byIt[st.Iteration] = it
 		}
+		// Iteration 0 holds what runs before iteration 1: the setup, the
+		// baseline, or both.
+		it.Setup = it.Setup || st.Phase == api.PhaseSetup
+		it.Baseline = it.Baseline || st.Phase == api.PhaseBaseline
 		it.Steps = append(it.Steps, *st)
 	}
 	for n := want[len(want)-1]; n >= want[0]; n-- {
@@ -339,7 +344,9 @@ func (s *Server) ledgerPage(r *http.Request, runID string, light []api.Step, pag
 				it.Impl = st
 			case api.PhaseReview:
 				it.Review = st
-			case api.PhaseVerification:
+			case api.PhaseVerification, api.PhaseBaseline:
+				// The baseline's tests read like a verification's: they are
+				// the pre-existing failures the later ones are judged by.
 				it.Verify = st
 			}
 			it.InputTokens += st.Usage.InputTokens
@@ -385,6 +392,9 @@ func (s *Server) funcs() template.FuncMap {
 		"breakAfter": breakAfter,
 		"head":       func(names []string, n int) []string { return names[:min(n, len(names))] },
 		"rest":       func(names []string, n int) []string { return names[min(n, len(names)):] },
+		// ignored: a failing test that was already failing in the
+		// baseline (verify_baseline), so the verify gate ignores it.
+		"ignored": func(t *api.Tests, name string) bool { return t != nil && slices.Contains(t.IgnoredNames, name) },
 		"unnamed": func(t *api.Tests) int {
 			if t == nil || t.Failed == nil {
 				return 0

@@ -101,7 +101,10 @@ func RepoGone(repo string) bool {
 // It never prunes: a stale entry of a worktree someone else made stays.
 // A worktree whose directory is already gone loses only its stale entry.
 func RemoveWorktree(ctx context.Context, repo, path string) error {
-	if _, err := (Cmd{Dir: repo}).Run(ctx, "worktree", "remove", "--force", path); err != nil {
+	worktreeMu.Lock()
+	_, err := (Cmd{Dir: repo}).Run(ctx, "worktree", "remove", "--force", path)
+	worktreeMu.Unlock()
+	if err != nil {
 		var ge *Error
 		if errors.As(err, &ge) && strings.Contains(ge.Stderr, "is not a working tree") {
 			return nil // git has no entry for it any more: nothing of ours is left

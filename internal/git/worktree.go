@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Repo describes the repository holding a workspace, as loopd needs it to
@@ -89,6 +90,13 @@ func IsWorktree(path string) bool {
 	return err == nil
 }
 
+// worktreeMu serialises this process's worktree adds and removes: git
+// reads every other worktree's admin directory while it adds one, and one
+// being created beside it at that moment fails the add ("failed to read
+// .git/worktrees/<name>/commondir"), which a backlog's parallel task runs
+// hit when they start together.
+var worktreeMu sync.Mutex
+
 // AddWorktree adds a worktree at path on a new branch started at base, from
 // the repository holding repoDir. It touches nothing of the checkout at
 // repoDir: no file, index or HEAD of it changes. When the branch already
@@ -98,6 +106,8 @@ func AddWorktree(ctx context.Context, repoDir, path, branch, base string) error 
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create worktree parent: %w", err)
 	}
+	worktreeMu.Lock()
+	defer worktreeMu.Unlock()
 	c := Cmd{Dir: repoDir}
 	if BranchExists(ctx, repoDir, branch) {
 		_, err := c.Run(ctx, "worktree", "add", "--quiet", path, branch)

@@ -56,6 +56,18 @@ func statusOf(t events.Type) (api.RunStatus, bool) {
 	return "", false
 }
 
+// taskChange is the notify_on name of a backlog's task event ("" for
+// other events): its TASK_DONE and TASK_BLOCKED.
+func taskChange(t events.Type) string {
+	switch t {
+	case events.TaskDone:
+		return "TASK_DONE"
+	case events.TaskBlocked:
+		return "TASK_BLOCKED"
+	}
+	return ""
+}
+
 // maxText keeps Text under Discord's 2,000-character limit for content.
 const maxText = 1900
 
@@ -65,6 +77,9 @@ const maxText = 1900
 // dashboard.
 func newMessage(ev api.Event, run api.Run, dashboard bool) Message {
 	status, _ := statusOf(events.Type(ev.Type))
+	if taskChange(events.Type(ev.Type)) != "" {
+		return taskMessage(ev, run)
+	}
 	var p struct {
 		Reason      string   `json:"reason"`
 		Description string   `json:"description"`
@@ -125,6 +140,37 @@ func newMessage(ev api.Event, run api.Run, dashboard bool) Message {
 	text := clip(b.String(), maxText-len(next)) + next
 	run.Config, run.Evaluations = nil, nil
 	return Message{Text: text, Content: text, Title: title, Status: status, Event: ev, Run: run}
+}
+
+// taskMessage is the message of a backlog's TASK_DONE or TASK_BLOCKED.
+func taskMessage(ev api.Event, run api.Run) Message {
+	var p struct {
+		Task  string `json:"task"`
+		Title string `json:"title"`
+		Why   string `json:"why"`
+	}
+	_ = json.Unmarshal(ev.Payload, &p)
+	name := run.Name
+	if name == "" {
+		name = shortID(run.ID)
+	}
+	what := "done"
+	if ev.Type == string(events.TaskBlocked) {
+		what = "blocked"
+	}
+	title := fmt.Sprintf("loopd: backlog %s: task %s %s", name, p.Task, what)
+	var b strings.Builder
+	fmt.Fprintf(&b, "loopd backlog %s: task %s is %s", name, p.Task, what)
+	if p.Title != "" {
+		fmt.Fprintf(&b, " (%s)", firstLine(p.Title))
+	}
+	if p.Why != "" {
+		fmt.Fprintf(&b, "\n%s", p.Why)
+	}
+	next := fmt.Sprintf("\nTasks: loopctl tasks %s", shortID(run.ID))
+	text := clip(b.String(), maxText-len(next)) + next
+	run.Config, run.Evaluations = nil, nil
+	return Message{Text: text, Content: text, Title: title, Status: run.Status, Event: ev, Run: run}
 }
 
 func costText(u api.Usage) string {

@@ -127,6 +127,10 @@ func New(opts Options) *Notifier {
 // same wait, and notifies once.
 func (n *Notifier) Hook(tx *storage.Tx, ev storage.Event) error {
 	status, ok := statusOf(ev.Type)
+	change := string(status)
+	if task := taskChange(ev.Type); task != "" {
+		change, ok = task, true
+	}
 	if !ok || ev.RunID == "" {
 		return nil
 	}
@@ -140,7 +144,7 @@ func (n *Notifier) Hook(tx *storage.Tx, ev storage.Event) error {
 		n.log.Warn("run config unreadable; no notification", zap.String("run", ev.RunID), zap.Error(err))
 		return nil
 	}
-	if !cfg.Notifying() || !cfg.Notifies(string(status)) {
+	if !cfg.Notifying() || !cfg.Notifies(change) {
 		return nil
 	}
 	if ev.Type == events.RunWaiting {

@@ -40,6 +40,10 @@ func TestMessage(t *testing.T) {
 			[]string{"resumes by itself", "until"}},
 		{"paused", api.Event{Type: "RUN_PAUSED", Payload: json.RawMessage(`{"run_id":"0123456789abcdef"}`)}, false,
 			"loopd: parser PAUSED", []string{"loopd run parser is PAUSED (loopctl resume 01234567)"}, nil},
+		{"task done", api.Event{Type: "TASK_DONE", Payload: json.RawMessage(`{"task":"t2","title":"Add the printer"}`)}, false,
+			"loopd: backlog parser: task t2 done", []string{"loopd backlog parser: task t2 is done (Add the printer)\nTasks: loopctl tasks 01234567"}, []string{"postmortem"}},
+		{"task blocked", api.Event{Type: "TASK_BLOCKED", Payload: json.RawMessage(`{"task":"t3","title":"Wire","why":"task run 9abc ended FAILED"}`)}, false,
+			"loopd: backlog parser: task t3 blocked", []string{"task t3 is blocked (Wire)\ntask run 9abc ended FAILED\nTasks: loopctl tasks 01234567"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,6 +37,7 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 	insertRun(t, s, "both", `{"notify_webhook":"http://127.0.0.1:9/x","notify_command":"true"}`)
 	insertRun(t, s, "none", `{}`)
 	insertRun(t, s, "failedonly", `{"notify_command":"true","notify_on":["failed"]}`)
+	insertRun(t, s, "tasks", `{"notify_command":"true","notify_on":["task_blocked"]}`)
 
 	emit := func(run string, typ events.Type) {
 		t.Helper()
@@ -55,6 +56,10 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 	emit("both", events.RunPaused)          // not in the default notify_on
 	emit("both", events.RunWaiting)         // in the default notify_on
 	emit("both", events.RunWaiting)         // the same wait, retried: once
+	emit("both", events.TaskDone)           // not in the default notify_on
+	emit("tasks", events.TaskDone)          // not in notify_on
+	emit("tasks", events.TaskBlocked)       // in notify_on
+	emit("tasks", events.RunFailed)         // not in notify_on
 	emitStep := func(status api.StepStatus) {
 		t.Helper()
 		if err := s.Write(t.Context(), func(tx *storage.Tx) error {
@@ -84,6 +89,7 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 			"RUN_WAITING/command", "RUN_WAITING/webhook"},
 		"none":       nil,
 		"failedonly": {"RUN_FAILED/command"},
+		"tasks":      {"TASK_BLOCKED/command"},
 	}
 	for run, w := range want {
 		rows, err := s.Notifications(t.Context(), run)
@@ -121,7 +127,7 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 	if err := record(); !errors.Is(err, storage.ErrConflict) {
 		t.Fatalf("second record of attempt 1: %v, want ErrConflict", err)
 	}
-	if pending, _ := s.PendingNotifications(t.Context(), 10); len(pending) != 6 {
-		t.Errorf("%d pending rows, want the 6 of run both", len(pending))
+	if pending, _ := s.PendingNotifications(t.Context(), 10); len(pending) != 7 {
+		t.Errorf("%d pending rows, want the 6 of run both and 1 of run tasks", len(pending))
 	}
 }

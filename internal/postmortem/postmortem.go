@@ -124,6 +124,9 @@ func Build(in Input) Summary {
 			ps.Failed++
 			streak[st.Phase]++
 			ps.LongestStreak = max(ps.LongestStreak, streak[st.Phase])
+			if st.Phase == api.PhaseBaseline {
+				break // verify_baseline: failures before the run are not the run's
+			}
 			lastFail = st
 			if st.Phase == api.PhaseVerification {
 				lastVerifyFail = st

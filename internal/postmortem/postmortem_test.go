@@ -81,3 +81,19 @@ func TestMarkdownQuotesControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// The baseline's failures (verify_baseline) were there before the run:
+// never the report's "last failure"; a real failure after it is.
+func TestBaselineIsNoLastFailure(t *testing.T) {
+	steps := []api.Step{
+		{Seq: 1, Phase: api.PhaseBaseline, Status: api.StepFailed, Error: "exit code 1"},
+		{Seq: 2, Phase: api.PhaseImplementation, Iteration: 1, Status: api.StepSucceeded},
+	}
+	if s := Build(Input{Steps: steps}); s.LastFailure != nil {
+		t.Fatalf("last failure = %+v, want none", s.LastFailure)
+	}
+	steps = append(steps, api.Step{Seq: 3, Phase: api.PhaseImplementation, Iteration: 2, Status: api.StepFailed, Error: "boom"})
+	if s := Build(Input{Steps: steps}); s.LastFailure == nil || s.LastFailure.Seq != 3 {
+		t.Fatalf("last failure = %+v, want step 3", s.LastFailure)
+	}
+}

@@ -56,6 +56,9 @@ type backlogRunner struct {
 	// resumed: the backlog was (re)claimed, not recovered after a crash;
 	// its task runs held by the backlog's own pause or stop go on.
 	resumed bool
+	// again: the pass did a land (or settled one); the queue may hold
+	// the next, so the next pass runs at once.
+	again bool
 }
 
 // SetLander gives the scheduler the daemon's Lander: backlogs land their
@@ -118,6 +121,10 @@ func (b *backlogRunner) drive() {
 			return
 		}
 		wait := backlogPoll
+		if b.again && err == nil {
+			b.again = false
+			continue
+		}
 		if err != nil {
 			b.log.Error("backlog pass failed; trying again", zap.String("problem", storage.Explain(err)))
 			wait = b.s.opts.RetryBackoff
@@ -278,7 +285,7 @@ func (b *backlogRunner) reconcile(ctx context.Context, st *backlogState) error {
 				why += ": " + firstLine(child.Description)
 			}
 			ch = &storage.TaskChange{To: storage.TaskBlocked, Why: &why}
-			ev, payload = events.TaskBlocked, map[string]any{"task": t.ID, "run": child.ID, "why": why,
+			ev, payload = events.TaskBlocked, map[string]any{"task": t.ID, "title": t.Title, "run": child.ID, "why": why,
 				"run_status": child.Status, "reason": child.Reason}
 		default:
 			continue
@@ -403,6 +410,7 @@ func (b *backlogRunner) landNext(ctx context.Context, st *backlogState) error {
 	if t == nil {
 		return nil
 	}
+	b.again = true
 	if b.s.lander == nil {
 		return errors.New("no lander: the daemon did not give the scheduler one")
 	}
@@ -439,8 +447,11 @@ func (b *backlogRunner) landNext(ctx context.Context, st *backlogState) error {
 		return err
 	}
 	switch ref.Kind {
-	case git.RefusedBusy:
-		return nil // a land the user asked for holds the repository: next pass
+	case git.RefusedBusy, git.RefusedBaseMoved:
+		b.again = false // no spin: the next poll, or a run's end, tries again
+		return nil      // a land the user asked for holds or moved the repository
+	case git.RefusedNothing:
+		return b.recordNothing(ctx, t, child)
 	case git.RefusedConflict, git.RefusedVerifyFailed:
 		if t.LandAttempts < st.cfg.LandRetries {
 			return b.sendBack(ctx, t, child, ref)
@@ -480,7 +491,7 @@ func (b *backlogRunner) block(ctx context.Context, t *storage.Task, runID, why s
 		if err := tx.ChangeTask(storage.TaskChange{Backlog: b.id, ID: t.ID, From: []string{t.State}, To: storage.TaskBlocked, Why: &why}); err != nil {
 			return err
 		}
-		_, err := tx.Event(b.id, nil, events.TaskBlocked, map[string]any{"task": t.ID, "run": runID, "why": why})
+		_, err := tx.Event(b.id, nil, events.TaskBlocked, map[string]any{"task": t.ID, "title": t.Title, "run": runID, "why": why})
 		return err
 	})
 	if err == nil {
@@ -509,6 +520,23 @@ func (b *backlogRunner) recordLanded(ctx context.Context, st *backlogState, t *s
 	b.log.Info("task landed", zap.String("task", t.ID), zap.String("commit", commit), zap.Bool("verified", verified))
 	t.State, t.LandedCommit, t.Verified = storage.TaskDone, commit, verified
 	return nil
+}
+
+// recordNothing records done a task whose task run completed without
+// changing anything: there is nothing to land.
+func (b *backlogRunner) recordNothing(ctx context.Context, t *storage.Task, child storage.Run) error {
+	why := "its task run completed without changing anything: nothing to land"
+	err := b.s.store.Write(ctx, func(tx *storage.Tx) error {
+		if err := tx.ChangeTask(storage.TaskChange{Backlog: b.id, ID: t.ID, From: []string{t.State}, To: storage.TaskDone, Why: &why}); err != nil {
+			return err
+		}
+		_, err := tx.Event(b.id, nil, events.TaskDone, map[string]any{"task": t.ID, "run": child.ID, "title": t.Title, "nothing_to_land": true})
+		return err
+	})
+	if err == nil {
+		t.State, t.Why = storage.TaskDone, why
+	}
+	return err
 }
 
 // startReady starts ready tasks, priority first then list order, while

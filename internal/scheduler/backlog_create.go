@@ -157,13 +157,11 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 
 var _ io.Writer = (*limitedBuffer)(nil)
 
+// backlogGoal is a backlog's goal when the user gave none.
+const backlogGoal = "Work through the task list, one task at a time."
+
 // defaultGoal is a backlog's goal when the user gave none.
-func (bl *newBacklog) defaultGoal() string {
-	if bl.file != "" {
-		return "Work through the tasks in " + bl.file + "."
-	}
-	return "Work through the task list."
-}
+func (bl *newBacklog) defaultGoal() string { return backlogGoal }
 
 // insert writes the list's tasks in the backlog run's creating
 // transaction. A task the list says is done is stored done and never runs.

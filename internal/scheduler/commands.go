@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -113,6 +114,16 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 		opts.WorkspaceConfigGiven = true
 	}
 	cfg, err := config.Load(opts)
+	if err != nil && strings.TrimSpace(req.Goal) == "" {
+		// A backlog's goal is optional (each task brings its own): a
+		// config whose only problem is the missing goal loads with the
+		// backlog's default one, when it is a backlog.
+		retry := opts
+		retry.Sets = append(slices.Clip(opts.Sets), "prompt="+config.QuoteValue(backlogGoal))
+		if c2, err2 := config.Load(retry); err2 == nil && (c2.TasksFile != "" || c2.TasksCommand != "") {
+			cfg, err = c2, nil
+		}
+	}
 	if err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
@@ -161,6 +172,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	commonDir, warnings, err := s.isolate(ctx, &run, cfg)
 	if err != nil {
 		return storage.Run{}, nil, err
+	}
+	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
+		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
 	}
 	// After isolate: a worktree run's agent reads the agents' own files
 	// (.claude/settings.json…) as committed in its base commit, so those
@@ -405,6 +419,15 @@ func (s *Scheduler) Pause(ctx context.Context, runID string) error {
 func (s *Scheduler) Resume(ctx context.Context, runID string, sets []string) error {
 	if _, busy := s.ontoBusy.Load(runID); busy {
 		return &StateError{Msg: fmt.Sprintf("run %s is being resumed with --onto-base; wait for it to finish", runID)}
+	}
+	if run, err := s.store.Run(ctx, runID); err == nil {
+		if base := s.cutOntoBase(ctx, run); base != "" {
+			// A resume --onto-base was cut after git merged: finish it,
+			// as running it again would (the docs promise either works).
+			s.log.Info("resume: finishing the merge of the base a cut resume --onto-base left in the worktree",
+				zap.String("run", runID), zap.String("base", base))
+			return s.resumeOntoBase(ctx, runID, sets, base)
+		}
 	}
 	return s.resume(ctx, runID, sets, nil)
 }

@@ -507,7 +507,9 @@ func (r *runner) evalContext(stepID int64) stop.Context {
 	for p, n := range streaks {
 		c.ConsecutiveFailures[string(p)] = n
 	}
-	if last := h.Last(); last != nil {
+	if last := h.Last(); last != nil && last.Phase != api.PhaseBaseline {
+		// The baseline's failures are the workspace's as the run found
+		// it, never an error of the run (on_error, output_pattern).
 		c.HasError = last.Status == api.StepFailed
 		c.LastError = last.Error
 		if r.usesOutput {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/loopd/loopd/internal/api"
@@ -37,7 +38,46 @@ func (s *Scheduler) Describe(ctx context.Context, run storage.Run, opts Describe
 	if v, ok := views[run.ID]; ok {
 		view = &v
 	}
-	return s.describe(ctx, run, opts, view, last)
+	out, err := s.describe(ctx, run, opts, view, last)
+	if err != nil {
+		return out, err
+	}
+	if cfg, _, err := s.frozen(run); err == nil && pipelineOf(cfg).Baseline {
+		if out.Baseline, err = s.baselineView(ctx, run.ID); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// baselineView is verify_baseline's record for status: the baseline
+// step's failing tests and what the newest verification ignored of them.
+// Two indexed reads of one run, so only Describe makes them, never a list.
+func (s *Scheduler) baselineView(ctx context.Context, runID string) (*api.Baseline, error) {
+	out := &api.Baseline{Failing: []string{}, Ignored: []string{}}
+	base, err := s.store.LastEnded(ctx, runID, api.PhaseBaseline)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return out, nil // not run yet
+	case err != nil:
+		return nil, err
+	}
+	out.Seq, out.Known = base.Seq, base.TestsFailed != nil
+	if out.Known && len(base.TestsFailedNames) > 0 {
+		out.Failing = base.TestsFailedNames
+	}
+	v, err := s.store.LastEnded(ctx, runID, api.PhaseVerification)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		out.IgnoredSeq = v.Seq
+		if len(v.TestsIgnoredNames) > 0 {
+			out.Ignored = v.TestsIgnoredNames
+		}
+	}
+	return out, nil
 }
 
 // DescribeList describes runs for a list, reading what they need in a few

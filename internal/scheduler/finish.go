@@ -106,7 +106,7 @@ func (s *Scheduler) writePostmortem(runID string) error {
 	for i := range steps {
 		st := &steps[i]
 		in.Steps = append(in.Steps, views.Step(st, st.StartedAt))
-		if st.Status == api.StepFailed {
+		if st.Status == api.StepFailed && st.Phase != api.PhaseBaseline { // the baseline's failures are not the run's
 			lastFail = st
 			if st.Phase == api.PhaseVerification {
 				lastVerifyFail = st

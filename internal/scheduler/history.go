@@ -13,6 +13,10 @@ type Pipeline struct {
 	Review       bool // a review_command is configured
 	Verification bool // at least one verify_command is configured
 	Setup        bool // a worktree run with a setup_command: it runs once, before iteration 1
+	// Baseline (verify_baseline, with a verify_command): the verification
+	// runs once on the untouched workspace, after any setup and before
+	// iteration 1.
+	Baseline bool
 	// ProgressResets (progress_resets_streak): a failed verification with
 	// fewer failing tests than the previous failed one restarts the
 	// verification streak at 1.
@@ -132,12 +136,17 @@ func (t *tally) add(steps []storage.Step, i int, p Pipeline) {
 		t.running = append(t.running, s.StartedAt)
 	}
 	t.addUsage(s)
-	if !counts(s) || s.Phase == api.PhaseSetup {
-		return // the setup step is in no iteration and no failure streak
+	if !counts(s) || s.Phase == api.PhaseSetup || s.Phase == api.PhaseBaseline {
+		return // the setup and baseline steps are in no iteration and no failure streak
 	}
 	failed := s.Status == api.StepFailed
+	// Progress (fewer failing tests than the previous failed verification)
+	// restarts both verification streaks: max_consecutive_failures and
+	// test_failure_streak alike would otherwise declare stuck a loop that
+	// fixes one test per iteration.
+	progress := failed && s.Phase == api.PhaseVerification && p.ProgressResets && t.fewerFailing(s)
 	switch {
-	case failed && s.Phase == api.PhaseVerification && p.ProgressResets && t.fewerFailing(s):
+	case progress:
 		t.streaks[phaseIndex(s.Phase)] = 1 // progress: the streak starts again
 	case failed:
 		t.streaks[phaseIndex(s.Phase)]++
@@ -147,7 +156,11 @@ func (t *tally) add(steps []storage.Step, i int, p Pipeline) {
 	if s.Phase == api.PhaseVerification {
 		t.lastVerification = i + 1
 		if failed {
-			t.testFailures++
+			if progress {
+				t.testFailures = 1
+			} else {
+				t.testFailures++
+			}
 			n := -1
 			if s.TestsFailed != nil {
 				n = *s.TestsFailed
@@ -286,6 +299,11 @@ func (h *History) Next() Next {
 		// Until it has succeeded: a failed setup is run again on resume.
 		return Next{Phase: api.PhaseSetup, Iteration: 0, Retry: len(h.Steps) > 0}
 	}
+	if h.Pipeline.Baseline && !h.baselineDone() {
+		// Until one has recorded an outcome, whatever it was: failing
+		// tests are what a baseline is for.
+		return Next{Phase: api.PhaseBaseline, Iteration: 0, Retry: h.hasPhase(api.PhaseBaseline)}
+	}
 	if len(h.Steps) == 0 {
 		return Next{Phase: api.PhaseImplementation, Iteration: 1}
 	}
@@ -312,6 +330,46 @@ func (h *History) setupDone() bool {
 		}
 	}
 	return false
+}
+
+// baselineDone reports whether the baseline has an outcome: a counted
+// baseline step, or any step of an iteration (a run whose verify_baseline
+// was turned on by resume --set does not go back: its workspace is no
+// longer the untouched one).
+func (h *History) baselineDone() bool {
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		switch {
+		case s.Phase == api.PhaseBaseline && counts(s):
+			return true
+		case s.Phase != api.PhaseSetup && s.Phase != api.PhaseBaseline:
+			return true
+		}
+	}
+	return false
+}
+
+func (h *History) hasPhase(p api.Phase) bool {
+	for i := range h.Steps {
+		if h.Steps[i].Phase == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Baseline returns the run's counted baseline step, or nil.
+func (h *History) Baseline() *storage.Step {
+	for i := range h.Steps {
+		s := &h.Steps[i]
+		if s.Phase == api.PhaseBaseline && counts(s) {
+			return s
+		}
+		if s.Phase != api.PhaseSetup && s.Phase != api.PhaseBaseline {
+			break // setup and baseline steps come before every other
+		}
+	}
+	return nil
 }
 
 // following returns the phase after a counted step within its iteration,

@@ -333,18 +333,69 @@ func defFailingTrend(h *History) []int {
 
 func defTestFailureStreak(h *History) int {
 	n := 0
+	prevFailing := -1 // failing tests of the previous failed verification, -1 unknown
 	for i := range h.Steps {
 		s := &h.Steps[i]
 		if s.Phase != api.PhaseVerification || !counts(s) {
 			continue
 		}
-		if s.Status == api.StepFailed {
+		switch {
+		case s.Status == api.StepFailed && h.Pipeline.ProgressResets && s.TestsFailed != nil && prevFailing >= 0 &&
+			*s.TestsFailed < prevFailing:
+			n = 1
+		case s.Status == api.StepFailed:
 			n++
-		} else {
+		default:
 			n = 0
+		}
+		prevFailing = -1
+		if s.Status == api.StepFailed && s.TestsFailed != nil {
+			prevFailing = *s.TestsFailed
 		}
 	}
 	return n
+}
+
+// TestProgressResetsTestFailureStreak: failing tests going 5 → 4 → 3 is
+// progress for test_failure_streak as for max_consecutive_failures; with
+// progress_resets_streak=false every failure counts, and a failure that
+// is not fewer (or not counted) extends the streak either way.
+func TestProgressResetsTestFailureStreak(t *testing.T) {
+	failing := func(counts ...int) []storage.Step {
+		var spec []string
+		for range counts {
+			spec = append(spec, "I+", "V-")
+		}
+		st := steps(spec...)
+		for i, n := range counts {
+			if n >= 0 {
+				st[2*i+1].TestsFailed = &n
+			}
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name   string
+		counts []int
+		resets bool
+		want   int
+	}{
+		{"fewer each time", []int{5, 4, 3}, true, 1},
+		{"fewer each time, progress_resets_streak=false", []int{5, 4, 3}, false, 3},
+		{"the same count is no progress", []int{5, 4, 4}, true, 2},
+		{"more is no progress", []int{3, 4, 5}, true, 3},
+		{"an unparsed count is never progress, nor compared with", []int{5, -1, 3}, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHistory(failing(tc.counts...), Pipeline{Verification: true, ProgressResets: tc.resets})
+			if got := h.TestFailureStreak(); got != tc.want {
+				t.Errorf("TestFailureStreak = %d, want %d", got, tc.want)
+			}
+			if got := h.Counters().Verification; got != tc.want {
+				t.Errorf("verification streak = %d, want %d (both streaks read progress alike)", got, tc.want)
+			}
+		})
+	}
 }
 
 func defStuckTask(h *History) (task string, failures int) {
@@ -467,5 +518,55 @@ func TestHistorySetupStep(t *testing.T) {
 	if h := NewHistory(nil, Pipeline{}); h.Next().Phase != api.PhaseImplementation {
 		got := h.Next()
 		t.Fatalf("Next() without setup = %+v", got)
+	}
+}
+
+// TestHistoryBaselineStep: with verify_baseline the baseline runs once,
+// after any setup and before iteration 1, until one records an outcome
+// (a failing one included); it is in no iteration and no streak, and a
+// run that already has iterations never goes back to it.
+func TestHistoryBaselineStep(t *testing.T) {
+	at := func(seq int, phase api.Phase, it int, status api.StepStatus) storage.Step {
+		end := int64(seq * 10)
+		return storage.Step{Seq: seq, Phase: phase, Iteration: it, Status: status, EndedAt: &end}
+	}
+	base := Pipeline{Verification: true, Baseline: true}
+	withSetup := Pipeline{Verification: true, Baseline: true, Setup: true}
+	tests := []struct {
+		name  string
+		p     Pipeline
+		steps []storage.Step
+		next  Next
+	}{
+		{"the first step is the baseline", base, nil, Next{Phase: api.PhaseBaseline}},
+		{"after the setup, the baseline", withSetup, []storage.Step{at(1, api.PhaseSetup, 0, api.StepSucceeded)}, Next{Phase: api.PhaseBaseline}},
+		{"the setup first", withSetup, nil, Next{Phase: api.PhaseSetup}},
+		{"a failing baseline is an outcome: iteration 1", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepFailed)},
+			Next{Phase: api.PhaseImplementation, Iteration: 1}},
+		{"a passing baseline: iteration 1", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepSucceeded)},
+			Next{Phase: api.PhaseImplementation, Iteration: 1}},
+		{"an interrupted baseline runs again", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepInterrupted)},
+			Next{Phase: api.PhaseBaseline, Retry: true}},
+		{"a canceled baseline runs again", base, []storage.Step{at(1, api.PhaseBaseline, 0, api.StepCanceled)},
+			Next{Phase: api.PhaseBaseline, Retry: true}},
+		{"turned on by resume --set after iteration 1: none", base, []storage.Step{at(1, api.PhaseImplementation, 1, api.StepSucceeded),
+			at(2, api.PhaseVerification, 1, api.StepFailed)}, Next{Phase: api.PhaseImplementation, Iteration: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHistory(tt.steps, tt.p)
+			if got := h.Next(); got != tt.next {
+				t.Fatalf("Next() = %+v, want %+v", got, tt.next)
+			}
+			if len(tt.steps) > 0 && tt.steps[0].Phase != api.PhaseImplementation {
+				if c := h.Counters(); c != (api.Counters{}) || h.CompletedIterations() != 0 || h.TestFailureStreak() != 0 || h.LastVerification() != nil {
+					t.Fatalf("the baseline counted: %+v, %d iterations, test streak %d", c, h.CompletedIterations(), h.TestFailureStreak())
+				}
+			}
+		})
+	}
+	h := NewHistory([]storage.Step{at(1, api.PhaseBaseline, 0, api.StepInterrupted), at(2, api.PhaseBaseline, 0, api.StepFailed)}, base)
+	if b := h.Baseline(); b == nil || b.Seq != 2 {
+		t.Fatalf("Baseline() = %+v, want the counted step 2", b)
 	}
 }

@@ -91,7 +91,7 @@ func changesThatMatter(ctx context.Context, top, ws string, cfg config.Config) [
 		return nil
 	}
 	own := map[string]bool{filepath.Join(ws, ".loop") + "/": true}
-	for _, f := range []string{cfg.EnvFile, cfg.PromptFile} {
+	for _, f := range []string{cfg.EnvFile, cfg.PromptFile, cfg.TasksFile} {
 		if f != "" {
 			own[f] = true
 		}

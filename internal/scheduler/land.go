@@ -25,7 +25,13 @@ func (r *runner) judgeLand(exitCode int, logPath string, started time.Time) (pas
 	if exitCode != 0 {
 		st.Status = api.StepFailed
 	}
-	r.readTests(st)
+	if exitCode >= 0 {
+		st.ExitCode = &exitCode
+	}
+	// With verify_baseline the run's own verifications ignored the tests
+	// failing before it; the combination is judged alike, or a land of
+	// a run that passed would be refused for the same old failures.
+	r.ignorePreExisting(st, r.readTests(st))
 	r.redactStep(st) // why is shown and logged: no secret in a test name
 	if st.Status == api.StepSucceeded {
 		return true, ""
@@ -73,6 +79,16 @@ func (s *Scheduler) LandVerification(ctx context.Context, run storage.Run, dir s
 	// writes it in the worktree.
 	if rel, err := filepath.Rel(run.Workspace, cfg.VerifyReport); cfg.VerifyReport != "" && err == nil && !strings.HasPrefix(rel, "..") {
 		r.cfg.VerifyReport = filepath.Join(dir, rel)
+	}
+	if p := pipelineOf(cfg); p.Baseline {
+		// The baseline the combination's failures are matched against.
+		base, err := s.store.LastEnded(ctx, run.ID, api.PhaseBaseline)
+		switch {
+		case err == nil:
+			r.hist = NewHistory([]storage.Step{base}, p)
+		case !errors.Is(err, storage.ErrNotFound):
+			return landing.Verification{}, err
+		}
 	}
 	st := &storage.Step{Phase: api.PhaseVerification, Iteration: iteration}
 	// LOOP_WORKSPACE names where the commands run: the worktree (the

@@ -113,3 +113,64 @@ func TestLandVerificationRefusesAnUntrustedEnvFile(t *testing.T) {
 		t.Fatalf("LandVerification with an untrusted env_file = %v", err)
 	}
 }
+
+// With verify_baseline a land's verification of the combination ignores
+// the tests the run's baseline found failing, as the run's verifications
+// did; a failure not in the baseline still refuses the land.
+func TestLandVerificationIgnoresTheBaselinesFailures(t *testing.T) {
+	dir := t.TempDir()
+	st, err := storage.Open(t.Context(), filepath.Join(dir, "loopd.db"), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(Options{Store: st, Home: dir})
+	run := storage.Run{ID: "abc123", Workspace: dir, Status: api.RunCompleted, Config: `{"verify_command":["go test ./..."],"verify_baseline":true}`,
+		Conditions: "{}", CreatedAt: 1, UpdatedAt: 1}
+	one := 1
+	base := &storage.Step{RunID: run.ID, Seq: 1, Phase: api.PhaseBaseline, LogPath: "/l"}
+	err = st.Write(t.Context(), func(tx *storage.Tx) error {
+		if err := tx.InsertRun(run, nil); err != nil {
+			return err
+		}
+		if err := tx.InsertStep(base, nil); err != nil {
+			return err
+		}
+		base.Status, base.TestsFailed, base.TestsFailedNames = api.StepFailed, &one, storage.Strings{"TestOld"}
+		return tx.FinishStep(base, "STEP_FINISHED", nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, err := s.LandVerification(t.Context(), run, dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "land.log")
+	gotest := func(failing ...string) string {
+		out := "=== RUN   TestA\n--- PASS: TestA (0.00s)\n"
+		for _, f := range failing {
+			out += "=== RUN   " + f + "\n--- FAIL: " + f + " (0.00s)\n"
+		}
+		return out + "FAIL\nFAIL\texample.com/x\t0.002s\n"
+	}
+	if err := writeFile(log, gotest("TestOld")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := lv.Judge(1, log, time.Now()); !ok {
+		t.Errorf("Judge of only the baseline's failure = false, %q; want passed", why)
+	}
+	if err := writeFile(log, gotest("TestOld", "TestNew")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := lv.Judge(1, log, time.Now()); ok {
+		t.Error("Judge of a failure not in the baseline passed")
+	}
+	// Killed (no exit code of its own): never passed for old failures.
+	if err := writeFile(log, gotest("TestOld")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := lv.Judge(-1, log, time.Now()); ok {
+		t.Error("Judge of a killed verification passed")
+	}
+}

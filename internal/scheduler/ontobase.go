@@ -17,6 +17,7 @@ import (
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/landing"
+	"github.com/loopd/loopd/internal/storage"
 )
 
 // ontoBaseFile keeps, in the run's directory, the last merge of its base
@@ -66,6 +67,13 @@ func readOntoBase(dir string) *ontoBase {
 // merged (a daemon killed) is run again: the merge it made is found, not
 // made twice. Refusals are *InputError (exit 64) and change nothing.
 func (s *Scheduler) ResumeOntoBase(ctx context.Context, runID string, sets []string) error {
+	return s.resumeOntoBase(ctx, runID, sets, "")
+}
+
+// resumeOntoBase is ResumeOntoBase; at, when set, is the base commit to
+// merge instead of the base branch's tip: the one a cut request already
+// merged (cutOntoBase), which plain resume finishes recording.
+func (s *Scheduler) resumeOntoBase(ctx context.Context, runID string, sets []string, at string) error {
 	run, err := s.store.Run(ctx, runID)
 	if err != nil {
 		return err
@@ -92,9 +100,12 @@ func (s *Scheduler) ResumeOntoBase(ctx context.Context, runID string, sets []str
 		return &StateError{Msg: fmt.Sprintf("run %s is already being resumed with --onto-base", short)}
 	}
 	defer s.ontoBusy.Delete(run.ID)
-	base, err := git.Cmd{Dir: run.Workspace}.Output(ctx, "rev-parse", "-q", "--verify", "refs/heads/"+run.BaseBranch+"^{commit}")
-	if err != nil || base == "" {
-		return refuse("the base branch %s no longer exists in %s", run.BaseBranch, run.Workspace)
+	base := at
+	if base == "" {
+		base, err = git.Cmd{Dir: run.Workspace}.Output(ctx, "rev-parse", "-q", "--verify", "refs/heads/"+run.BaseBranch+"^{commit}")
+		if err != nil || base == "" {
+			return refuse("the base branch %s no longer exists in %s", run.BaseBranch, run.Workspace)
+		}
 	}
 	steps, err := s.store.StepsLight(ctx, run.ID)
 	if err != nil {
@@ -146,6 +157,52 @@ func (s *Scheduler) ResumeOntoBase(ctx context.Context, runID string, sets []str
 	s.log.Info("merged the base branch into the run's branch", zap.String("run", run.ID), zap.String("base", base),
 		zap.Bool("clean", m.Clean), zap.Strings("conflicts", m.Conflicts), zap.Bool("reused", m.Reused))
 	return s.resume(ctx, run.ID, sets, onto)
+}
+
+// cutOntoBase finds a merge of the base branch that a cut resume
+// --onto-base (its daemon killed after git merged, before loopd recorded
+// the merge and resumed the run) left in an ended worktree run's worktree:
+// a MERGE_HEAD from the base branch, or a HEAD that is loopd's merge
+// commit (its Loop-Merge trailer), for a base commit that ontoBaseFile
+// does not record. It returns that commit, "" when there is none. A plain
+// resume that went on without it would leave the merge in progress under
+// an agent never told about it, and count the base's changes as the
+// agent's.
+func (s *Scheduler) cutOntoBase(ctx context.Context, run storage.Run) string {
+	if run.Isolation != string(config.IsolationWorktree) || !run.Status.Terminal() || run.LandedCommit != "" ||
+		run.BaseBranch == "" || run.WorktreeState != "present" || !git.IsWorktree(run.Worktree) {
+		return ""
+	}
+	recorded := ""
+	if o := readOntoBase(filepath.Join(s.opts.Home, "runs", run.ID)); o != nil {
+		recorded = o.BaseCommit
+	}
+	gctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	wt := git.Cmd{Dir: run.Worktree}
+	if mh, _ := wt.Output(gctx, "rev-parse", "-q", "--verify", "MERGE_HEAD"); mh != "" {
+		// A recorded merge in progress is the agent's to complete (the
+		// runner reads the record), and only a merge of the base branch
+		// is loopd's to finish: one someone started by hand is theirs.
+		if mh == recorded {
+			return ""
+		}
+		if _, err := (git.Cmd{Dir: run.Workspace}).Run(gctx, "merge-base", "--is-ancestor", mh, "refs/heads/"+run.BaseBranch); err == nil {
+			return mh
+		}
+		return ""
+	}
+	body, err := wt.Output(gctx, "log", "-1", "--format=%B", "HEAD")
+	if err != nil {
+		return ""
+	}
+	prefix := "Loop-Merge: " + run.ID + "/"
+	for line := range strings.SplitSeq(body, "\n") {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok && c != "" && c != recorded {
+			return c
+		}
+	}
+	return ""
 }
 
 // ontoBaseNote is what the next prompt says about a merge of the base

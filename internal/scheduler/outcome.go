@@ -97,9 +97,12 @@ func (r *runner) classifyEnd(st *storage.Step, ex supervise.Exit, ending supervi
 	switch st.Phase {
 	case api.PhaseImplementation, api.PhaseReview:
 		r.readAgentOutput(st)
-	case api.PhaseVerification:
+	case api.PhaseVerification, api.PhaseBaseline:
 		if st.Status != api.StepCanceled && st.Status != api.StepInterrupted {
-			r.readTests(st)
+			res := r.readTests(st)
+			if st.Phase == api.PhaseVerification {
+				r.ignorePreExisting(st, res)
+			}
 		}
 	}
 	if st.Phase == api.PhaseImplementation {
@@ -313,8 +316,9 @@ func (r *runner) agentEnv(key string) string {
 
 // readTests reads a verification step's test results: the JUnit report
 // when one is configured and was written by this step, else the output.
-// Failing tests fail the step even when the command exited 0.
-func (r *runner) readTests(st *storage.Step) {
+// Failing tests fail the step even when the command exited 0. It returns
+// what was parsed.
+func (r *runner) readTests(st *storage.Step) testreport.Result {
 	var res testreport.Result
 	if f, err := os.Open(st.LogPath); err == nil {
 		res, err = testreport.Parse(f)
@@ -339,7 +343,7 @@ func (r *runner) readTests(st *storage.Step) {
 		}
 	}
 	if !res.Recognized() {
-		return // the exit code decides; counts stay unknown
+		return res // the exit code decides; counts stay unknown
 	}
 	st.TestsFormat = string(res.Format)
 	st.TestsPassed, st.TestsFailed, st.TestsSkipped = res.Passed, res.Failed, res.Skipped
@@ -348,6 +352,7 @@ func (r *runner) readTests(st *storage.Step) {
 		st.Status = api.StepFailed
 		st.Error = "tests failed although the command exited 0: " + res.Summary()
 	}
+	return res
 }
 
 // readPlan reads the plan file path, which stays inside dir (the run's

@@ -268,7 +268,7 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 		commands, stdin = []string{r.cfg.AgentCommandLine()}, f.prompt
 	case api.PhaseReview:
 		commands = []string{r.cfg.ReviewCommand}
-	case api.PhaseVerification:
+	case api.PhaseVerification, api.PhaseBaseline:
 		commands = r.cfg.VerifyCommands
 	case api.PhaseSetup:
 		// LOOP_CHECKOUT: the user's checkout, to copy what git does not

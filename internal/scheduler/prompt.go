@@ -151,6 +151,20 @@ func (r *runner) feedback(it int) string {
 			}
 			b.WriteString("\n")
 		}
+		if pre := fail.TestsIgnoredNames; len(pre) > 0 {
+			// The agent need not chase what it did not break: the new
+			// failures are what fails the check.
+			shown := pre[:min(len(pre), feedbackNames)]
+			verb := "were"
+			if len(pre) == 1 {
+				verb = "was"
+			}
+			fmt.Fprintf(&b, "Of these, %d %s already failing before the run and ignored: %s", len(pre), verb, strings.Join(shown, ", "))
+			if more := len(pre) - len(shown); more > 0 {
+				fmt.Fprintf(&b, " (+%d more)", more)
+			}
+			b.WriteString(". The others are the ones to fix.\n")
+		}
 	case api.PhaseReview:
 		fmt.Fprintf(&b, "The review did not approve: %s.\n", fail.Error)
 	case api.PhaseImplementation:

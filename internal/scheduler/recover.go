@@ -85,7 +85,7 @@ func (r *runner) recoverStep(st *storage.Step) (bool, error) {
 	} else {
 		st.EndedAt = &st.StartedAt
 	}
-	if st.Phase != api.PhaseVerification {
+	if st.Phase != api.PhaseVerification && st.Phase != api.PhaseBaseline {
 		r.readAgentOutput(st) // the tokens it spent were spent
 	}
 	r.recordChanges(st) // and what it changed, changed

@@ -43,6 +43,7 @@ func (r *runner) redactStep(st *storage.Step) {
 	st.FinalMessage = r.secrets.String(st.FinalMessage)
 	st.TestsFailedNames = redactAll(r.secrets, st.TestsFailedNames)
 	st.TestsPassedNames = redactAll(r.secrets, st.TestsPassedNames)
+	st.TestsIgnoredNames = redactAll(r.secrets, st.TestsIgnoredNames)
 }
 
 // redactAll redacts every string of names, in place, and returns it.

@@ -405,6 +405,7 @@ func planLimit(cfg config.Config) int {
 func pipelineOf(cfg config.Config) Pipeline {
 	return Pipeline{Review: cfg.ReviewCommand != "", Verification: len(cfg.VerifyCommands) > 0,
 		Setup:          cfg.Isolation == config.IsolationWorktree && cfg.SetupCommand != "",
+		Baseline:       cfg.VerifyBaseline && len(cfg.VerifyCommands) > 0,
 		ProgressResets: cfg.ProgressResetsStreak}
 }
 

@@ -111,16 +111,22 @@ type AgentLine struct {
 // records the content hashes of those that need trust, replacing what was
 // trusted in the workspace before.
 func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, error) {
-	return s.trust(ctx, workspace, true)
+	return s.trust(ctx, workspace, true, "")
+}
+
+// TrustTasks is Trust (record) or ShowTrust with a backlog's task list
+// given on the command line (loopctl trust --tasks FILE) judged too.
+func (s *Scheduler) TrustTasks(ctx context.Context, workspace, tasksFile string, record bool) (TrustResult, error) {
+	return s.trust(ctx, workspace, record, tasksFile)
 }
 
 // ShowTrust is Trust that records nothing (loopctl trust --show), with
 // the agents' command lines.
 func (s *Scheduler) ShowTrust(ctx context.Context, workspace string) (TrustResult, error) {
-	return s.trust(ctx, workspace, false)
+	return s.trust(ctx, workspace, false, "")
 }
 
-func (s *Scheduler) trust(ctx context.Context, workspace string, record bool) (TrustResult, error) {
+func (s *Scheduler) trust(ctx context.Context, workspace string, record bool, tasksFile string) (TrustResult, error) {
 	ws, err := resolveWorkspace(workspace)
 	if err != nil {
 		return TrustResult{}, err
@@ -141,7 +147,7 @@ func (s *Scheduler) trust(ctx context.Context, workspace string, record bool) (T
 	if err := file.Validate(ws); err != nil {
 		return TrustResult{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was trusted", Problems: problems(err)}
 	}
-	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg})
+	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg, TasksFile: tasksFile})
 	if err != nil {
 		return TrustResult{}, &InputError{Msg: "cannot read the workspace's files; nothing was trusted", Problems: []string{err.Error()}}
 	}

@@ -69,8 +69,10 @@ var testFailureStreakKind = &kind[TestFailureStreak]{
 	reason:   func(c TestFailureStreak) string { return "test_failure_streak:" + strconv.Itoa(c.Count) },
 	validate: func(c TestFailureStreak, v *validator, p string) { v.atLeastOne(p, "count", int64(c.Count)) },
 	measure:  measureTestFailureStreak,
-	summary:  "`count` verification steps in a row had failing tests.",
-	example:  TestFailureStreak{Count: 4},
+	summary: "`count` verification steps in a row had failing tests. With `progress_resets_streak` (on by default), " +
+		"a verification with fewer failing tests than the previous failed one restarts the count at 1, as for " +
+		"`max_consecutive_failures`: failing 5 → 4 → 3 is progress, not a streak.",
+	example: TestFailureStreak{Count: 4},
 }
 
 // TypeAllTestsPass is met when the last verification's tests all passed.

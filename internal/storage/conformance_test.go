@@ -285,3 +285,53 @@ func TestNotificationsAndWaits(t *testing.T) {
 		}
 	})
 }
+
+// A baseline step (verify_baseline: phase baseline, iteration 0) is
+// accepted by both dialects' phase CHECK and keeps its failing tests; a
+// verification step keeps the tests it ignored as pre-existing. An
+// unknown phase is still refused.
+func TestBaselineStepAndIgnoredTests(t *testing.T) {
+	eachDialect(t, func(t *testing.T, d dialect) {
+		s, _ := openTest(t, d)
+		newRun(t, s, "r1")
+		one := 1
+		base := &Step{RunID: "r1", Seq: 1, Phase: api.PhaseBaseline, Iteration: 0, LogPath: "/l/1"}
+		verify := &Step{RunID: "r1", Seq: 2, Phase: api.PhaseVerification, Iteration: 1, LogPath: "/l/2"}
+		err := s.Write(t.Context(), func(tx *Tx) error {
+			for _, st := range []*Step{base, verify} {
+				if err := tx.InsertStep(st, nil); err != nil {
+					return err
+				}
+			}
+			base.Status, base.TestsFailed, base.TestsFailedNames = api.StepFailed, &one, Strings{"t.test_a"}
+			verify.Status, verify.TestsFailed, verify.TestsFailedNames = api.StepSucceeded, &one, Strings{"t.test_a"}
+			verify.TestsIgnoredNames = Strings{"t.test_a"}
+			for _, st := range []*Step{base, verify} {
+				if err := tx.FinishStep(st, events.StepFinished, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := s.Steps(t.Context(), "r1")
+		if err != nil || len(steps) != 2 {
+			t.Fatalf("steps = %+v, %v", steps, err)
+		}
+		if b := steps[0]; b.Phase != api.PhaseBaseline || b.Iteration != 0 || !slices.Equal(b.TestsFailedNames, Strings{"t.test_a"}) ||
+			len(b.TestsIgnoredNames) != 0 {
+			t.Errorf("baseline step = %+v", b)
+		}
+		if v := steps[1]; !slices.Equal(v.TestsIgnoredNames, Strings{"t.test_a"}) {
+			t.Errorf("ignored tests = %q", v.TestsIgnoredNames)
+		}
+		err = s.Write(t.Context(), func(tx *Tx) error {
+			return tx.InsertStep(&Step{RunID: "r1", Seq: 3, Phase: "warmup", Iteration: 1, LogPath: "/l/3"}, nil)
+		})
+		if err == nil {
+			t.Error("a step of phase warmup was accepted")
+		}
+	})
+}

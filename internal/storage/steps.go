@@ -104,6 +104,10 @@ type Outcome struct {
 	TestsSkipped     *int    `db:"tests_skipped"`
 	TestsFailedNames Strings `db:"tests_failed_names"`
 	TestsPassedNames Strings `db:"tests_passed_names"`
+	// TestsIgnoredNames are the failing tests of a verification step that
+	// were already failing in the run's baseline step (verify_baseline):
+	// pre-existing, so the verify gate does not hold them against the run.
+	TestsIgnoredNames Strings `db:"tests_ignored_names"`
 
 	Fingerprint string `db:"fingerprint"`
 	PlanTask    string `db:"plan_task"`
@@ -139,7 +143,7 @@ const stepLight = `id, run_id, seq, phase, iteration, status, exit_code, error, 
 	question, answer, credential, tests_format, tests_passed, tests_failed, tests_skipped, fingerprint, plan_task, plan_checked,
 	change_commit, files_changed, insertions, deletions, binary_files`
 
-const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names, change_files`
+const stepColumns = stepLight + `, final_message, tests_failed_names, tests_passed_names, tests_ignored_names, change_files`
 
 // InsertStep records a step as RUNNING, with its STEP_STARTED event, before
 // its process is launched: a crash between the two leaves a RUNNING step
@@ -249,7 +253,7 @@ const qFinishStep = `UPDATE steps SET status = :status, exit_code = :exit_code, 
 		api_unavailable = :api_unavailable, reasoning_tokens = :reasoning_tokens, question = :question,
 		tests_passed = :tests_passed, tests_failed = :tests_failed, tests_skipped = :tests_skipped,
 		tests_failed_names = :tests_failed_names, tests_passed_names = :tests_passed_names,
-		fingerprint = :fingerprint, plan_checked = :plan_checked,
+		tests_ignored_names = :tests_ignored_names, fingerprint = :fingerprint, plan_checked = :plan_checked,
 		change_commit = :change_commit, files_changed = :files_changed, insertions = :insertions,
 		deletions = :deletions, binary_files = :binary_files, change_files = :change_files,
 		pid = :pid, pgid = :pgid, proc_start = :proc_start, boot_id = :boot_id
@@ -296,3 +300,17 @@ func (s *Store) SharedLimit(ctx context.Context, credential, runID string, now i
 }
 
 const qSetCancelCause = `UPDATE steps SET cancel_cause = ? WHERE id = ? AND status = 'RUNNING'`
+
+// LastEnded returns a run's newest step of phase that ran to an outcome
+// (SUCCEEDED or FAILED), with every column; ErrNotFound when there is none.
+// Status reads verify_baseline's record with it: the baseline step's
+// failing tests and what the newest verification ignored of them.
+func (s *Store) LastEnded(ctx context.Context, runID string, phase api.Phase) (Step, error) {
+	var st Step
+	err := s.get(ctx, &st, `SELECT `+stepColumns+` FROM steps WHERE run_id = ? AND phase = ?
+		AND status IN ('SUCCEEDED', 'FAILED') ORDER BY seq DESC LIMIT 1`, runID, phase)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, ErrNotFound
+	}
+	return st, err
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/migrations"
 )
 
 func openTest(t *testing.T, d dialect) (*Store, *[]int64) {
@@ -379,4 +380,62 @@ func TestMarkPostmortemOncePerEnding(t *testing.T) {
 			t.Errorf("%d POSTMORTEM_WRITTEN events, want 1", n)
 		}
 	})
+}
+
+// 0012 rebuilds the steps table (its phase CHECK gains baseline): a
+// database from before keeps every step, column for column, and the
+// shared usage limit's index.
+func TestMigrationRebuildingStepsKeepsThem(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopd.db")
+	db, err := sqlx.Open(driverName, path+"?_foreign_keys=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fstest.MapFS{}
+	ms, err := loadMigrations(migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.version < 12 {
+			before[m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+		}
+	}
+	if err := migrateFS(t.Context(), db, before); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO runs (id, workspace, goal, config, status, created_at, updated_at) VALUES ('r1', '/ws', 'g', '{}', 'RUNNING', 1, 1)`,
+		`INSERT INTO steps (id, run_id, seq, phase, iteration, status, exit_code, error, started_at, ended_at, log_path,
+			tests_failed, tests_failed_names, change_files, api_unavailable, reasoning_tokens, binary_files, question, answer,
+			credential, rate_limited_until, cancel_cause)
+		 VALUES (7, 'r1', 1, 'setup', 0, 'SUCCEEDED', 0, '', 10, 20, '/l/1', NULL, '[]', '[]', 0, 0, NULL, '', '', '', NULL, ''),
+		        (8, 'r1', 2, 'verification', 1, 'FAILED', 1, 'exit code 1', 30, 40, '/l/2', 2, '["a","b"]', '["x.go"]', 1, 5, 3,
+		         'why?', 'because', 'fp', 99, 'step_timeout')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s, err := Open(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	steps, err := s.Steps(t.Context(), "r1")
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("steps after 0012 = %+v, %v", steps, err)
+	}
+	v := steps[1]
+	if v.ID != 8 || v.Phase != api.PhaseVerification || v.Status != api.StepFailed || *v.ExitCode != 1 || v.Error != "exit code 1" ||
+		*v.TestsFailed != 2 || strings.Join(v.TestsFailedNames, ",") != "a,b" || strings.Join(v.ChangeFiles, ",") != "x.go" ||
+		!v.APIUnavailable || v.ReasoningTokens != 5 || *v.BinaryFiles != 3 || v.Question != "why?" || v.Answer != "because" ||
+		v.Credential != "fp" || *v.RateLimitedUntil != 99 || v.CancelCause != CancelStepTimeout || len(v.TestsIgnoredNames) != 0 {
+		t.Errorf("step after 0012 = %+v", v)
+	}
+	var idx int
+	if err := s.r.Get(&idx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'steps_credential_limit'`); err != nil || idx != 1 {
+		t.Errorf("steps_credential_limit after 0012: %d, %v", idx, err)
+	}
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/loopd/loopd/internal/api"
@@ -98,6 +99,13 @@ func TestBacklogTasks(t *testing.T) {
 		}
 		if b, err := s.Run(t.Context(), "b1"); err != nil || b.Kind != KindBacklog || b.Parent != "" {
 			t.Fatalf("backlog run = %+v, %v", b, err)
+		}
+		// A task list that names commands is trusted as kind tasks.
+		sum := strings.Repeat("a", 64)
+		if err := s.Write(t.Context(), func(tx *Tx) error {
+			return tx.TrustFiles("/ws", []TrustedFile{{Path: "/ws/tasks.json", Kind: "tasks", SHA256: sum, Summary: "{}"}})
+		}); err != nil {
+			t.Fatalf("trust a task list: %v", err)
 		}
 	})
 }

@@ -122,8 +122,12 @@ func StepTests(st *storage.Step) *api.Tests {
 	if names == nil {
 		names = []string{}
 	}
-	return &api.Tests{Format: st.TestsFormat, Passed: st.TestsPassed, Failed: st.TestsFailed, Skipped: st.TestsSkipped,
+	out := &api.Tests{Format: st.TestsFormat, Passed: st.TestsPassed, Failed: st.TestsFailed, Skipped: st.TestsSkipped,
 		FailedNames: names, Summary: res.Summary()}
+	if len(st.TestsIgnoredNames) > 0 {
+		out.IgnoredNames = st.TestsIgnoredNames
+	}
+	return out
 }
 
 // Event converts an event row to its wire form.

@@ -28,3 +28,8 @@ CREATE TABLE tasks (
     PRIMARY KEY (backlog, id)
 );
 CREATE INDEX tasks_task_run ON tasks (task_run) WHERE task_run <> '';
+
+-- A task list that names commands is trusted as kind 'tasks'.
+ALTER TABLE trusted_files DROP CONSTRAINT trusted_files_kind_check;
+ALTER TABLE trusted_files ADD CONSTRAINT trusted_files_kind_check
+    CHECK (kind IN ('config', 'stop', 'env', 'agent', 'tasks'));
