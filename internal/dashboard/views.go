@@ -31,7 +31,7 @@ type runRow struct {
 	IterLimit int     // max_iterations, 0 when unlimited
 	CostLimit float64 // max_cost in USD, 0 when unlimited
 	// A backlog's row heads a group: its task runs (oldest first), shown
-	// indented under it, and how many there are in each status. Open says
+	// indented under it, and Tally, how many there are in each status. Open says
 	// the group starts unfolded: a backlog that has not ended shows what
 	// its tasks are doing, an ended one folds them away (the browser
 	// remembers what the user chose instead).
@@ -121,14 +121,13 @@ func (s *Server) backlogRow(ctx context.Context, run api.Run) (runRow, error) {
 		n[k.Status]++
 	}
 	withTaskUsage(&row, runs)
-	kids := group.Runs
 	var parts []string
 	for _, st := range allStatuses {
 		if n[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n[st], strings.ToLower(string(st))))
 		}
 	}
-	row.Tally = fmt.Sprintf("%d task run%s", len(kids), plural(len(kids)))
+	row.Tally = fmt.Sprintf("%d task run%s", len(runs), plural(len(runs)))
 	if len(parts) > 0 {
 		row.Tally += ": " + strings.Join(parts, " · ")
 	}
