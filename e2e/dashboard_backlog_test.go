@@ -140,6 +140,9 @@ func TestDashboardBacklog(t *testing.T) {
 		t.Fatalf("the task run's link opened %s, want %s/runs/%s", loc, base, evil.Run)
 	}
 	b.waitText("#status", string(evil.RunStatus))
+	// Its backlog lands and retries it: its own page offers neither.
+	b.waitOffered("")
+	b.waitText("#offer-note", "Retry it on the backlog")
 	b.run("back to the backlog", chromedp.Click(`#backlog-link`, chromedp.ByQuery),
 		chromedp.WaitVisible(`body[data-page="backlog"]`, chromedp.ByQuery))
 

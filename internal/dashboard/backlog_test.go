@@ -150,6 +150,11 @@ func TestBacklogPageListsTasksQuoted(t *testing.T) {
 	if bad := unsafeIn(run); bad != "" {
 		t.Errorf("the task run's page holds %s as is", bad)
 	}
+	// Its backlog lands it and retries it: the page offers neither.
+	if !strings.Contains(run, "Retry it on the backlog") || !regexp.MustCompile(`<form class="land" data-action="land" data-offer="land" hidden>`).MatchString(run) ||
+		!regexp.MustCompile(`<form class="resume" data-action="resume" data-offer="resume" hidden>`).MatchString(run) {
+		t.Errorf("the failed task run's page offers Land or Resume, or does not say where to retry it")
+	}
 	// A run that is not a backlog keeps its run page.
 	if _, p := get(t, srv.URL+"/runs/loose", c); !strings.Contains(p, `data-page="run"`) {
 		t.Error("a plain run's page is not the run page")
