@@ -160,10 +160,10 @@ func TestDashboardBacklog(t *testing.T) {
 	}
 	b.waitText(`#run-`+id+` button[data-fold]`, "2 task runs: 1 completed · 1 aborted")
 	b.waitText(`#run-`+id, "1 / 3 tasks")
-	var got string
-	b.eval(`document.querySelector("#run-`+parse.Run+` .goal").textContent`, &got) // folded: no visible text
-	if strings.TrimSpace(got) != "Add the parser" {
-		t.Errorf("the parse task run's row reads %q, want its task's title", got)
+	var goal string
+	b.eval(`document.querySelector("#run-`+parse.Run+` .goal").textContent`, &goal) // folded: no visible text
+	if strings.TrimSpace(goal) != "Add the parser" {
+		t.Errorf("the parse task run's row reads %q, want its task's title", goal)
 	}
 	b.run("unfold the task runs", chromedp.Click(`#run-`+id+` button[data-fold]`, chromedp.ByQuery))
 	if got, want := rows(), fmt.Sprintf("%s %s<%s %s<%s", id, parse.Run, id, evil.Run, id); got != want {
@@ -215,6 +215,18 @@ func TestDashboardBacklog(t *testing.T) {
 	if got := order(); got != "parse:done evil:done wire:done" {
 		t.Fatalf("after the retry: %q, want every task done", got)
 	}
+	// Completed, the backlog offers Land: its integration branch goes into
+	// main (loopctl land BACKLOG), and then it offers nothing.
+	b.waitOffered("land")
+	got := b.act(`form.land button`, "landed")
+	if !strings.Contains(got, "into main") {
+		t.Errorf("Land of the backlog says %q", got)
+	}
+	for _, f := range []string{"task-parse.txt", "task-evil.txt", "task-wire.txt"} {
+		e.git("cat-file", "-e", "main:"+f)
+	}
+	b.waitOffered("")
+	b.waitText("#branch", "landed")
 	if n := strings.Count(e.must("tasks", id), "done"); n < 3 {
 		t.Errorf("loopctl tasks after the dashboard's retry:\n%s", e.must("tasks", id))
 	}
