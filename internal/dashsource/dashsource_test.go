@@ -159,3 +159,50 @@ func TestSettleShowsTheStateTheBacklogWillRecord(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkBacklogReads reads what a backlog's page shows (its tasks with
+// their task runs' numbers, and its task runs) from a real SQLite store,
+// for 5 tasks and 200.
+func BenchmarkBacklogReads(b *testing.B) {
+	for _, n := range []int{5, 200} {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			home := b.TempDir()
+			store, err := storage.Open(ctx, filepath.Join(home, "loopd.db"), storage.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			s := New(store, scheduler.New(scheduler.Options{Store: store, Home: home, Logger: zap.NewNop()}), events.NewBus(0))
+			err = store.Write(ctx, func(tx *storage.Tx) error {
+				if err := tx.InsertRun(storage.Run{ID: "backlog", Kind: "backlog", Workspace: "/ws", Goal: "g", Config: "{}",
+					Conditions: "{}", Status: api.RunRunning}, nil); err != nil {
+					return err
+				}
+				for i := range n {
+					id, run := fmt.Sprintf("t%d", i), fmt.Sprintf("kid%04d", i)
+					if err := tx.InsertRun(storage.Run{ID: run, Name: id, Parent: "backlog", Workspace: "/ws", Goal: "g", Config: "{}",
+						Conditions: "{}", Status: api.RunCompleted}, nil); err != nil {
+						return err
+					}
+					if err := tx.InsertTask(storage.Task{Backlog: "backlog", ID: id, Position: i + 1, Title: "task " + id,
+						State: storage.TaskDone, TaskRun: run}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if bt, err := s.Tasks(ctx, "backlog"); err != nil || len(bt.Tasks) != n {
+					b.Fatalf("Tasks: %d, %v", len(bt.Tasks), err)
+				}
+				if g, err := s.TaskRuns(ctx, "backlog"); err != nil || len(g.Runs) != n {
+					b.Fatalf("TaskRuns: %d, %v", len(g.Runs), err)
+				}
+			}
+		})
+	}
+}
