@@ -17,12 +17,14 @@ import (
 // unless its task is in $NEVER (it then never completes). With $REWRITE set
 // it overwrites the plan file in the user's checkout and in its worktree
 // first, as an agent "marking tasks done" would. When its prompt says its
-// land was refused, it writes fixed.txt (the fix check.sh wants).
+// land was refused, it writes fixed.txt (the fix check.sh wants). While the
+// file $HOLD exists it waits (touching $HOLD.waiting first).
 const backlogAgent = `#!/bin/sh
 prompt=$(cat "$LOOP_PROMPT_FILE")
 task=$(printf '%s\n' "$prompt" | sed -n 's/^## Your task (\([^)]*\)).*/\1/p' | head -n 1)
 echo "$task $LOOP_ITERATION" >> "$AGENT_LOG"
 [ -n "${AGENT_SLEEP:-}" ] && sleep "$AGENT_SLEEP"
+if [ -n "${HOLD:-}" ] && [ -f "$HOLD" ]; then touch "$HOLD.waiting"; while [ -f "$HOLD" ]; do sleep 0.05; done; fi
 printf '%s\n' "$prompt" > "$PROMPTS/$task-$LOOP_ITERATION.txt"
 if [ -n "${REWRITE:-}" ]; then
   printf -- '- [x] everything is done\n' > "$REWRITE"
@@ -383,5 +385,63 @@ func TestBacklogCombinationFailureGoesBackToTheAgent(t *testing.T) {
 	evs := e.events(id)
 	if countType(evs, "TASK_STARTED") != 3 || countType(evs, "TASK_LANDED") != 2 {
 		t.Errorf("events: %v", eventTypes(evs))
+	}
+}
+
+// tasks_command: a command from the trusted .loop/config whose stdout is
+// the list — here a stand-in for `gh issue list --label loop --json
+// number,title,body,labels` printing gh's own output — is read once at
+// start; the issues become tasks #<number>. A failing command is refused
+// with its stderr and nothing is created.
+func TestBacklogTasksCommand(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	agentLog, _ := e.backlogRepo()
+	fixture, err := os.ReadFile(filepath.Join(repoRoot(), "internal", "backlog", "testdata", "gh_issues.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	issues := filepath.Join(e.home, "issues.json")
+	if err := os.WriteFile(issues, fixture, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gh := filepath.Join(e.home, "gh")
+	// A stand-in for gh: it records its arguments and prints gh's output,
+	// once; a second call fails (the list is read once).
+	if err := os.WriteFile(gh, []byte("#!/bin/sh\necho \"$@\" >> \""+gh+".calls\"\n[ -f \""+gh+".calls2\" ] && { echo 'gh: called twice' >&2; exit 1; }\ntouch \""+gh+".calls2\"\ncat \""+issues+"\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(e.ws, ".loop", "config"))
+	e.writeFile(".loop/config", string(cfg)+"tasks_command="+gh+" issue list --label loop --json number,title,body,labels\n", 0o644)
+	id := e.start("work through the loop issues")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("exit %d: %+v", code, e.tasks(id))
+	}
+	bt := e.tasks(id)
+	if len(bt.Tasks) != 2 || bt.Tasks[0].ID != "#14529" || bt.Tasks[1].ID != "#14530" || bt.Tasks[0].Title != "gh issue artifact: attach files to issues" {
+		t.Fatalf("tasks = %+v", bt.Tasks)
+	}
+	for _, task := range bt.Tasks {
+		if task.State != "done" {
+			t.Errorf("%+v, want done", task)
+		}
+	}
+	calls, _ := os.ReadFile(gh + ".calls")
+	if string(calls) != "issue list --label loop --json number,title,body,labels\n" {
+		t.Errorf("gh was called with %q, want once with the recipe's arguments", calls)
+	}
+	if runs := agentRuns(t, agentLog); runs["#14529"] != 1 || runs["#14530"] != 1 {
+		t.Errorf("agent runs = %v", runs)
+	}
+
+	// The command fails now (it was already called): refused, its stderr
+	// named, nothing created.
+	before := e.must("list", "--json")
+	r := e.loopctl("start", "again")
+	if r.code != 64 || !strings.Contains(r.stderr, "tasks_command") || !strings.Contains(r.stderr, "gh: called twice") {
+		t.Errorf("a failing tasks_command: exit %d %s", r.code, r.stderr)
+	}
+	if after := e.must("list", "--json"); after != before {
+		t.Errorf("a refused start created a run:\n%s", after)
 	}
 }

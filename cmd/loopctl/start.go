@@ -92,7 +92,11 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 	for _, w := range run.Warnings {
 		fmt.Fprintf(o.Err, "warning: %s\n", termtext.Quote(w))
 	}
-	if run.Isolation == "worktree" {
+	switch {
+	case run.Kind == "backlog":
+		fmt.Fprintf(o.Err, "backlog %s lands its tasks into branch %s (from %s), each task in a worktree run of its own\n  its tasks: loopctl tasks %s\n",
+			shortID(run.ID), termtext.Quote(run.Branch), shortID(run.BaseCommit), shortID(run.ID))
+	case run.Isolation == "worktree":
 		fmt.Fprintf(o.Err, "run %s works in its own worktree %s on branch %s (from %s)\n",
 			shortID(run.ID), termtext.Quote(run.Worktree), termtext.Quote(run.Branch), shortID(run.BaseCommit))
 	}

@@ -114,9 +114,21 @@ func (b *backlogRunner) poke() {
 }
 
 // drive runs passes until the backlog leaves RUNNING or the daemon stops.
+// The passes' context ends when the daemon shuts down: a land's
+// verification is stopped then (nothing lands, the next daemon lands it
+// again), and every write is a whole transaction or none.
 func (b *backlogRunner) drive() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-b.s.detach:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
-		done, err := b.pass(context.Background())
+		done, err := b.pass(ctx)
 		if done || b.s.detached() {
 			return
 		}

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"slices"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -12,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
