@@ -47,7 +47,7 @@ var (
 	// keeps the session cookie from every other server on the machine.
 	ErrHost = errors.New("refused: this is not the dashboard's address; open the link `loopctl dashboard` prints, or send the bearer token")
 	// ErrScope refuses what a dashboard session may not do.
-	ErrScope = errors.New("refused: a dashboard session can view runs and stop, pause, resume, signal, answer or land them; " +
+	ErrScope = errors.New("refused: a dashboard session can view runs and stop, pause, resume, signal, answer or land them, and retry a backlog's blocked task; " +
 		"starting runs, trust and stopping the daemon need loopctl (or the bearer token)")
 )
 
@@ -80,7 +80,7 @@ func NewLoopbackHost(port string) string {
 
 // inSessionScope reports whether a dashboard session may make request r:
 // the pages, assets and live streams Register serves, /metrics, a run's
-// diff and the run page's buttons. Everything else of the API (starting
+// diff, the run page's buttons and a backlog page's Retry. Everything else of the API (starting
 // runs with their commands, trust, stopping the daemon, cleaning
 // worktrees, the raw JSON of runs, logs and events) needs the bearer
 // token. It is written out rather than matched with a ServeMux: it is on
@@ -117,6 +117,14 @@ func inSessionScope(r *http.Request) bool {
 			switch action {
 			case "stop", "pause", "resume", "signal", "answer", "land":
 				return segment(ref)
+			}
+			// A backlog page's Retry: re-opening a blocked task acts on an
+			// existing backlog as resume does, with its frozen, already
+			// trusted config; the daemon lets a session set only what
+			// resume allows (ResumeRefusal).
+			if task, ok := strings.CutPrefix(action, "tasks/"); ok {
+				task, ok = strings.CutSuffix(task, "/retry")
+				return ok && segment(ref) && segment(task)
 			}
 		}
 	}

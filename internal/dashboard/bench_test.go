@@ -64,6 +64,32 @@ func BenchmarkRunsPage(b *testing.B) {
 	}
 }
 
+// BenchmarkBacklogPage renders a backlog's page with 5 tasks (baseline)
+// and 200 (a chain of dependencies every tenth), each with its task run.
+func BenchmarkBacklogPage(b *testing.B) {
+	for _, n := range []int{5, 200} {
+		src := newFakeSource()
+		src.commit(api.Run{ID: "bl", Kind: kindBacklog, Status: api.RunRunning, Goal: "work through the plan", Workspace: "/w"})
+		bt := api.BacklogTasks{Backlog: "bl", Status: api.RunRunning, Branch: "loop/bl", BaseBranch: "main"}
+		passed := 40
+		for i := range n {
+			id, run := fmt.Sprintf("t%d", i+1), fmt.Sprintf("run%04d", i)
+			task := api.Task{ID: id, Position: i + 1, Title: "make the parser handle quoted fields " + id, State: "done",
+				Description: "The parser splits on commas inside quotes.\nKeep the errors' line numbers.", DependsOn: []string{},
+				Run: run, RunStatus: api.RunCompleted, Iterations: 3, Usage: api.Usage{CostUSD: 0.42, InputTokens: 12000},
+				Tests: &api.Tests{Passed: &passed, Failed: new(int)}, FilesChanged: 3, Insertions: 50, Deletions: 7,
+				LandedCommit: "0123456789abcdef0123456789abcdef01234567", Verified: true}
+			if i%10 != 0 {
+				task.DependsOn = []string{fmt.Sprintf("t%d", i)}
+			}
+			bt.Tasks = append(bt.Tasks, task)
+			src.commit(api.Run{ID: run, Parent: "bl", Name: id, Status: api.RunCompleted, Workspace: "/w", Usage: task.Usage})
+		}
+		src.tasks["bl"] = bt
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) { benchPage(b, src, "/runs/bl") })
+	}
+}
+
 // TestAssetWeight reports what every page loads besides its HTML, and
 // keeps it light: the budget fails the test when a change bloats it.
 func TestAssetWeight(t *testing.T) {

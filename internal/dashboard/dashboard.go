@@ -43,11 +43,29 @@ type Step struct {
 	FinalMessage string
 }
 
+// TaskRuns is what the runs page shows under a backlog's row: its task
+// runs, oldest first (a retried task's earlier runs too), and how many of
+// its tasks are done.
+type TaskRuns struct {
+	Runs        []TaskRun
+	Tasks, Done int
+}
+
+// TaskRun is a task run with the title of its task: its goal is the whole
+// task prompt, which begins with the backlog's goal.
+type TaskRun struct {
+	api.Run
+	Title string
+}
+
 // RunFilter selects runs for the runs page.
 type RunFilter struct {
 	Status    api.RunStatus // "" = any
 	Workspace string        // "" = any
 	Limit     int
+	// TopLevel leaves out task runs: the runs page shows them under their
+	// backlog (TaskRuns), and Limit counts only the runs it lists.
+	TopLevel bool
 }
 
 // Source is what the dashboard reads, implemented by the daemon. A run
@@ -65,6 +83,13 @@ type Source interface {
 	StepsBetween(ctx context.Context, runID string, fromSeq, toSeq int) ([]Step, error)
 	// LastStep is the run's newest step (nil before its first).
 	LastStep(ctx context.Context, runID string) (*api.Step, error)
+	// TaskRuns lists a backlog run's task runs, oldest first, with its
+	// tasks' count.
+	TaskRuns(ctx context.Context, backlogID string) (TaskRuns, error)
+	// Tasks is a backlog run's tasks with their task runs' numbers, as
+	// `loopctl tasks` lists them; a run that is not a backlog is an
+	// *api.Error.
+	Tasks(ctx context.Context, backlogID string) (api.BacklogTasks, error)
 	// ChangedRuns lists the runs that have events after seq (each once)
 	// and the newest seq read; at most limit events are read.
 	ChangedRuns(ctx context.Context, after int64, limit int) ([]string, int64, error)

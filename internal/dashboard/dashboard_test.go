@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,10 +33,12 @@ type fakeSource struct {
 	events  []string // events[i] is the run of event seq i+1
 	wake    chan struct{}
 	between [][2]int // every StepsBetween range asked for
+	tasks   map[string]api.BacklogTasks
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{runs: map[string]api.Run{}, steps: map[string][]Step{}, wake: make(chan struct{})}
+	return &fakeSource{runs: map[string]api.Run{}, steps: map[string][]Step{}, wake: make(chan struct{}),
+		tasks: map[string]api.BacklogTasks{}}
 }
 
 // commit records an event for run id and wakes the waiters.
@@ -53,11 +56,44 @@ func (f *fakeSource) Runs(_ context.Context, flt RunFilter) ([]api.Run, error) {
 	defer f.mu.Unlock()
 	var out []api.Run
 	for _, r := range f.runs {
-		if flt.matches(r) {
+		if flt.matches(r) && (!flt.TopLevel || r.Parent == "") {
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// TaskRuns lists the runs whose parent is backlog, by id (the tests'
+// ids are in creation order), titled by the tasks named after them.
+func (f *fakeSource) TaskRuns(_ context.Context, backlog string) (TaskRuns, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out TaskRuns
+	title := map[string]string{}
+	for _, t := range f.tasks[backlog].Tasks {
+		title[t.ID] = t.Title
+		out.Tasks++
+		if t.State == "done" {
+			out.Done++
+		}
+	}
+	for _, r := range f.runs {
+		if r.Parent == backlog {
+			out.Runs = append(out.Runs, TaskRun{Run: r, Title: title[r.Name]})
+		}
+	}
+	slices.SortFunc(out.Runs, func(a, b TaskRun) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func (f *fakeSource) Tasks(_ context.Context, backlog string) (api.BacklogTasks, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	bt, ok := f.tasks[backlog]
+	if !ok {
+		return bt, api.Errorf(api.CodeBadRequest, "run %s is not a backlog run", backlog)
+	}
+	return bt, nil
 }
 
 func (f *fakeSource) Run(_ context.Context, ref string) (api.Run, error) {
@@ -473,6 +509,13 @@ func TestSessionScope(t *testing.T) {
 		{"POST", "/v1/runs/abc/stop", true}, {"POST", "/v1/runs/abc/pause", true}, {"POST", "/v1/runs/abc/resume", true},
 		{"POST", "/v1/runs/abc/signal", true}, {"POST", "/v1/runs/abc/land", true}, {"POST", "/v1/runs/abc/answer", true},
 		{"POST", "/v1/runs/abc/answer/x", false},
+		// A backlog page's Retry of a blocked task; not the task list's JSON,
+		// nor a task id that is not one segment.
+		{"POST", "/v1/runs/abc/tasks/t1/retry", true}, {"POST", "/v1/runs/abc/tasks/%2312/retry", true},
+		{"GET", "/v1/runs/abc/tasks", false}, {"POST", "/v1/runs/abc/tasks/t1", false},
+		{"POST", "/v1/runs/abc/tasks//retry", false}, {"POST", "/v1/runs/abc/tasks/a/b/retry", false},
+		{"POST", "/v1/runs/abc/tasks/a%2Fb/retry", false}, {"POST", "/v1/runs/abc/tasks/t1/retry/x", false},
+		{"POST", "/v1/runs/abc/tasks/../../../trust/retry", false}, {"GET", "/v1/runs/abc/tasks/t1/retry", false},
 
 		{"POST", "/v1/runs", false}, {"POST", "/v1/trust", false}, {"DELETE", "/v1/trust", false},
 		{"POST", "/v1/daemon/stop", false}, {"POST", "/v1/worktrees/clean", false}, {"POST", "/v1/dashboard/login", false},

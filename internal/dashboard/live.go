@@ -195,14 +195,17 @@ func (s *Server) waitLogPoll(ctx context.Context, st *stream, quiet *time.Durati
 	return s.pause(ctx, logPoll)
 }
 
-// rowUpdate replaces (or inserts, or with HTML "" removes) one run's row.
+// rowUpdate replaces (or inserts, or with HTML "" removes) one run's row:
+// for a backlog, its whole group, the backlog's row and its task runs'.
 type rowUpdate struct {
 	ID   string `json:"id"`
 	HTML string `json:"html"`
 }
 
 // streamRuns feeds the runs page: each run that changes is re-rendered as
-// a table row, or removed when it no longer matches the page's filter.
+// a table row, or removed when it no longer matches the page's filter. A
+// task run that changes re-renders its backlog's group (the backlog's
+// row tallies its task runs), once per batch.
 func (s *Server) streamRuns(w http.ResponseWriter, r *http.Request) {
 	f, err := runsFilter(r)
 	if err != nil {
@@ -218,17 +221,31 @@ func (s *Server) streamRuns(w http.ResponseWriter, r *http.Request) {
 	defer s.bye(st)
 	ctx := r.Context()
 	s.follow(ctx, st, after, func(ids []string, seq int64) error {
+		done := map[string]bool{}
 		for _, id := range ids {
 			run, err := s.src.Run(ctx, id)
+			if err == nil && run.Parent != "" && !done[run.Parent] {
+				run, err = s.src.Run(ctx, run.Parent)
+			}
 			if err != nil {
 				if api.IsCode(err, api.CodeNotFound) {
 					continue
 				}
 				return err
 			}
+			if done[run.ID] || run.Parent != "" {
+				continue
+			}
+			done[run.ID] = true
 			u := rowUpdate{ID: run.ID}
 			if f.matches(run) {
-				if u.HTML, err = s.fragment("row", newRunRow(run)); err != nil {
+				row := newRunRow(run)
+				if run.Kind == kindBacklog {
+					if row, err = s.backlogRow(ctx, run); err != nil {
+						return err
+					}
+				}
+				if u.HTML, err = s.fragment("group", row); err != nil {
 					return err
 				}
 			}
@@ -264,6 +281,10 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 	run, err := s.src.Run(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if run.Kind == kindBacklog {
+		s.streamBacklog(w, r, run, after)
 		return
 	}
 	// Only the newest page of the ledger changes; older pages stay as read.

@@ -31,6 +31,12 @@ import (
 // asked a question; loopctl answer).
 // A stop asked for hides Stop (asking twice changes nothing); a stop --now
 // asked for hides Stop now as well.
+//
+// An ended task run (a backlog's child) offers neither Resume nor Land:
+// its backlog lands it, through its one-at-a-time queue, and a blocked
+// task runs again by the backlog page's Retry. A task run landed or
+// resumed by hand would bypass the queue, or run with its task still
+// blocked; the note says where to go instead.
 type offer struct {
 	Stop, StopNow, Pause, Resume, Signal, Land bool
 	Answer                                     bool
@@ -67,6 +73,16 @@ func offerFor(r api.Run) offer {
 		}
 		if gone && r.Status != api.RunCompleted {
 			o.Note = strings.TrimSpace(o.Note + " Its worktree was removed, so it cannot be resumed; every recorded iteration is on branch " + r.Branch + ".")
+		}
+		if r.Parent != "" {
+			o.Resume, o.Land = false, false
+			switch {
+			case r.LandedCommit != "":
+			case r.Status == api.RunCompleted:
+				o.Note = "A task run is landed by its backlog, into " + r.BaseBranch + ", one land at a time."
+			default:
+				o.Note = "A task run is landed by its backlog; to run its task again, Retry it on the backlog's page."
+			}
 		}
 	}
 	return o

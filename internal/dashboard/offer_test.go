@@ -44,6 +44,12 @@ func TestOfferFollowsTheRunsState(t *testing.T) {
 		{"aborted worktree", api.Run{Status: api.RunAborted, Isolation: "worktree", Branch: "loop/1"}, "[resume land]"},
 		{"landed worktree", api.Run{Status: api.RunCompleted, Isolation: "worktree", Branch: "loop/1", LandedCommit: "abc"}, "[]"},
 		{"worktree removed", api.Run{Status: api.RunFailed, Isolation: "worktree", Branch: "loop/1", WorktreeState: "removed"}, "[land]"},
+		// A backlog's task runs: landed by their backlog, retried from its page.
+		{"task run running", api.Run{Status: api.RunRunning, Parent: "bl", Isolation: "worktree", Branch: "loop/1"}, "[stop stop-now pause]"},
+		{"task run waiting for an answer", api.Run{Status: api.RunWaiting, Reason: "needs_answer", Parent: "bl"}, "[stop pause resume answer]"},
+		{"task run completed", api.Run{Status: api.RunCompleted, Parent: "bl", Isolation: "worktree", Branch: "loop/1", BaseBranch: "loop/bl"}, "[]"},
+		{"task run aborted", api.Run{Status: api.RunAborted, Parent: "bl", Isolation: "worktree", Branch: "loop/1"}, "[]"},
+		{"backlog failed", api.Run{Status: api.RunFailed, Kind: "backlog", Isolation: "worktree", Branch: "loop/bl"}, "[resume land]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := offerFor(tc.run)

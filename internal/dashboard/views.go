@@ -1,11 +1,13 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/termtext"
 	"github.com/loopd/loopd/internal/usagefmt"
 )
 
@@ -27,6 +30,22 @@ type runRow struct {
 	api.Run
 	IterLimit int     // max_iterations, 0 when unlimited
 	CostLimit float64 // max_cost in USD, 0 when unlimited
+	// A backlog's row heads a group: its task runs (oldest first), shown
+	// indented under it, and Tally, how many there are in each status. Open says
+	// the group starts unfolded: a backlog that has not ended shows what
+	// its tasks are doing, an ended one folds them away (the browser
+	// remembers what the user chose instead).
+	TaskRuns []runRow
+	Tally    string
+	Open     bool
+	// Tasks and Done count a backlog's tasks, shown where a run shows its
+	// iterations (a backlog runs none of its own).
+	Tasks, Done int
+	// Title is a task run's task's title, shown for its goal (the task
+	// prompt, which begins with the backlog's goal); Hidden renders its
+	// row folded (its backlog's Open).
+	Title  string
+	Hidden bool
 }
 
 func newRunRow(r api.Run) runRow {
@@ -83,6 +102,46 @@ func (f RunFilter) matches(r api.Run) bool {
 	return (f.Status == "" || r.Status == f.Status) && (f.Workspace == "" || r.Workspace == f.Workspace)
 }
 
+// backlogRow is a backlog's row with its group: its task runs under it.
+func (s *Server) backlogRow(ctx context.Context, run api.Run) (runRow, error) {
+	row := newRunRow(run)
+	group, err := s.src.TaskRuns(ctx, run.ID)
+	if err != nil {
+		return row, err
+	}
+	row.Open = !run.Status.Terminal()
+	row.Tasks, row.Done = group.Tasks, group.Done
+	n := map[api.RunStatus]int{}
+	runs := make([]api.Run, 0, len(group.Runs))
+	for _, k := range group.Runs {
+		kid := newRunRow(k.Run)
+		kid.Title, kid.Hidden = k.Title, !row.Open
+		row.TaskRuns = append(row.TaskRuns, kid)
+		runs = append(runs, k.Run)
+		n[k.Status]++
+	}
+	withTaskUsage(&row, runs)
+	var parts []string
+	for _, st := range allStatuses {
+		if n[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[st], strings.ToLower(string(st))))
+		}
+	}
+	row.Tally = fmt.Sprintf("%d task run%s", len(runs), plural(len(runs)))
+	if len(parts) > 0 {
+		row.Tally += ": " + strings.Join(parts, " · ")
+	}
+	return row, nil
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	f, err := runsFilter(r)
 	if err != nil {
@@ -91,8 +150,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	seq := s.src.Seq() // before reading: what commits after is streamed
 	// The workspace filter is applied here rather than in the query, so
-	// its menu can offer every workspace of the listed runs.
-	runs, err := s.src.Runs(r.Context(), RunFilter{Status: f.Status, Limit: f.Limit})
+	// its menu can offer every workspace of the listed runs. Task runs are
+	// listed under their backlog's row, not on their own: the filter picks
+	// backlogs by the backlog's own status, and a backlog's group shows
+	// all of its task runs.
+	runs, err := s.src.Runs(r.Context(), RunFilter{Status: f.Status, Limit: f.Limit, TopLevel: true})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -103,9 +165,17 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 		if !slices.Contains(page.Workspaces, run.Workspace) {
 			page.Workspaces = append(page.Workspaces, run.Workspace)
 		}
-		if f.matches(run) {
-			page.Rows = append(page.Rows, newRunRow(run))
+		if !f.matches(run) {
+			continue
 		}
+		row := newRunRow(run)
+		if run.Kind == kindBacklog {
+			if row, err = s.backlogRow(r.Context(), run); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		page.Rows = append(page.Rows, row)
 	}
 	if f.Workspace != "" && !slices.Contains(page.Workspaces, f.Workspace) {
 		page.Workspaces = append(page.Workspaces, f.Workspace)
@@ -162,7 +232,22 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		}
 		page = n
 	}
-	data, err := s.runPage(r, r.PathValue("id"), page)
+	seq := s.src.Seq() // before reading: what commits after is streamed
+	run, err := s.src.Run(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if run.Kind == kindBacklog {
+		data, err := s.backlogPage(r, run, seq)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.render(w, r, http.StatusOK, "backlog.html", data)
+		return
+	}
+	data, err := s.runPageOf(r, run, seq, page)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -174,13 +259,17 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 // ledger (steps with their final messages, only for that page) and the
 // charts (from every step, without final messages).
 func (s *Server) runPage(r *http.Request, ref string, page int) (runPage, error) {
-	ctx := r.Context()
 	seq := s.src.Seq() // before reading: what commits after is streamed
-	run, err := s.src.Run(ctx, ref)
+	run, err := s.src.Run(r.Context(), ref)
 	if err != nil {
 		return runPage{}, err
 	}
-	light, err := s.src.Steps(ctx, run.ID)
+	return s.runPageOf(r, run, seq, page)
+}
+
+// runPageOf is runPage of a run already read, at event seq seq.
+func (s *Server) runPageOf(r *http.Request, run api.Run, seq int64, page int) (runPage, error) {
+	light, err := s.src.Steps(r.Context(), run.ID)
 	if err != nil {
 		return runPage{}, err
 	}
@@ -370,6 +459,18 @@ func (s *Server) funcs() template.FuncMap {
 			return line
 		},
 		"query": func(runID string, page int) string { return "/runs/" + runID + "?page=" + strconv.Itoa(page) },
+		// Text a task list gave (ids, titles, descriptions, why a task is
+		// blocked): control characters and bidi overrides shown as escapes,
+		// as loopctl shows them, so a title cannot pass for another.
+		"q":       termtext.Quote,
+		"qlines":  termtext.QuoteLines,
+		"depList": depList,
+		"commit":  shortCommit,
+		// pathEscape is a task id as one segment of an API path: the page
+		// holds none of the id's own bytes, and the script sends it as is.
+		"pathEscape": url.PathEscape,
+		"plural":     plural,
+		"min":        func(a, b int) int { return min(a, b) },
 	}
 }
 

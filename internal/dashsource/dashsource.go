@@ -56,7 +56,7 @@ func (s *Source) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run, er
 	if ws != "" {
 		ws = scheduler.CanonicalWorkspace(ws)
 	}
-	runs, err := s.store.ListRuns(ctx, storage.RunFilter{Status: f.Status, Workspace: ws, Limit: f.Limit})
+	runs, err := s.listRuns(ctx, storage.RunFilter{Status: f.Status, Workspace: ws, Limit: f.Limit}, f.TopLevel)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +70,121 @@ func (s *Source) Runs(ctx context.Context, f dashboard.RunFilter) ([]api.Run, er
 		out[i].Config = nil
 	}
 	return out, nil
+}
+
+// listRuns reads runs newest first; topLevel leaves out task runs and
+// still lists up to f.Limit runs. Task runs are read and dropped rather
+// than filtered in the query, which the store's list does not offer: the
+// read grows until enough runs are left, so a backlog of 500 task runs
+// costs a few larger reads of light rows, never a missing run.
+func (s *Source) listRuns(ctx context.Context, f storage.RunFilter, topLevel bool) ([]storage.Run, error) {
+	want := f.Limit
+	if want <= 0 {
+		want = 100
+	}
+	for read := want; ; read *= 4 {
+		f.Limit = read
+		runs, err := s.store.ListRuns(ctx, f)
+		if err != nil || !topLevel {
+			return runs, err
+		}
+		out := runs[:0:0]
+		for _, r := range runs {
+			if r.Parent == "" {
+				out = append(out, r)
+			}
+		}
+		if len(out) >= want || len(runs) < read {
+			return out[:min(len(out), want)], nil
+		}
+	}
+}
+
+// TaskRuns lists a backlog's task runs, oldest first, described as
+// `loopctl list` describes runs (without their config), each with its
+// task's title, and counts the backlog's tasks.
+func (s *Source) TaskRuns(ctx context.Context, backlogID string) (dashboard.TaskRuns, error) {
+	var out dashboard.TaskRuns
+	tasks, err := s.store.Tasks(ctx, backlogID)
+	if err != nil {
+		return out, err
+	}
+	// A task run is named after its task's id; a retried task's earlier
+	// runs are no longer the task's task_run, but keep the name.
+	title := make(map[string]string, len(tasks))
+	for _, t := range tasks {
+		title[t.ID] = t.Title
+		if t.State == storage.TaskDone {
+			out.Done++
+		}
+	}
+	out.Tasks = len(tasks)
+	kids, err := s.store.ChildRuns(ctx, backlogID)
+	if err != nil || len(kids) == 0 {
+		return out, err
+	}
+	views, err := s.sched.DescribeList(ctx, kids)
+	if err != nil {
+		return out, err
+	}
+	out.Runs = make([]dashboard.TaskRun, len(views))
+	for i := range views {
+		views[i].Config = nil
+		out.Runs[i] = dashboard.TaskRun{Run: views[i], Title: title[views[i].Name]}
+	}
+	return out, nil
+}
+
+// Tasks is a backlog's tasks as `loopctl tasks` lists them; a run that is
+// not a backlog is the API's invalid-input error, worded as loopctl's.
+func (s *Source) Tasks(ctx context.Context, backlogID string) (api.BacklogTasks, error) {
+	run, err := s.store.Run(ctx, backlogID)
+	if err != nil {
+		return api.BacklogTasks{}, apiErr(err)
+	}
+	out, err := s.sched.BacklogTasks(ctx, run)
+	var in *scheduler.InputError
+	if errors.As(err, &in) {
+		return out, api.Errorf(api.CodeBadRequest, "%s", in.Msg)
+	}
+	settle(out.Tasks)
+	return out, err
+}
+
+// settle shows each task in the state the backlog's next pass will record
+// from what is already in the database: a task whose dependencies are all
+// done is ready, and a task follows its run into waiting, back to running,
+// and (completed) into landing. The hazard: the backlog records these
+// changes with no event of their own, after the task run's event that
+// caused them, so a page re-rendered on that event would show the old
+// state until the next event — for a run waiting out a usage limit, hours.
+// Changes that carry an event (started, blocked, skipped, landed, done)
+// are left to it.
+func settle(tasks []api.Task) {
+	state := make(map[string]string, len(tasks))
+	for _, t := range tasks {
+		state[t.ID] = t.State
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		switch {
+		case t.State == storage.TaskPending:
+			ready := true
+			for _, d := range t.DependsOn {
+				ready = ready && state[d] == storage.TaskDone
+			}
+			if ready {
+				t.State = storage.TaskReady
+			}
+		case t.State != storage.TaskRunning && t.State != storage.TaskWaiting:
+		case t.RunStatus == api.RunCompleted:
+			t.State = storage.TaskLanding
+		case t.RunStatus == api.RunWaiting:
+			t.State = storage.TaskWaiting
+		case t.RunStatus == api.RunRunning || t.RunStatus == api.RunPending:
+			t.State = storage.TaskRunning
+		}
+	}
 }
 
 // Run resolves ref and describes the run, without its config; an unknown

@@ -68,15 +68,39 @@
     return t.content;
   }
 
-  // Runs page: one row per changed run.
+  // Runs page: one row per changed run; a backlog's update is its group,
+  // its row and its task runs' rows under it.
   if (body.dataset.page === "runs") {
     var tbody = document.getElementById("runs");
+    // A backlog's group is folded as the user left it (kept for the
+    // browser tab), else as the server renders it: open while it runs.
+    var folds = {};
+    try { folds = JSON.parse(sessionStorage.getItem("loopd-folds") || "{}"); } catch (e) { folds = {}; }
+    function kids(id) { return tbody.querySelectorAll('tr[data-parent="' + CSS.escape(id) + '"]'); }
+    function applyFold(row) {
+      var id = row.id.slice(4), open = id in folds ? folds[id] : row.dataset.open === "1";
+      kids(id).forEach(function (k) { k.hidden = !open; });
+      var b = row.querySelector("button[data-fold]");
+      if (b) b.setAttribute("aria-expanded", open ? "true" : "false");
+    }
+    tbody.querySelectorAll("tr.backlog").forEach(applyFold);
+    tbody.addEventListener("click", function (ev) {
+      var b = ev.target.closest && ev.target.closest("button[data-fold]");
+      if (!b) return;
+      folds[b.dataset.fold] = b.getAttribute("aria-expanded") !== "true";
+      try { sessionStorage.setItem("loopd-folds", JSON.stringify(folds)); } catch (e) { /* private mode */ }
+      applyFold(document.getElementById("run-" + b.dataset.fold));
+    });
     stream(body.dataset.stream, {
       run: function (u) {
-        var old = document.getElementById("run-" + u.id);
-        if (!u.html) { if (old) old.remove(); }
-        else if (old) old.replaceWith(fragment(u.html));
-        else tbody.prepend(fragment(u.html));
+        var old = document.getElementById("run-" + u.id), gone = old ? Array.from(kids(u.id)) : [];
+        if (u.html) {
+          var frag = fragment(u.html);
+          if (old) old.before(frag); else tbody.prepend(frag);
+        }
+        if (old) { old.remove(); gone.forEach(function (k) { k.remove(); }); }
+        var row = document.getElementById("run-" + u.id);
+        if (row && row.classList.contains("backlog")) applyFold(row);
         document.getElementById("no-runs").hidden = tbody.children.length > 0;
         tick();
       }
@@ -87,12 +111,47 @@
     });
   }
 
+  var isRun = body.dataset.page === "run", isBacklog = body.dataset.page === "backlog";
+  var run = body.dataset.run;
+  // The newest event seq the page shows: a page read by refresh() at an
+  // older seq than a stream update already shown is stale, not applied.
+  var shownSeq = Number(body.dataset.seq) || 0;
+
+  // Only the controls the run's state offers are shown (see offer.go).
+  function offer(names, note) {
+    document.querySelectorAll("[data-offer]").forEach(function (el) {
+      el.hidden = names.indexOf(el.dataset.offer) < 0;
+    });
+    var n = document.getElementById("offer-note");
+    n.textContent = note || "";
+    n.hidden = !note;
+  }
+
+  // Replaces the children of #id with html, keeping the <details> the
+  // user opened (data-keep) open.
+  function swapKeeping(id, html) {
+    var el = document.getElementById(id), kept = {};
+    el.querySelectorAll("details[data-keep][open]").forEach(function (d) { kept[d.dataset.keep] = true; });
+    el.replaceChildren(html);
+    el.querySelectorAll("details[data-keep]").forEach(function (d) { if (kept[d.dataset.keep]) d.open = true; });
+  }
+
+  // Backlog page: its summary and task table follow the backlog and its
+  // task runs.
+  if (isBacklog) {
+    stream(body.dataset.stream, {
+      backlog: function (u, seq) {
+        shownSeq = Math.max(shownSeq, seq);
+        document.getElementById("summary").replaceChildren(fragment(u.summary));
+        swapKeeping("tasks", fragment(u.tasks));
+        if (u.offer) offer(u.offer, u.offer_note);
+        tick();
+      }
+    });
+  }
+
   // Run page.
-  if (body.dataset.page === "run") {
-    var run = body.dataset.run;
-    // The newest event seq the page shows: a page read by refresh() at an
-    // older seq than a stream update already shown is stale, not applied.
-    var shownSeq = Number(body.dataset.seq) || 0;
+  if (isRun) {
     stream(body.dataset.stream, {
       run: function (u, seq) {
         shownSeq = Math.max(shownSeq, seq);
@@ -120,16 +179,6 @@
         tick();
       }
     });
-
-    // Only the controls the run's state offers are shown (see offer.go).
-    function offer(names, note) {
-      document.querySelectorAll("[data-offer]").forEach(function (el) {
-        el.hidden = names.indexOf(el.dataset.offer) < 0;
-      });
-      var n = document.getElementById("offer-note");
-      n.textContent = note || "";
-      n.hidden = !note;
-    }
 
     // The log pane follows the newest step's output (the live tail), or
     // shows one step the user chose in the ledger.
@@ -215,12 +264,18 @@
         pre.append(span);
       });
     }
+  }
 
+  // The buttons of a run's page and a backlog's page.
+  if (isRun || isBacklog) {
     var result = document.getElementById("action-result");
-    function act(action, payload) {
+    // act sends an action's request; task names the task of a retry,
+    // already escaped for the path by the server (data-retry).
+    function act(action, payload, task) {
       var path = { "stop": "stop", "stop-now": "stop", "pause": "pause", "signal": "signal", "answer": "answer", "resume": "resume", "land": "land" }[action];
+      if (action === "retry") path = "tasks/" + task + "/retry";
       result.className = "pending";
-      result.textContent = action + "…";
+      result.textContent = label(action) + "…";
       return fetch("/v1/runs/" + encodeURIComponent(run) + "/" + path, {
         method: "POST",
         credentials: "same-origin",
@@ -258,6 +313,12 @@
           shownSeq = seq;
           var sum = doc.getElementById("summary");
           if (sum) document.getElementById("summary").replaceChildren.apply(document.getElementById("summary"), Array.from(sum.childNodes).map(function (n) { return document.importNode(n, true); }));
+          var tasks = doc.getElementById("tasks");
+          if (tasks && isBacklog) {
+            var frag = document.createDocumentFragment();
+            Array.from(tasks.childNodes).forEach(function (n) { frag.append(document.importNode(n, true)); });
+            swapKeeping("tasks", frag);
+          }
           var names = [];
           doc.querySelectorAll("[data-offer]").forEach(function (el) { if (!el.hidden) names.push(el.dataset.offer); });
           var note = doc.getElementById("offer-note");
@@ -295,7 +356,7 @@
     // What happened, in loopctl's words.
     function outcome(action, r) {
       var ended = ["COMPLETED", "FAILED", "ABORTED", "INTERRUPTED"].indexOf(r.status) >= 0;
-      if (ended && action !== "land") return "the run ended " + r.status + (r.reason ? " (" + r.reason + ")" : "");
+      if (ended && action !== "land" && action !== "retry") return "the run ended " + r.status + (r.reason ? " (" + r.reason + ")" : "");
       switch (action) {
         case "stop": return "the run will stop after the current step (Stop now kills it)";
         case "stop-now": return "stopping now; its step is being killed";
@@ -303,6 +364,7 @@
         case "signal": return "user_signal is set; it is evaluated after the current step";
         case "answer": return "answered; the run resumes with your answer in its next prompt";
         case "land": return "landed" + (r.landed_commit ? " as " + r.landed_commit.slice(0, 12) : "");
+        case "retry": return "the task is re-opened (with the tasks skipped because of it); a new task run starts from the integration branch's tip";
       }
       return "the run is " + r.status;
     }
@@ -314,6 +376,12 @@
       }
       return (typeof v === "string" && v) ? v : resp.status + " " + resp.statusText;
     }
+    // A blocked task's Retry (loopctl tasks --retry ID): its button is
+    // re-rendered with the task table, so the click is caught above it.
+    document.addEventListener("click", function (ev) {
+      var b = ev.target.closest && ev.target.closest("button[data-retry]");
+      if (b) act("retry", {}, b.dataset.retry);
+    });
     document.querySelectorAll("button[data-action]").forEach(function (b) {
       b.addEventListener("click", function () {
         act(b.dataset.action, b.dataset.action === "stop-now" ? { now: true } : {});
