@@ -56,22 +56,7 @@ func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err
 		}
 	}
 	if next == nil {
-		r.dropAhead()
 		return r.evaluateAndRecord(st, typ, nil, nil)
-	}
-	spec := r.spec(next, env)
-	if pre := r.takeAhead(&spec); pre != nil {
-		// Its process was started while the step before ran: nothing to
-		// overlap with the commit.
-		if done, err = r.evaluateAndRecord(st, typ, next, env); err == nil && r.next == next {
-			r.nextStart = pre // recorded: runStep opens it
-			return done, nil
-		}
-		pre.abandon()
-		if err == nil {
-			next.removeFiles()
-		}
-		return done, err
 	}
 	select {
 	case r.s.overlap <- struct{}{}:
@@ -83,6 +68,7 @@ func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err
 		}
 		return done, err
 	}
+	spec := r.spec(next, env)
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)

@@ -42,7 +42,6 @@ type fakeExec struct {
 
 	mu        sync.Mutex
 	ran       []string // "phase/seq" of every opened step
-	trace     []string // "start|open|end|abandon phase/seq", in order
 	abandoned int
 	swept     []string
 	held      chan struct{} // receives when a hold step is running
@@ -65,7 +64,6 @@ func (fx *fakeExec) Start(spec supervise.Spec) (StepProcess, error) {
 	if err := os.WriteFile(spec.LogPath, nil, 0o600); err != nil {
 		return nil, err
 	}
-	fx.note("start", phase, seq)
 	return &fakeProc{fx: fx, spec: spec, phase: phase, seq: seq, step: st, done: make(chan struct{})}, nil
 }
 
@@ -79,18 +77,6 @@ func (fx *fakeExec) Sweep(tag string, _ time.Time) {
 	fx.mu.Lock()
 	defer fx.mu.Unlock()
 	fx.swept = append(fx.swept, tag)
-}
-
-func (fx *fakeExec) note(what string, phase api.Phase, seq int) {
-	fx.mu.Lock()
-	defer fx.mu.Unlock()
-	fx.trace = append(fx.trace, what+" "+string(phase)+"/"+strconv.Itoa(seq))
-}
-
-func (fx *fakeExec) traced() []string {
-	fx.mu.Lock()
-	defer fx.mu.Unlock()
-	return append([]string(nil), fx.trace...)
 }
 
 func (fx *fakeExec) steps() []string {
@@ -115,7 +101,6 @@ func (p *fakeProc) Open() error {
 	p.fx.mu.Lock()
 	p.fx.ran = append(p.fx.ran, string(p.phase)+"/"+strconv.Itoa(p.seq))
 	p.fx.mu.Unlock()
-	p.fx.note("open", p.phase, p.seq)
 	if err := os.WriteFile(p.spec.LogPath, []byte(p.step.output), 0o600); err != nil {
 		return err
 	}
@@ -141,7 +126,6 @@ func (p *fakeProc) Abandon() {
 	p.fx.mu.Lock()
 	p.fx.abandoned++
 	p.fx.mu.Unlock()
-	p.fx.note("abandon", p.phase, p.seq)
 	p.end(supervise.Exit{Code: -1})
 }
 
@@ -159,7 +143,6 @@ func (p *fakeProc) Watch(ctx context.Context, l supervise.Limits) supervise.Endi
 			return supervise.Detached
 		}
 	}
-	p.fx.note("end", p.phase, p.seq)
 	if p.step.lost {
 		p.end(supervise.Exit{Code: -1})
 	} else {

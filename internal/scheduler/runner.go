@@ -85,9 +85,6 @@ type runner struct {
 	next      *planned
 	nextEnv   []string
 	nextStart *started
-	// ahead is the process of the step expected after the running one,
-	// started while it runs (startAhead); nil when none.
-	ahead *ahead
 
 	kick chan struct{} // poke: a request arrived while the runner waits to retry
 
@@ -435,9 +432,6 @@ func pricesOf(cfg config.Config) stop.Prices {
 // runFromStore is one pass of the runner over its run, from the database.
 func (r *runner) runFromStore(recovered bool) error {
 	r.stepEnded = time.Time{} // a retry's wait is not a gap between steps
-	// Whatever ends this pass (the run stops, an error, the daemon
-	// detaches), a process started ahead runs nothing.
-	defer r.dropAhead()
 	if err := r.load(); err != nil {
 		return err
 	}

@@ -76,12 +76,6 @@ type Scheduler struct {
 	// CPUs. On a machine busy with many runs the others do one after the
 	// other, so that the daemon's API requests still get a CPU.
 	overlap chan struct{}
-	// ahead admits the runners that may keep their next step's process
-	// started, at its gate, while the current step runs (runner.startAhead):
-	// one per CPU, so that a machine busy with many runs does not fork
-	// processes that a changed plan throws away, nor hold one more waiting
-	// process per run.
-	ahead chan struct{}
 
 	mu      sync.Mutex
 	active  map[string]*runner
@@ -133,7 +127,6 @@ func New(opts Options) *Scheduler {
 	postCtx, postCancel := context.WithCancel(context.Background())
 	return &Scheduler{
 		overlap:     make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1)),
-		ahead:       make(chan struct{}, runtime.GOMAXPROCS(0)),
 		opts:        opts,
 		store:       opts.Store,
 		exec:        opts.Executor,
