@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -226,7 +225,6 @@ func prepareCgroup(tag string) {
 	if fd < 0 {
 		return
 	}
-	warmCgroup(fd)
 	e := &preparedCgroup{dir: dir, fd: fd}
 	prepared.mu.Lock()
 	prepared.m[tag] = e
@@ -240,33 +238,6 @@ func prepareCgroup(tag string) {
 			os.Remove(e.dir)
 		}
 	})
-}
-
-// warmCgroup makes the first entry of a process into the cgroup of
-// directory fd, so that the step's leader is not the first.
-//
-// The kernel does work on a cgroup's first process that it does not do
-// again: on this page's VM, a clone3 into a cgroup never entered took
-// 0.35–0.4 ms more than into one entered before (0.5 against 0.17 ms),
-// and that clone is the fork of the next step's wrapper, on the way from
-// one step to the next. So a prepared cgroup is entered once ahead, while
-// the step before runs, by a child that runs nothing: it is cloned into
-// the cgroup and then fails to exec a directory (which is never
-// executable), and ForkExec reaps it before it returns, so the cgroup is
-// empty again. That costs about 0.1 ms and no program is loaded. A failure
-// here only loses the saving: the step's own clone3 does the first entry
-// then.
-func warmCgroup(fd int) {
-	pid, err := syscall.ForkExec("/", []string{"loopd-cgroup-warm"}, &syscall.ProcAttr{
-		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd},
-	})
-	if err == nil {
-		// Cannot happen (a directory is not executable); never leave a
-		// process behind in a step's cgroup all the same.
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		_, _ = syscall.Wait4(pid, &ws, 0, nil)
-	}
 }
 
 // stepCgroupFor returns the cgroup of the step tagged tag and a directory

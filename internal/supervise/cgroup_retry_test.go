@@ -1,11 +1,9 @@
 package supervise
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -152,41 +150,5 @@ func TestTheNextStepsCgroupIsMadeAhead(t *testing.T) {
 			t.Fatalf("the cgroup %s of a step that never came is still there", never)
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// A prepared cgroup is entered once ahead (the kernel's work on a
-// cgroup's first process is then off the next step's fork) and is empty
-// again when prepareCgroup returns.
-func TestAPreparedCgroupIsEnteredAheadAndLeftEmpty(t *testing.T) {
-	tag := "loopd-warm-" + strconv.Itoa(os.Getpid())
-	prepareCgroup(tag)
-	dir, fd := stepCgroupFor(tag)
-	if fd < 0 {
-		t.Skip("no writable cgroup v2 hierarchy here")
-	}
-	unix.Close(fd)
-	t.Cleanup(func() { os.Remove(dir) })
-	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(bytes.TrimSpace(procs)) != 0 {
-		t.Errorf("the prepared cgroup %s holds processes before its step: %q", dir, procs)
-	}
-	// cpu.stat's usage is there without the cpu controller, and is zero
-	// until a process has run in the cgroup.
-	stat, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		t.Skipf("no cpu.stat to tell whether the cgroup was entered: %v", err)
-	}
-	var usage int64 = -1
-	for line := range strings.Lines(string(stat)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "usage_usec "); ok {
-			usage, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	if usage <= 0 {
-		t.Errorf("the prepared cgroup %s was never entered (cpu.stat usage_usec %d)", dir, usage)
 	}
 }
