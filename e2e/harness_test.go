@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/storage/pgtest"
 )
 
 var binDir string
@@ -41,7 +42,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
+	// pgtest stops the PostgreSQL cluster a fleet test started, if any.
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

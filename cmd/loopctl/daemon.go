@@ -14,6 +14,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/daemonconf"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 func newDaemonCmd(g *globalOptions) *cobra.Command {
@@ -58,9 +59,24 @@ func (o *daemonStatusOptions) run(cmd *cobra.Command, _ []string) error {
 	}
 	fmt.Fprintf(o.Out, "loopd %s running: pid %d, up %s\n  home    %s\n  socket  %s\n  runs    %d active of %d slots\n",
 		info.Version, info.PID, duration(time.Since(info.StartedAt.Time)), info.Home, info.Socket, info.ActiveRuns, info.MaxConcurrent)
+	printFleet(o.Out, info)
 	printDashboard(o.Out, info)
 	printWorktreeDisk(o.Out, info.Worktrees)
 	return nil
+}
+
+// printFleet adds a fleet node's store, worker and leases to `daemon
+// status` (docs/fleet.md); the embedded daemon has none.
+func printFleet(w io.Writer, info api.DaemonInfo) {
+	if info.Store == "" {
+		return
+	}
+	fmt.Fprintf(w, "  store   %s\n", termtext.Quote(info.Store))
+	if info.Worker == "" {
+		fmt.Fprintln(w, "  worker  none: an API-only node (--worker=false)")
+		return
+	}
+	fmt.Fprintf(w, "  worker  %s, holding %d run leases\n", termtext.Quote(info.Worker), len(info.Leases))
 }
 
 // printDashboard adds the TCP listener and the dashboard to `daemon

@@ -73,8 +73,18 @@ func (o *listOptions) run(cmd *cobra.Command, _ []string) error {
 		fmt.Fprintf(o.Err, "no runs in %s\n", where)
 		return nil
 	}
+	// A fleet's runs name their worker; the embedded daemon's have none,
+	// and their table is unchanged.
+	fleet := false
+	for _, r := range runs {
+		fleet = fleet || r.Worker != ""
+	}
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tITER\tCOST\tCREATED\tREASON")
+	if fleet {
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tITER\tCOST\tCREATED\tWORKER\tREASON")
+	} else {
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tITER\tCOST\tCREATED\tREASON")
+	}
 	for _, r := range runs {
 		name := r.Name
 		if name == "" {
@@ -83,8 +93,16 @@ func (o *listOptions) run(cmd *cobra.Command, _ []string) error {
 		if o.All {
 			name += " (" + r.Workspace + ")"
 		}
+		created := ago(r.CreatedAt)
+		if fleet {
+			worker := r.Worker
+			if worker == "" {
+				worker = "-"
+			}
+			created += "\t" + termtext.Quote(truncate(worker, 30))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", shortID(r.ID), termtext.Quote(truncate(name, 40)), r.Status, r.Iteration,
-			cost(r.Usage), ago(r.CreatedAt), termtext.Quote(truncate(r.Reason, 50)))
+			cost(r.Usage), created, termtext.Quote(truncate(r.Reason, 50)))
 	}
 	return tw.Flush()
 }

@@ -43,6 +43,9 @@ func init() {
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "migrate" {
+		return runMigrate(args[1:])
+	}
 	fs := flag.NewFlagSet("loopd", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: loopd [flags]\n\nRuns the loopd daemon in the foreground. loopctl starts it in the background when needed.\n"+
@@ -64,6 +67,7 @@ func run(args []string) int {
 	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
 	apiBackoff := fs.Duration("api-backoff", envDuration("LOOPD_API_BACKOFF", time.Minute), "first wait of a run whose model API is unavailable; doubles per attempt up to 30 times this (env LOOPD_API_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
+	fleetf := addFleetFlags(fs)
 	version := fs.Bool("version", false, "print the version, the commit it was built from and its date, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -72,7 +76,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "loopd: unexpected argument %q (loopd takes only flags; use loopctl to start runs)\n", fs.Arg(0))
+		fmt.Fprintf(os.Stderr, "loopd: unexpected argument %q (loopd takes only flags, or `loopd migrate --store URL`; use loopctl to start runs)\n", fs.Arg(0))
 		return exitUsage
 	}
 	if *version {
@@ -111,6 +115,11 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitUsage
 	}
+	fleet, err := fleetf.options(fs, *home)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loopd:", err)
+		return exitUsage
+	}
 	log := newLogger(lvl, *format, os.Stderr)
 	defer log.Sync()
 	if *cpuProfile != "" {
@@ -141,6 +150,7 @@ func run(args []string) int {
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry, APIBackoff: *apiBackoff,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff, DashboardCodeTTL: *codeTTL,
+		Fleet:        fleet,
 		OnActiveRuns: onActive,
 	})
 	var (

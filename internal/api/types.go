@@ -238,6 +238,10 @@ type Run struct {
 	BaseCommit    string `json:"base_commit"`    // the checkout's HEAD when the run started
 	LandedCommit  string `json:"landed_commit"`  // what `loopctl land` made; "" until landed
 	WorktreeState string `json:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
+
+	// Worker is the fleet worker that holds, or last held, the run
+	// (docs/fleet.md); absent in the embedded mode.
+	Worker string `json:"worker,omitempty"`
 }
 
 // Baseline is a run's verify_baseline record.
@@ -365,6 +369,13 @@ type DaemonInfo struct {
 
 	// Worktrees is the disk the run worktrees take.
 	Worktrees *WorktreeDisk `json:"worktrees,omitempty"`
+
+	// A fleet worker's (docs/fleet.md): its store's URL without the
+	// password, its worker id ("" for an API-only node) and the runs it
+	// holds leases on. Absent for the embedded daemon.
+	Store  string   `json:"store,omitempty"`
+	Worker string   `json:"worker,omitempty"`
+	Leases []string `json:"leases,omitempty"`
 }
 
 // Postmortem is the report written when a run ends.

@@ -66,6 +66,9 @@ type Options struct {
 	// NotifyBackoff is the delay before a failed webhook's second attempt,
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
+	// Fleet, when set, stores everything in a shared PostgreSQL database
+	// and makes the daemon a fleet worker or API node (fleet.go).
+	Fleet *Fleet
 	// OnActiveRuns, when set, is told the number of runs with a runner
 	// each time it changes (scheduler.Options.OnActive).
 	OnActiveRuns func(n int)
@@ -154,7 +157,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	d := &Daemon{opts: opts, log: opts.Logger.Named("daemon"), started: time.Now(),
 		stopCh: make(chan struct{}), closing: make(chan struct{})}
-	d.store, err = storage.Open(ctx, filepath.Join(opts.Home, "loopd.db"), storage.Options{})
+	d.store, err = d.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -178,6 +181,7 @@ func Run(ctx context.Context, opts Options) error {
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
+		Fleet:    d.schedulerFleet(),
 		OnActive: opts.OnActiveRuns,
 	})
 	d.lander = landing.New(landing.Options{Store: d.store, Home: opts.Home, Verifier: d.sched, Logger: d.log, Grace: opts.Grace,
@@ -261,6 +265,10 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	// daemon that can no longer run loops must not go on accepting them.
 	g, gctx := errgroup.WithContext(context.Background())
 	g.Go(func() error {
+		if !d.runsSteps() {
+			<-schedCtx.Done() // an API-only node: other workers run the runs
+			return nil
+		}
 		if err := d.sched.Run(schedCtx); err != nil {
 			return fmt.Errorf("scheduler: %w", err)
 		}
@@ -302,6 +310,8 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	d.bus.Close()
 	if d.killSteps {
 		d.sched.KillSteps()
+	} else if gctx.Err() == nil {
+		d.drain() // a fleet worker hands its runs over; the embedded daemon leaves them running
 	}
 	stopSched()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -213,6 +213,7 @@ func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
 		PID: os.Getpid(), Version: d.opts.Version, Home: d.opts.Home, Socket: d.opts.Socket,
 		StartedAt: api.Time{Time: d.started}, ActiveRuns: d.sched.Active(), MaxConcurrent: d.sched.MaxConcurrent(),
 	}
+	d.fleetInfo(&info)
 	if info.HTTP = d.tcpAddr; d.httpAddr != "" && d.noDashboard == nil {
 		info.Dashboard = "http://" + d.httpAddr + "/"
 	}

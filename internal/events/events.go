@@ -23,7 +23,7 @@ const (
 	RunPaused           Type = "RUN_PAUSED"           // the run is held by the user
 	RunResumed          Type = "RUN_RESUMED"          // a paused, waiting or ended run continues
 	RunWaiting          Type = "RUN_WAITING"          // the agent hit a usage limit (the run waits for its reset) or asked a question (payload kind needs_answer, question: it waits for loopctl answer)
-	RunRecovered        Type = "RUN_RECOVERED"        // a RUNNING run was picked up by a restarted daemon
+	RunRecovered        Type = "RUN_RECOVERED"        // a RUNNING run was picked up by a restarted daemon, or taken over by another fleet worker ({from_worker, to_worker})
 	ConditionProgressed Type = "CONDITION_PROGRESSED" // a stop condition's progress changed
 	RunCompleted        Type = "RUN_COMPLETED"        // terminal: COMPLETED
 	RunFailed           Type = "RUN_FAILED"           // terminal: FAILED

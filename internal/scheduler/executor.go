@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -115,6 +116,12 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 	} else {
 		proc, err = r.s.exec.Start(r.spec(p, env))
 	}
+	if err == nil && r.s.lease != nil {
+		if werr := r.awaitLease(); werr != nil {
+			proc.Abandon() // nothing of it ran
+			return nil, werr
+		}
+	}
 	if err == nil {
 		err = proc.Open()
 		if !r.stepEnded.IsZero() && r.s.opts.OnStepGap != nil {
@@ -157,7 +164,14 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, error) {
 	ctx, cancel := context.WithCancelCause(r.ctx)
 	defer cancel(nil)
+	r.fenced.Store(nil)
 	r.live.begin(cancel, proc)
+	if r.s.lease != nil {
+		cp := *st
+		r.live.mu.Lock()
+		r.live.step, r.live.prices = &cp, r.prices
+		r.live.mu.Unlock()
+	}
 	defer r.live.end()
 	deadline, capped := r.deadline(st)
 	var check func(time.Time) bool
@@ -194,6 +208,11 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 				// ended without a status, and it runs again).
 				return
 			}
+			if isFenceCause(context.Cause(ctx)) {
+				// The lease is gone or cannot be renewed: the step was
+				// killed already, and the database may be unreachable.
+				return
+			}
 			// Recorded before the first signal: a daemon that dies during
 			// the kill must still know the step was stopped, and why. One
 			// attempt only: a full disk must not keep the step alive (this
@@ -220,6 +239,15 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 		}
 	}
 	r.classifyEnd(st, ex, ending)
+	cause := r.fencedCause()
+	if cause == nil && ex.Signal == syscall.SIGKILL && r.s.guardFired() {
+		cause = errSelfFenced // its wrapper's guard: this worker's renewals are late
+	}
+	if cause != nil {
+		// Stopped for its lease, not for anything it did: its phase runs
+		// again if this worker still holds the run.
+		st.Status, st.Error, st.CancelCause = api.StepInterrupted, cause.Error(), storage.CancelNone
+	}
 	return st, nil
 }
 

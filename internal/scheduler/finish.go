@@ -21,6 +21,9 @@ import (
 // runner (which adopts or resolves its running step), and every ended run
 // whose postmortem was not written gets one.
 func (s *Scheduler) recover(ctx context.Context) error {
+	if s.lease != nil {
+		return s.recoverLeased(ctx)
+	}
 	// The due list is read before any runner starts: a run that a runner
 	// ends from here on is that runner's to report.
 	due, err := s.store.PostmortemsDue(ctx)

@@ -191,9 +191,18 @@ type stepFiles struct {
 
 func (r *runner) files(seq int, phase api.Phase) stepFiles {
 	base := filepath.Join(r.dir, fmt.Sprintf("%04d-%s", seq, phase))
+	tag := "loopd-step:" + r.id + ":" + strconv.Itoa(seq)
+	if r.epoch > 0 {
+		// A fleet worker's step carries its lease's epoch: two workers on
+		// one machine (or one that took its own run back) run the same
+		// seq of a run under different epochs, and a tag must never
+		// match the other one's processes (they are found, adopted and
+		// killed by tag).
+		tag += ":e" + strconv.FormatInt(r.epoch, 10)
+	}
 	return stepFiles{
 		log: base + ".log", prompt: base + ".prompt", status: filepath.Join(r.dir, "exits"),
-		tag: "loopd-step:" + r.id + ":" + strconv.Itoa(seq),
+		tag: tag,
 	}
 }
 
@@ -279,7 +288,7 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 	return supervise.Spec{
 		Dir: r.workdir, Commands: commands, StdinPath: stdin,
 		Env:     r.stepEnv(env, st, prompt),
-		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true,
+		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true, Guard: r.s.guard(),
 		Next: r.files(st.Seq+1, st.Phase).tag, // the tag does not depend on the phase
 	}
 }

@@ -16,6 +16,9 @@ import (
 // alive → adopted and watched to its real end; ended with a recorded exit
 // status → recorded; outcome lost → INTERRUPTED, and its phase runs again.
 func (r *runner) recoverStep(st *storage.Step) (bool, error) {
+	if r.takenFrom != "" {
+		return r.interruptLost(st)
+	}
 	f := r.files(st.Seq, st.Phase)
 	var id supervise.Identity
 	if st.Pid != nil {

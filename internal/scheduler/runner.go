@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -96,6 +97,14 @@ type runner struct {
 	// load (0: none): only such a step is known never to have been
 	// recorded in the ledger (git.Ledger.SnapshotNew).
 	launched int
+
+	// Fleet workers only (lease.go): the epoch of the run's lease this
+	// runner executes under, the worker the run was taken over from
+	// (until its lost step is recorded), and why the current step was
+	// stopped by fencing (nil: it was not).
+	epoch     int64
+	takenFrom string
+	fenced    atomic.Pointer[error]
 }
 
 func newRunner(s *Scheduler, id string) *runner {
@@ -134,6 +143,11 @@ type liveStep struct {
 	cancel  context.CancelCauseFunc // cancels the current step, nil between steps
 	proc    StepProcess             // the current step's process, nil between steps
 	pending error                   // a cancel requested before the step started
+	// step is a copy of the current step's row as it started, and
+	// prices the run's price table: a fleet worker's heartbeat reads the
+	// step's transcript and prices it for the usage checkpoint.
+	step   *storage.Step
+	prices stop.Prices
 }
 
 // begin makes proc the running step, stopped by cancel; a stop requested
@@ -152,7 +166,7 @@ func (l *liveStep) begin(cancel context.CancelCauseFunc, proc StepProcess) {
 func (l *liveStep) end() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cancel, l.proc = nil, nil
+	l.cancel, l.proc, l.step, l.prices = nil, nil, nil, nil
 }
 
 // stop cancels the running step with cause and returns a channel closed
@@ -209,7 +223,7 @@ func (r *runner) drive(recovered bool) {
 		// Only a daemon restart is a recovery; a retry after an internal
 		// error reloads the same way but announces nothing.
 		err := r.runFromStore(recovered && attempt == 0)
-		if err == nil || errors.Is(err, errDetached) || r.s.detached() {
+		if err == nil || errors.Is(err, errDetached) || r.s.detached() || r.fencedOut(err) {
 			return
 		}
 		if msg := err.Error(); msg == last {
@@ -471,6 +485,9 @@ func (r *runner) runFromStore(recovered bool) error {
 			// next daemon; its process never runs it.
 			if pre != nil {
 				pre.abandon()
+			}
+			if st != nil && r.s.lease != nil && !r.s.detached() {
+				return r.cancelUnstarted(st)
 			}
 			return errDetached
 		}

@@ -50,6 +50,9 @@ type Options struct {
 	DebugConditions bool
 	// Executor runs the steps' processes; default: package supervise.
 	Executor StepExecutor
+	// Fleet, when set, makes the scheduler a worker of a fleet over the
+	// PostgreSQL store (lease.go); nil for the embedded daemon.
+	Fleet *Fleet
 	// OnStepGap, when set, is told how long the daemon took between
 	// noticing a step's end and letting the run's next step run: recording
 	// the end, evaluating the stop conditions, committing, starting the
@@ -89,6 +92,8 @@ type Scheduler struct {
 
 	ontoBusy sync.Map // ids of runs a resume --onto-base is merging into
 
+	lease *leaseBook // a fleet worker's leases; nil for the embedded daemon
+
 	// postCtx bounds postmortem commands: canceled at shutdown, which must
 	// not wait for a user's analysis command.
 	postCtx    context.Context
@@ -125,7 +130,12 @@ func New(opts Options) *Scheduler {
 		opts.Executor = processes{}
 	}
 	postCtx, postCancel := context.WithCancel(context.Background())
+	var lease *leaseBook
+	if opts.Fleet != nil {
+		lease = newLeaseBook(*opts.Fleet)
+	}
 	return &Scheduler{
+		lease:       lease,
 		overlap:     make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1)),
 		opts:        opts,
 		store:       opts.Store,
@@ -169,6 +179,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return nil // stopped while recovering: the next daemon recovers
 		}
 		return fmt.Errorf("recover: %w", err)
+	}
+	if s.lease != nil {
+		s.runLeases(ctx)
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -250,6 +263,9 @@ func (s *Scheduler) isStopping() bool {
 // claim starts runners for claimable runs while slots are free. It returns
 // when the next WAITING run becomes due (zero when none waits).
 func (s *Scheduler) claim(ctx context.Context) (time.Time, error) {
+	if s.lease != nil {
+		return s.claimLeased(ctx)
+	}
 	for {
 		if s.Active() >= s.opts.MaxConcurrent || s.isStopping() {
 			// No slot: a due WAITING run waits for one. Returning no
@@ -315,10 +331,17 @@ func (s *Scheduler) start(runID string, recovered bool) {
 // still returning, when start found the slot taken) gets a new runner.
 func (s *Scheduler) release(runID string) {
 	s.mu.Lock()
+	r := s.active[runID]
 	delete(s.active, runID)
 	s.activeChanged()
 	s.mu.Unlock()
-	if !s.detached() && !s.isStopping() {
+	if s.lease != nil {
+		if !s.detached() && !s.isStopping() {
+			s.releaseLeased(r)
+		} else if r != nil && r.fencedCause() != nil {
+			s.lease.forget(runID, r.epoch)
+		}
+	} else if !s.detached() && !s.isStopping() {
 		if run, err := s.store.Run(context.Background(), runID); err == nil && run.Status == api.RunRunning {
 			s.start(runID, false)
 		}

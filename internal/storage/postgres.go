@@ -34,18 +34,29 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 		// pgx's message may quote the URL; a password must not reach a log.
 		return nil, fmt.Errorf("open postgres: the store URL does not parse (postgres://user@host/db?…): %s", redact(err.Error(), store))
 	}
+	// Migrations run unbounded (a long one must not hit the statement
+	// timeout of a worker's session), on a connection of their own when
+	// the sessions are bounded.
+	mcfg := cfg.Copy()
+	opts.Session.apply(cfg)
 	// One writer connection: the callers rely on the serialization SQLite's
 	// single writer gives (read, decide, write in one transaction without
 	// another writer in between, within this process). Writers on other
-	// machines are fenced by leases, which the fleet adds.
+	// machines are fenced by leases (leases.go).
 	w := sqlx.NewDb(stdlib.OpenDB(*cfg.Copy()), pgDriverName)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	if err := w.PingContext(ctx); err != nil {
+	m := w
+	if opts.Session != (Session{}) {
+		m = sqlx.NewDb(stdlib.OpenDB(*mcfg), pgDriverName)
+		m.SetMaxOpenConns(1)
+		defer m.Close()
+	}
+	if err := m.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", redactURL(store), err) // pgx names only user and database
 	}
-	if err := migratePostgres(ctx, w, migrations.Postgres); err != nil {
+	if err := migratePostgres(ctx, m, migrations.Postgres); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -58,8 +69,11 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 	}
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
+	l := sqlx.NewDb(stdlib.OpenDB(*cfg.Copy()), pgDriverName)
+	l.SetMaxOpenConns(1)
+	l.SetMaxIdleConns(1)
 	s := &Store{w: w, r: r, writes: newStmts(w, false, true), reads: newStmts(r, true, true),
-		notify: opts.Notify, now: opts.Now, pg: true}
+		notify: opts.Notify, now: opts.Now, pg: true, lease: l}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -69,6 +83,57 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 	return s, nil
 }
 
+// PostgresSchemaVersion is the number of PostgreSQL migrations this
+// binary knows.
+func PostgresSchemaVersion() int {
+	sub, err := fs.Sub(migrations.Postgres, "postgres")
+	if err != nil {
+		return 0
+	}
+	ms, err := loadMigrations(sub)
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
+// MigratePostgres brings the PostgreSQL database at store to this
+// binary's schema (the migrations it lacks, under the advisory lock) and
+// does nothing else: `loopd migrate`.
+func MigratePostgres(ctx context.Context, store string) error {
+	s, err := OpenPostgres(ctx, store, Options{Readers: 1})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// Session bounds a PostgreSQL session that writes. A worker cut off in
+// the middle of a transaction otherwise keeps its backend, and the row
+// locks it holds, until TCP gives up (hours): its run would be skipped by
+// every claim (SKIP LOCKED) long after its lease expired.
+type Session struct {
+	// IdleInTransaction ends a session idle inside a transaction
+	// (idle_in_transaction_session_timeout); keep it well under the
+	// lease TTL (a third of it).
+	IdleInTransaction time.Duration
+	// Statement bounds every statement (statement_timeout).
+	Statement time.Duration
+	// Lock bounds every wait for a lock (lock_timeout).
+	Lock time.Duration
+}
+
+// apply sets the session's bounds as run-time parameters of cfg's
+// connections.
+func (s Session) apply(cfg *pgx.ConnConfig) {
+	for name, d := range map[string]time.Duration{"idle_in_transaction_session_timeout": s.IdleInTransaction,
+		"statement_timeout": s.Statement, "lock_timeout": s.Lock} {
+		if d > 0 {
+			cfg.RuntimeParams[name] = fmt.Sprint(d.Milliseconds())
+		}
+	}
+}
+
 // Dialect names the store's SQL dialect: "sqlite" or "postgres".
 func (s *Store) Dialect() string {
 	if s.pg {
@@ -76,6 +141,10 @@ func (s *Store) Dialect() string {
 	}
 	return "sqlite"
 }
+
+// RedactStore is a store URL (or connection string) with its password
+// hidden, to show or log.
+func RedactStore(store string) string { return redactURL(store) }
 
 // redactURL hides the password of a store URL: postgres://user:pw@… (as
 // url.URL.Redacted does) or a key=value connection string's password=….

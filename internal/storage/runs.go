@@ -42,6 +42,10 @@ type Run struct {
 	BaseCommit    string `db:"base_commit"`    // the checkout's HEAD when the run started
 	LandedCommit  string `db:"landed_commit"`  // what `loopctl land` made or moved the base branch to
 	WorktreeState string `db:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
+
+	// Worker is the fleet worker that holds, or last held, the run's
+	// lease (docs/fleet.md); "" in the embedded mode.
+	Worker string `db:"lease_owner"`
 }
 
 // Stop request kinds stored in runs.stop_request.
@@ -50,7 +54,11 @@ const (
 	StopNow      = "now"      // kill the current step, then INTERRUPTED
 )
 
-const runColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
+// runColumns are the columns a run is read with; runInsertColumns those
+// InsertRun writes (the lease is only ever set by a fleet worker's claim).
+const runColumns = runInsertColumns + `, lease_owner`
+
+const runInsertColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
 	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at,
 	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state`
 
@@ -60,7 +68,7 @@ func (t *Tx) InsertRun(r Run, payload any) error {
 	if r.Isolation == "" {
 		r.Isolation = "in_place"
 	}
-	_, err := t.namedExec(`INSERT INTO runs (`+runColumns+`) VALUES (
+	_, err := t.namedExec(`INSERT INTO runs (`+runInsertColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
 		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at,
 		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state)`, r)

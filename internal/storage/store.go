@@ -17,16 +17,15 @@
 // its event row in one transaction (see Store.Write), and followers are
 // woken through the Notify hook after the commit.
 //
-// PostgreSQL is not reachable from loopd yet: it is the seam for a fleet
-// of workers over a shared database. What comes next, here, before loopd
-// gets a --store flag: leases on runs (lease_owner, lease_epoch,
-// lease_expires_at on the database clock; a FOR UPDATE SKIP LOCKED claim
-// and one-statement renewals), every runner transaction fenced by its
-// run's owner and epoch, takeover of expired leases, the worker role's
-// idle_in_transaction_session_timeout and statement/lock timeouts, events
-// numbered as the last statement before COMMIT (shorter counter lock) and
-// woken across nodes by LISTEN/NOTIFY, and a writer pool of more than one
-// connection once leases, not the single writer, keep runs apart.
+// PostgreSQL is the store of a fleet of workers (loopd --store): runs are
+// leased (leases.go: lease_owner, lease_epoch, lease_expires_at on the
+// database clock; a FOR UPDATE SKIP LOCKED claim, one-statement renewals on
+// a connection of their own), every runner transaction begins with the
+// fenced update of its run (WithFence), and the writing sessions are
+// bounded (Options.Session). Still to come: events numbered as the last
+// statement before COMMIT (shorter counter lock) and woken across nodes by
+// LISTEN/NOTIFY, and a writer pool of more than one connection now that
+// leases, not the single writer, keep runs apart.
 package storage
 
 import (
@@ -79,6 +78,10 @@ type Options struct {
 	// most CheckpointPeriod passes); defaults 200 and 2s.
 	CheckpointEvery  int
 	CheckpointPeriod time.Duration
+	// Session bounds the PostgreSQL sessions that write (a fleet
+	// worker's); zero values leave the server's defaults. Ignored by
+	// SQLite.
+	Session Session
 }
 
 // Store is the loopd database.
@@ -95,6 +98,10 @@ type Store struct {
 	now        func() time.Time
 	hook       EventHook // called in the transaction of every event; nil for none
 	pg         bool      // the PostgreSQL dialect (OpenPostgres); SQLite otherwise
+	// lease is PostgreSQL's one connection for lease renewals and reads
+	// (leases.go), apart from the writer so that a runner's transaction
+	// never delays a heartbeat; nil for SQLite.
+	lease *sqlx.DB
 }
 
 // Open opens (creating if needed) and migrates the database at path.
@@ -181,6 +188,9 @@ func (s *Store) Close() error {
 	}
 	s.reads.close()
 	s.writes.close()
+	if s.lease != nil {
+		err = errors.Join(err, s.lease.Close())
+	}
 	return errors.Join(err, s.r.Close(), s.w.Close())
 }
 
@@ -223,6 +233,14 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	tx := &Tx{tx: sqlTx, writes: s.writes, ctx: ctx, now: s.Now(), hook: s.hook, pg: s.pg}
+	if s.pg {
+		// A fleet runner's transaction begins with its run's fence
+		// (leases.go); the embedded store has no lease to check.
+		if err := s.fence(ctx, tx); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err

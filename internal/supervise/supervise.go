@@ -47,6 +47,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/loopd/loopd/internal/shquote"
 )
 
 // wrapper is the shell program around a step's commands. $0 is the tag,
@@ -130,6 +132,29 @@ done
 __loopd_rec $__loopd_ec
 exit $__loopd_ec`
 
+// guard is the part of a guarded wrapper (Spec.Guard) that starts, once
+// the gate is open, a process that kills the step's group when the
+// worker's deadline in $__loopd_f passes. It runs in the group (the
+// wrapper's subshell) with no gate and no stdin, and ends with the wrapper
+// ($$ in a subshell is the wrapper's pid) or with the group.
+const guard = `( exec 3<&- </dev/null
+  while kill -0 $$ 2>/dev/null; do
+    __loopd_d=0; read -r __loopd_d <"$__loopd_f" 2>/dev/null
+    [ "$(date +%s)" -lt "${__loopd_d:-0}" ] 2>/dev/null || kill -KILL 0
+    sleep 1
+  done ) &
+`
+
+// guardAt is where the guard goes in the wrapper: after the gate, before
+// the commands.
+const guardAt = "trap : TERM\nif [ \"$__loopd_m\" = i ]"
+
+// guarded is the wrapper with a guard on the deadline file path.
+func guarded(path string) string {
+	i := strings.Index(wrapper, guardAt)
+	return wrapper[:i] + "__loopd_f=" + shquote.Quote(path) + "\n" + guard + wrapper[i:]
+}
+
 // noLog is what a gated wrapper prints, after the shell's own message,
 // when it cannot open its log.
 const noLog = "loopd: the step's log cannot be opened"
@@ -157,6 +182,14 @@ type Spec struct {
 	// then creates LogPath itself, before it waits, and opens StdinPath
 	// only once opened: that file need not exist before Open.
 	Gated bool
+	// Guard, when set, is a fleet worker's deadline file: a line with a
+	// Unix time in seconds, moved forward after each renewal of the
+	// worker's leases. Once the step runs, a guard process in its group
+	// reads it every second and kills the group (SIGKILL) when the time
+	// has passed or the file cannot be read, so that a worker that dies
+	// or freezes cannot leave an agent running after its run was taken
+	// over. "" (the embedded daemon): no guard, nothing extra runs.
+	Guard string
 	// Next is the tag of the step expected after this one ("": none):
 	// its cgroup is made while this step runs (PrepareNext).
 	Next string
@@ -234,7 +267,11 @@ func Start(spec Spec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"/bin/sh", "-c", wrapper, spec.Tag, spec.StatusPath, at}
+	script := wrapper
+	if spec.Guard != "" {
+		script = guarded(spec.Guard)
+	}
+	args := []string{"/bin/sh", "-c", script, spec.Tag, spec.StatusPath, at}
 	var out, stdin, gateR, gateW, logErr *os.File
 	defer func() { closeAll(out, stdin, gateR) }() // the child has its own copies
 	if spec.Gated {

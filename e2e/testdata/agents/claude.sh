@@ -16,6 +16,8 @@
 #                         F is replaced by the iteration)
 #   FAKE_WAIT_ITERATION="N M" only wait in these iterations
 #   FAKE_CHILD=1          leave a background process running (pid in .child-pid)
+#   FAKE_EARLY_USAGE=1    print an assistant message with its usage before
+#                         working (a long step's transcript shows usage early)
 #   FAKE_EXIT=N           exit with N
 #   FAKE_RATE_LIMIT_ONCE=S  the first invocation hits a usage limit that
 #                         resets S seconds later
@@ -44,6 +46,9 @@ fi
 if [ "${FAKE_CHILD:-0}" = 1 ]; then
   sleep 300 &
   echo $! > "$ws/.child-pid"
+fi
+if [ "${FAKE_EARLY_USAGE:-0}" = 1 ]; then
+  printf '%s\n' "{\"type\":\"assistant\",\"message\":{\"model\":\"$model\",\"id\":\"msg_01Early${LOOP_STEP:-0}\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Looking at the code.\"}],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":$usage},\"parent_tool_use_id\":null,\"session_id\":\"$sid\"}"
 fi
 if [ -n "${FAKE_SLEEP:-}" ]; then
   i=0

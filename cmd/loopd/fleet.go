@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/loopd/loopd/internal/daemon"
+	"github.com/loopd/loopd/internal/storage"
+)
+
+// fleetFlags are loopd's flags for a fleet over PostgreSQL (docs/fleet.md).
+type fleetFlags struct {
+	store        *string
+	worker       *bool
+	workerID     *string
+	leaseTTL     *time.Duration
+	heartbeat    *time.Duration
+	fenceMargin  *time.Duration
+	drainTimeout *time.Duration
+}
+
+func addFleetFlags(fs *flag.FlagSet) *fleetFlags {
+	return &fleetFlags{
+		store: fs.String("store", env("LOOPD_STORE", ""), "a PostgreSQL URL (postgres://user@host/db): join a fleet of workers over that database instead of "+
+			"LOOPD_HOME's SQLite file; see docs/fleet.md (env LOOPD_STORE)"),
+		worker:       fs.Bool("worker", true, "with --store: claim and run runs; --worker=false makes an API-only node"),
+		workerID:     fs.String("worker-id", "", "with --store: this worker's stable id (default: hostname:LOOPD_HOME)"),
+		leaseTTL:     fs.Duration("lease-ttl", 30*time.Second, "with --store: how long a run's lease lasts without a renewal; must exceed the database's failover time"),
+		heartbeat:    fs.Duration("heartbeat", 0, "with --store: how often the leases are renewed (default: a sixth of --lease-ttl)"),
+		fenceMargin:  fs.Duration("fence-margin", 5*time.Second, "with --store: agents are stopped once no renewal succeeded for --lease-ttl minus this"),
+		drainTimeout: fs.Duration("drain-timeout", 5*time.Minute, "with --store: on SIGTERM, how long running steps may take to finish before they are stopped and their runs handed over"),
+	}
+}
+
+// options checks the fleet flags and returns the daemon's fleet settings:
+// nil without --store, where giving any of the others is a mistake.
+func (f *fleetFlags) options(fs *flag.FlagSet, home string) (*daemon.Fleet, error) {
+	if *f.store == "" {
+		var given []string
+		fs.Visit(func(fl *flag.Flag) {
+			switch fl.Name {
+			case "worker", "worker-id", "lease-ttl", "heartbeat", "fence-margin", "drain-timeout":
+				given = append(given, "--"+fl.Name)
+			}
+		})
+		if len(given) > 0 {
+			return nil, fmt.Errorf("%s need --store (or LOOPD_STORE): they configure a fleet worker", given[0])
+		}
+		return nil, nil
+	}
+	hb := *f.heartbeat
+	if hb == 0 {
+		hb = *f.leaseTTL / 6
+	}
+	switch {
+	case *f.leaseTTL < time.Second:
+		return nil, fmt.Errorf("--lease-ttl must be at least 1s, got %s", *f.leaseTTL)
+	case *f.fenceMargin <= 0 || *f.fenceMargin >= *f.leaseTTL:
+		return nil, fmt.Errorf("--fence-margin must be more than 0 and less than --lease-ttl (%s), got %s", *f.leaseTTL, *f.fenceMargin)
+	case hb <= 0 || 2*hb > *f.leaseTTL-*f.fenceMargin:
+		// Two renewals must fit before the agents stop: one late or lost
+		// renewal must not stop every agent of the worker.
+		return nil, fmt.Errorf("--heartbeat must be more than 0 and at most half of --lease-ttl minus --fence-margin (%s), got %s",
+			(*f.leaseTTL-*f.fenceMargin)/2, hb)
+	case *f.drainTimeout <= 0:
+		return nil, fmt.Errorf("--drain-timeout must be more than 0, got %s", *f.drainTimeout)
+	}
+	id := *f.workerID
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--worker-id: no hostname to default to (%v); give one", err)
+		}
+		id = host + ":" + home
+	}
+	return &daemon.Fleet{Store: *f.store, Worker: *f.worker, WorkerID: id, LeaseTTL: *f.leaseTTL, Heartbeat: hb,
+		FenceMargin: *f.fenceMargin, DrainTimeout: *f.drainTimeout}, nil
+}
+
+// runMigrate is `loopd migrate --store URL`: bring a fleet's database to
+// this binary's schema, then exit (workers also do it at start).
+func runMigrate(args []string) int {
+	fs := flag.NewFlagSet("loopd migrate", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: loopd migrate --store URL\n\nApplies the schema migrations a fleet's PostgreSQL database lacks, one at a time under an advisory lock, and exits.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	store := fs.String("store", env("LOOPD_STORE", ""), "the PostgreSQL URL (env LOOPD_STORE)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "loopd migrate: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *store == "" {
+		fmt.Fprintln(os.Stderr, "loopd migrate: --store (or LOOPD_STORE) is required: the PostgreSQL URL of the fleet's database")
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := storage.MigratePostgres(ctx, *store); err != nil {
+		fmt.Fprintln(os.Stderr, "loopd migrate:", err)
+		return exitFailure
+	}
+	fmt.Println("loopd migrate: " + storage.RedactStore(*store) + " is at schema version " + strconv.Itoa(storage.PostgresSchemaVersion()))
+	return exitOK
+}

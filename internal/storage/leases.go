@@ -1,0 +1,242 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loopd/loopd/internal/api"
+)
+
+// Leases are how a fleet of workers over one PostgreSQL database keeps
+// runs apart (docs/fleet.md). A worker claims runs, not steps: a claim
+// sets lease_owner, lease_epoch + 1 and lease_expires_at (database clock);
+// a heartbeat renews the worker's leases in one statement; every write a
+// runner makes is fenced by its run's owner and epoch (WithFence), so a
+// worker whose run was taken over can write nothing more to it. The
+// embedded SQLite store never takes a lease: none of this is called there.
+
+// ErrFenced is returned by a fenced write whose run is no longer leased
+// to the writer under the same epoch: another worker took the run over.
+// Nothing of the transaction was written.
+var ErrFenced = errors.New("the run's lease was taken over by another worker")
+
+// ErrNotFleet is returned by the lease methods of an embedded (SQLite)
+// store.
+var ErrNotFleet = errors.New("leases need the PostgreSQL store (loopd --store postgres://…)")
+
+// Lease is one claim of a run by a worker.
+type Lease struct {
+	RunID string
+	Owner string
+	Epoch int64
+}
+
+// Claim is a run a worker has just leased, with what it was before.
+type Claim struct {
+	RunID string `db:"id"`
+	Epoch int64  `db:"lease_epoch"`
+	// From is the run's status before the claim: PENDING, WAITING, or
+	// RUNNING for a takeover of an expired (or released) lease.
+	From       api.RunStatus `db:"prev_status"`
+	FromReason string        `db:"prev_reason"`
+	// FromWorker is the lease's previous owner ("" for none).
+	FromWorker string `db:"prev_owner"`
+}
+
+type fenceKey struct{}
+
+// WithFence makes every Store.Write with ctx (or a context derived from
+// it) begin with the fenced update of l's run: the transaction goes on
+// only while the run is still leased to l.Owner under l.Epoch, and holds
+// the run's row lock to its commit, so a takeover waits for it or it
+// fails with ErrFenced. On an embedded store the fence is ignored.
+func WithFence(ctx context.Context, l Lease) context.Context {
+	return context.WithValue(ctx, fenceKey{}, l)
+}
+
+// dbNowMS is the database's clock in Unix milliseconds: lease times are
+// never a worker's clock, which may be off by more than a lease.
+const dbNowMS = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT`
+
+// qFence is the first statement of every fenced transaction. It changes
+// nothing but takes the run's row lock.
+const qFence = `UPDATE runs SET lease_epoch = lease_epoch WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3`
+
+// fence runs the fenced update of ctx's lease, if any, in tx.
+func (s *Store) fence(ctx context.Context, tx *Tx) error {
+	l, ok := ctx.Value(fenceKey{}).(Lease)
+	if !ok {
+		return nil
+	}
+	res, err := tx.tx.ExecContext(ctx, qFence, l.RunID, l.Owner, l.Epoch)
+	if err != nil {
+		return fmt.Errorf("fence run %s: %w", l.RunID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("run %s (epoch %d, worker %s): %w", l.RunID, l.Epoch, l.Owner, ErrFenced)
+	}
+	return nil
+}
+
+// ClaimRuns leases up to limit runs to owner for ttl, oldest first, in one
+// FOR UPDATE SKIP LOCKED statement: PENDING runs, WAITING runs whose wait
+// is over (not those waiting for an answer), and RUNNING runs whose lease
+// expired or was released (a takeover), except those in held: the runs
+// the claiming worker executes itself, whose lease it renews (after an
+// outage that outlasted the lease, claiming its own run again would leave
+// its runner fenced out by its own new epoch). Each becomes RUNNING with
+// epoch + 1. The caller adds the events in the same transaction.
+func (t *Tx) ClaimRuns(owner string, ttl time.Duration, limit int, held []string) ([]Claim, error) {
+	if !t.pg {
+		return nil, ErrNotFleet
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	if held == nil {
+		held = []string{} // NULL would exclude every run: id = ANY(NULL) is not false
+	}
+	var claims []Claim
+	err := t.tx.SelectContext(t.ctx, &claims, `WITH now AS (SELECT `+dbNowMS+` AS ms),
+	c AS (
+		SELECT id, status, reason, lease_owner FROM runs, now
+		WHERE status = 'PENDING'
+		   OR (status = 'WAITING' AND COALESCE(wait_until, 0) <= now.ms AND reason <> '`+ReasonNeedsAnswer+`')
+		   OR (status = 'RUNNING' AND (lease_expires_at IS NULL OR lease_expires_at <= now.ms) AND NOT (id = ANY($5::text[])))
+		ORDER BY created_at, rowid
+		LIMIT $1
+		FOR UPDATE OF runs SKIP LOCKED)
+	UPDATE runs r SET status = 'RUNNING', reason = '', description = '', condition = '', exit_code = NULL,
+		ended_at = NULL, wait_until = NULL, postmortem_at = NULL, updated_at = $2,
+		started_at = COALESCE(r.started_at, $2),
+		lease_owner = $3, lease_epoch = r.lease_epoch + 1, lease_expires_at = now.ms + $4
+	FROM c, now WHERE r.id = c.id
+	RETURNING r.id, r.lease_epoch, c.status AS prev_status, c.reason AS prev_reason, c.lease_owner AS prev_owner`,
+		limit, t.now, owner, ttl.Milliseconds(), held)
+	if err != nil {
+		return nil, fmt.Errorf("claim runs: %w", err)
+	}
+	return claims, nil
+}
+
+// OwnLeases lists the RUNNING runs leased to owner whose lease has not
+// expired: what a restarted worker adopts as its own.
+func (s *Store) OwnLeases(ctx context.Context, owner string) ([]Lease, error) {
+	if !s.pg {
+		return nil, ErrNotFleet
+	}
+	var rows []struct {
+		ID    string `db:"id"`
+		Epoch int64  `db:"lease_epoch"`
+	}
+	err := s.lease.SelectContext(ctx, &rows, `SELECT id, lease_epoch FROM runs
+		WHERE status = 'RUNNING' AND lease_owner = $1 AND lease_expires_at > `+dbNowMS+`
+		ORDER BY created_at, rowid`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("read own leases: %w", err)
+	}
+	out := make([]Lease, len(rows))
+	for i, r := range rows {
+		out[i] = Lease{RunID: r.ID, Owner: owner, Epoch: r.Epoch}
+	}
+	return out, nil
+}
+
+// RenewLeases extends the leases of owner's runs in one statement, on a
+// connection of its own (a runner's write never delays a renewal), and
+// returns the ids of the runs it renewed: a run missing from the answer
+// is no longer owner's under that epoch (taken over, or ended), and its
+// agent must stop now.
+func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration, leases []Lease) ([]string, error) {
+	if !s.pg {
+		return nil, ErrNotFleet
+	}
+	if len(leases) == 0 {
+		// Still a round trip: the heartbeat is also how a worker knows it
+		// can reach the database at all.
+		return nil, s.lease.PingContext(ctx)
+	}
+	ids := make([]string, len(leases))
+	epochs := make([]int64, len(leases))
+	for i, l := range leases {
+		ids[i], epochs[i] = l.RunID, l.Epoch
+	}
+	var renewed []string
+	err := s.lease.SelectContext(ctx, &renewed, `UPDATE runs r SET lease_expires_at = `+dbNowMS+` + $2
+		FROM unnest($3::text[], $4::bigint[]) AS l(id, epoch)
+		WHERE r.id = l.id AND r.lease_epoch = l.epoch AND r.lease_owner = $1 AND r.status = 'RUNNING'
+		RETURNING r.id`, owner, ttl.Milliseconds(), ids, epochs)
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
+	}
+	return renewed, nil
+}
+
+// CheckpointUsage records the token usage of RUNNING steps so far (what a
+// fleet worker's heartbeat parsed from their transcripts), on the lease
+// connection, in one transaction. A step that has ended meanwhile, or was
+// INTERRUPTED by a takeover, is left alone: its row has its final usage,
+// or another worker's account of it.
+func (s *Store) CheckpointUsage(ctx context.Context, steps []Step) error {
+	if !s.pg {
+		return ErrNotFleet
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	tx, err := s.lease.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("checkpoint usage: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit it does nothing
+	for _, st := range steps {
+		if _, err := tx.ExecContext(ctx, `UPDATE steps SET model = $1, input_tokens = $2, output_tokens = $3,
+			cache_read_tokens = $4, cache_write_tokens = $5, reasoning_tokens = $6, usage_found = $7,
+			reported_cost_usd = $8, priced_cost_usd = $9 WHERE id = $10 AND status = 'RUNNING'`,
+			st.Model, st.InputTokens, st.OutputTokens, st.CacheReadTokens, st.CacheWriteTokens, st.ReasoningTokens,
+			boolInt(st.UsageFound), st.ReportedCostUSD, st.PricedCostUSD, st.ID); err != nil {
+			return fmt.Errorf("checkpoint usage of step %d: %w", st.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("checkpoint usage: %w", err)
+	}
+	return nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ReleaseLease gives a RUNNING run up at once (a draining worker, between
+// two steps): its lease expires now, so any worker's next claim takes it
+// over; lease_owner stays, naming the worker it comes from.
+func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
+	if !s.pg {
+		return ErrNotFleet
+	}
+	_, err := s.lease.ExecContext(ctx, `UPDATE runs SET lease_expires_at = 0
+		WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3`, l.RunID, l.Owner, l.Epoch)
+	if err != nil {
+		return fmt.Errorf("release lease of %s: %w", l.RunID, err)
+	}
+	return nil
+}
+
+// RunnableRuns counts the runs a worker could claim now: what an
+// autoscaler (KEDA's PostgreSQL scaler) scales the fleet on.
+func (s *Store) RunnableRuns(ctx context.Context) (int, error) {
+	if !s.pg {
+		return 0, ErrNotFleet
+	}
+	var n int
+	err := s.lease.GetContext(ctx, &n, `SELECT count(*) FROM runs
+		WHERE status = 'PENDING' OR (status = 'WAITING' AND COALESCE(wait_until, 0) <= `+dbNowMS+` AND reason <> '`+ReasonNeedsAnswer+`')
+		OR (status = 'RUNNING' AND (lease_expires_at IS NULL OR lease_expires_at <= `+dbNowMS+`))`)
+	return n, err
+}
