@@ -132,20 +132,13 @@ func (r *runner) record(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
 				return err
 			}
-			// The history holds st's end already (completeStep).
-			if err := tx.SetRunStats(r.id, statsOf(&r.hist)); err != nil {
-				return err
-			}
 		}
 		if ev != nil {
 			if err := r.recordEvaluation(tx, ev, announce); err != nil {
 				return err
 			}
 		}
-		if d != nil {
-			return tx.TransitionRun(r.transition(d, st))
-		}
-		if next != nil {
+		if d == nil && next != nil {
 			// A stop or pause asked for while the conditions were being
 			// evaluated (a script may take seconds) comes before the next
 			// step: the runner's loop acts on it instead.
@@ -153,11 +146,21 @@ func (r *runner) record(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err != nil {
 				return err
 			}
-			if f.StopRequest != "" || f.PauseRequest {
-				return nil
+			if f.StopRequest == "" && !f.PauseRequest {
+				// The aggregates insertStep records are st's with the
+				// next step started: one write of them, not two.
+				inserted = true
+				return r.insertStep(tx, next)
 			}
-			inserted = true
-			return r.insertStep(tx, next)
+		}
+		if st != nil {
+			// The history holds st's end already (completeStep).
+			if err := tx.SetRunStats(r.id, statsOf(&r.hist)); err != nil {
+				return err
+			}
+		}
+		if d != nil {
+			return tx.TransitionRun(r.transition(d, st))
 		}
 		return nil
 	})
