@@ -321,6 +321,9 @@ func (r *runner) stepEnv(env []string, st *storage.Step, promptFile string) []st
 // afresh for each step so that its values are never stored.
 func (r *runner) envWithFile() ([]string, error) {
 	env := os.Environ()
+	if r.s.lease != nil {
+		env = withoutFleetCredentials(env)
+	}
 	if r.cfg.EnvFile == "" {
 		return env, nil
 	}
@@ -339,4 +342,23 @@ func (r *runner) baseEnv() []string {
 		return os.Environ()
 	}
 	return env
+}
+
+// withoutFleetCredentials is a fleet worker's environment without what
+// reaches its database or its API: LOOPD_STORE (a PostgreSQL URL, often
+// with its password), LOOPD_TOKEN and libpq's PG* variables (PGPASSWORD,
+// PGPASSFILE, PGSERVICEFILE, …). An agent runs the repository's code and
+// whatever a prompt talks it into; with these it could write any run of
+// the fleet, fenced or not. The worker's git credentials are not in its
+// environment at all: its own git commands push (see docs/fleet.md).
+func withoutFleetCredentials(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "LOOPD_STORE" || name == "LOOPD_TOKEN" || strings.HasPrefix(name, "PG") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
