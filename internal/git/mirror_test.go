@@ -160,3 +160,32 @@ func TestRunBranchPushedWithLeaseAndTakenOver(t *testing.T) {
 		t.Fatalf("it3.txt in the returning worker's worktree = %q, want the taker's", b)
 	}
 }
+
+// A git command loopd runs in a run's worktree runs whatever the agent
+// could put there (here a reference-transaction hook in the shared
+// hooks directory, which the ledger's update-ref triggers): it gets no
+// fleet credential from the worker's environment.
+func TestGitCommandsCarryNoFleetCredentials(t *testing.T) {
+	dir := repo(t, map[string]string{"a.txt": "a\n"})
+	t.Setenv("LOOPD_STORE", "postgres://loopd:s3cret@db/loopd")
+	t.Setenv("PGPASSWORD", "s3cret")
+	t.Setenv("LOOPD_TOKEN", "loopd_tok")
+	dump := filepath.Join(t.TempDir(), "hook-env")
+	write(t, dir, ".git/hooks/reference-transaction", "#!/bin/sh\nenv > "+dump+"\n")
+	if err := os.Chmod(filepath.Join(dir, ".git/hooks/reference-transaction"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	head := gitT(t, dir, "rev-parse", "HEAD")
+	if _, err := (Cmd{Dir: dir}).Run(context.Background(), "update-ref", "refs/heads/other", head); err != nil {
+		t.Fatal(err)
+	}
+	env, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatalf("the hook did not run: %v", err)
+	}
+	for _, bad := range []string{"LOOPD_STORE=", "PGPASSWORD=", "LOOPD_TOKEN=", "s3cret"} {
+		if strings.Contains(string(env), bad) {
+			t.Errorf("a hook run by loopd's git saw %q", bad)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -345,20 +346,17 @@ func (r *runner) baseEnv() []string {
 }
 
 // withoutFleetCredentials is a fleet worker's environment without what
-// reaches its database or its API: LOOPD_STORE (a PostgreSQL URL, often
-// with its password), LOOPD_TOKEN and libpq's PG* variables (PGPASSWORD,
-// PGPASSFILE, PGSERVICEFILE, …). An agent runs the repository's code and
-// whatever a prompt talks it into; with these it could write any run of
-// the fleet, fenced or not. The worker's git credentials are not in its
-// environment at all: its own git commands push (see docs/fleet.md).
+// reaches its database or its API (git.FleetCredential). An agent runs
+// the repository's code and whatever a prompt talks it into; with these
+// it could write any run of the fleet, fenced or not. The worker's git
+// credentials are not in its environment at all: its own git commands
+// push (see docs/fleet.md).
 func withoutFleetCredentials(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "LOOPD_STORE" || name == "LOOPD_TOKEN" || strings.HasPrefix(name, "PG") {
-			continue
+		if name, _, _ := strings.Cut(kv, "="); !git.FleetCredential(name) {
+			out = append(out, kv)
 		}
-		out = append(out, kv)
 	}
 	return out
 }
