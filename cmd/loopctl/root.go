@@ -29,6 +29,11 @@ type globalOptions struct {
 	// dial, when set, connects to the daemon instead of its socket: the
 	// tests serve the API in-process (net/http/httptest).
 	dial api.Dialer
+
+	// remote is the client of LOOPD_URL once made (fleetClient), or why
+	// it cannot be.
+	remote    *api.Client
+	remoteErr error
 }
 
 func newRootCmd(out, errOut io.Writer) *cobra.Command {
@@ -51,7 +56,8 @@ func newRoot(g *globalOptions) *cobra.Command {
 
 A run is named by its id, any unique id prefix, or "last" (the newest run in
 this workspace). loopctl starts the daemon in the background if it is not
-running (set LOOPCTL_NO_AUTOSTART=1 to prevent that).
+running (set LOOPCTL_NO_AUTOSTART=1 to prevent that). With LOOPD_URL and
+LOOPD_TOKEN set, it talks to a fleet's API node instead, and starts nothing.
 
 Exit codes: 0 success; 1 FAILED, 2 ABORTED, 3 INTERRUPTED (wait, start --wait,
 watch); 64 usage error; 66 run not found; 69 daemon unavailable;
@@ -76,21 +82,35 @@ watch); 64 usage error; 66 run not found; 69 daemon unavailable;
 		newManCmd(g),
 		newDiffCmd(g), newLandCmd(g), newCleanCmd(g),
 		newDashboardCmd(g),
+		newTokenCmd(g),
 	)
 	addCompletions(root, g)
 	return root
 }
 
-// socketPath resolves where the daemon listens.
+// socketPath resolves where the daemon listens: --socket, else LOOPD_URL
+// (a fleet's API node, checked here), else LOOPD_SOCKET or
+// LOOPD_HOME/loopd.sock.
 func (g *globalOptions) socketPath() (string, error) {
 	if g.Socket != "" {
 		return filepath.Abs(g.Socket)
 	}
+	if u := g.fleetURL(); u != "" {
+		c, err := g.fleetClient()
+		if err != nil {
+			return "", err
+		}
+		return c.Socket(), nil
+	}
 	return api.SocketPath()
 }
 
-// newClient is a client of the daemon at sock; it does not connect yet.
+// newClient is a client of the daemon at sock (of LOOPD_URL's API node
+// once socketPath accepted it); it does not connect yet.
 func (g *globalOptions) newClient(sock string) *api.Client {
+	if g.remote != nil {
+		return g.remote
+	}
 	if g.dial != nil {
 		return api.NewClientDial(sock, g.dial)
 	}
@@ -140,11 +160,17 @@ func (g *globalOptions) ref(arg string) (api.RunRef, error) {
 func (g *globalOptions) client(ctx context.Context) (*api.Client, error) {
 	sock, err := g.socketPath()
 	if err != nil {
+		if ee := (*exitError)(nil); errors.As(err, &ee) {
+			return nil, err
+		}
 		return nil, &exitError{code: exitUnavailable, msg: err.Error()}
 	}
 	c := g.newClient(sock)
 	if _, err := c.Ping(ctx); err == nil {
 		return c, nil
+	} else if c.Remote() {
+		// A fleet is never started from here: it is reachable or not.
+		return nil, refusedToken(c, err)
 	} else if !isUnavailable(err) || errors.Is(err, api.ErrNoAnswer) {
 		return nil, err // a daemon holds the socket: another one cannot help
 	} else if errors.Is(err, fs.ErrPermission) {

@@ -245,11 +245,19 @@ func (o *serviceOptions) warnEnvironment(c unitConfig) {
 // systemd starts its own (which would otherwise exit 75: the lock is
 // held). Its steps go on; the service's daemon adopts them.
 func (o *serviceOptions) stopUnmanaged(ctx context.Context) error {
+	// The daemon of this home, never LOOPD_URL's API node: the service
+	// is this machine's.
 	sock, err := o.socketPath()
+	if o.fleetURL() != "" {
+		sock, err = api.SocketPath()
+	}
 	if err != nil {
 		return err
 	}
-	c := o.newClient(sock)
+	c := api.NewClient(sock)
+	if o.dial != nil {
+		c = o.newClient(sock)
+	}
 	info, err := c.Ping(ctx)
 	if err != nil {
 		return nil

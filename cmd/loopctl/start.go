@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/termtext"
 )
 
@@ -75,6 +77,18 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 		}
 	}
 	ctx := cmd.Context()
+	if o.fleetURL() != "" {
+		// A fleet's workers fetch the run's commit from the clone's
+		// origin: checked here, before anything is sent.
+		src, err := git.FleetSource(ctx, ws)
+		if err != nil {
+			if se := (*git.SourceError)(nil); errors.As(err, &se) {
+				return usageErrorf("%s", termtext.QuoteLines(se.Error()))
+			}
+			return err
+		}
+		req.RepoURL, req.BaseCommit = src.RepoURL, src.BaseCommit
+	}
 	c, err := o.client(ctx)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,11 +43,14 @@ const (
 	postmortemWait = 10 * time.Second
 )
 
-// Client talks to loopd over its Unix socket.
+// Client talks to loopd over its Unix socket, or to a fleet's API node
+// over HTTP(S) (NewClientURL).
 type Client struct {
-	socket  string
+	socket  string // names the daemon in errors: the socket, or the URL
+	base    string // what request URLs start with: http://loopd for a socket
 	http    *http.Client
 	timeout time.Duration // of an ordinary request; 0 = none
+	remote  bool          // reached through LOOPD_URL
 }
 
 // NewClient returns a Client for the daemon listening on socket.
@@ -81,7 +85,7 @@ func NewClientDial(socket string, dial Dialer) *Client {
 		MaxIdleConns:    4,
 		IdleConnTimeout: 30 * time.Second,
 	}
-	return &Client{socket: socket, http: &http.Client{Transport: tr}, timeout: DefaultTimeout}
+	return &Client{socket: socket, base: "http://loopd", http: &http.Client{Transport: tr}, timeout: DefaultTimeout}
 }
 
 // SetTimeout changes the bound of an ordinary request (DefaultTimeout);
@@ -318,7 +322,7 @@ func (c *Client) stream(ctx context.Context, path string, q url.Values) (io.Read
 // streamResponse is a GET whose successful answer is read as it comes: the
 // caller closes its body. An error answer is decoded (and closed) here.
 func (c *Client) streamResponse(ctx context.Context, path string, q url.Values) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://loopd"+path+"?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +365,7 @@ func (c *Client) doWithin(ctx context.Context, within time.Duration, method, pat
 		}
 		body = bytes.NewReader(b)
 	}
-	u := "http://loopd" + path
+	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -400,6 +404,11 @@ func (c *Client) doWithin(ctx context.Context, within time.Duration, method, pat
 func (c *Client) transportError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) {
+		// LOOPD_URL's node: nothing was sent, the token included.
+		return fmt.Errorf("%w: %s: its TLS certificate is not trusted by this machine, so nothing was sent: %v", ErrUnavailable, c.socket, certErr.Err)
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {

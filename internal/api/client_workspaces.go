@@ -152,7 +152,7 @@ func (c *Client) ndjson(ctx context.Context, method, path string, q url.Values, 
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://loopd"+path+"?"+q.Encode(), bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path+"?"+q.Encode(), bytes.NewReader(b))
 	if err != nil {
 		return err
 	}

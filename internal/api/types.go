@@ -239,6 +239,12 @@ type Run struct {
 	LandedCommit  string `json:"landed_commit"`  // what `loopctl land` made; "" until landed
 	WorktreeState string `json:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
 
+	// RepoURL is a fleet run's repository: the origin of the clone it was
+	// started from through LOOPD_URL ("" otherwise).
+	RepoURL string `json:"repo_url,omitempty"`
+	// CreatedBy is the user whose token created the run ("" for the
+	// daemon's owner).
+	CreatedBy string `json:"created_by,omitempty"`
 	// Worker is the fleet worker that holds, or last held, the run
 	// (docs/fleet.md); absent in the embedded mode.
 	Worker string `json:"worker,omitempty"`
@@ -324,6 +330,14 @@ type CreateRunRequest struct {
 	Name       string   `json:"name,omitempty"`
 	Set        []string `json:"set,omitempty"`
 	StopFile   string   `json:"stop_file,omitempty"`
+	// RepoURL and BaseCommit are where a fleet run comes from (loopctl
+	// through LOOPD_URL: the clone's origin and its HEAD, which is on
+	// origin). Both or neither.
+	RepoURL    string `json:"repo_url,omitempty"`
+	BaseCommit string `json:"base_commit,omitempty"`
+	// CreatedBy is set by the daemon from the request's user token,
+	// never from the body.
+	CreatedBy string `json:"-"`
 }
 
 // StopRequest asks for a run to stop: after the current step, or at once.

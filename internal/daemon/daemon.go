@@ -69,6 +69,9 @@ type Options struct {
 	// Fleet, when set, stores everything in a shared PostgreSQL database
 	// and makes the daemon a fleet worker or API node (fleet.go).
 	Fleet *Fleet
+	// FollowPoll is how often a node on a PostgreSQL store re-reads the
+	// event log when no notification came (storage.DefaultFollowPoll).
+	FollowPoll time.Duration
 	// OnActiveRuns, when set, is told the number of runs with a runner
 	// each time it changes (scheduler.Options.OnActive).
 	OnActiveRuns func(n int)
@@ -101,6 +104,8 @@ type Daemon struct {
 	lander *landing.Lander // land, diff and clean of runs' branches and worktrees
 
 	stepGap prometheus.Histogram // loopd_step_gap_seconds (metrics.NewStepGap)
+
+	busStart int64 // the event seq the bus started at
 }
 
 // Run runs the daemon until ctx is done or a client asks it to stop.
@@ -167,6 +172,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("read event log: %w", err)
 	}
 	d.bus = events.NewBus(seq)
+	d.busStart = seq
 	d.store.SetNotifyRuns(d.bus.PublishRuns)
 	// Orphans of steps become the daemon's children, which it reaps: no
 	// zombie piles up under a PID 1 that does not reap.
@@ -233,7 +239,9 @@ func Run(ctx context.Context, opts Options) error {
 	// Records of worktrees removed by hand while the daemon was down are
 	// marked gone, and lands cut short are undone or recorded, before any
 	// run is recovered or anything is removed.
-	d.lander.Recover(ctx)
+	if d.runsSteps() {
+		d.lander.Recover(ctx)
+	}
 	d.log.Info("loopd started", zap.String("home", opts.Home), zap.String("socket", opts.Socket),
 		zap.Int("pid", os.Getpid()), zap.Int("max_concurrent_runs", d.sched.MaxConcurrent()))
 
@@ -277,6 +285,9 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	// Notifications are delivered beside the runs, never in their way; the
 	// ones in flight at shutdown stay due for the next daemon.
 	g.Go(func() error { return d.notify.Run(schedCtx) })
+	// Every node on PostgreSQL wakes its followers on the other nodes'
+	// commits too.
+	g.Go(func() error { return d.followFleet(schedCtx, d.busStart) })
 	for _, s := range []struct {
 		srv *http.Server
 		l   net.Listener

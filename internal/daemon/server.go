@@ -52,6 +52,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
+	mux.HandleFunc("POST /v1/tokens", d.handleCreateToken)
+	mux.HandleFunc("GET /v1/tokens", d.handleTokens)
+	mux.HandleFunc("DELETE /v1/tokens/{name}", d.handleRevokeToken)
 	d.dash.Auth().SetHost(d.httpAddr)
 	loginRefused := tcpguard.NewRefusals()
 	d.dash.LogRefusalsWith(func(msg string, fields ...zap.Field) { loginRefused.Note(d.log, msg, fields...) })
@@ -103,7 +106,7 @@ func (d *Daemon) owner(next http.Handler) http.Handler {
 // asked again by the few handlers that care, rather than recorded on every
 // request: that would cost each request a copy.
 func (d *Daemon) sessionOnly(r *http.Request) bool {
-	return peerFrom(r.Context()).tcp && !tcpguard.TokenOK(r, d.token)
+	return peerFrom(r.Context()).tcp && !d.bearerOK(r)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -224,6 +227,11 @@ func (d *Daemon) handleDaemon(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
+	if !d.nodeOwner(r) {
+		// A fleet's user drives runs, not the node that serves everyone.
+		d.fail(w, r, api.Errorf(api.CodeForbidden, "only the node's owner (its socket or its own LOOPD_HOME/http.token) can stop it; a user's token cannot"))
+		return
+	}
 	var req api.DaemonStopRequest
 	if err := decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
@@ -242,6 +250,7 @@ func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	req.CreatedBy = d.createdBy(r)
 	run, warnings, err := d.sched.CreateRun(r.Context(), req)
 	if err != nil {
 		d.fail(w, r, err)

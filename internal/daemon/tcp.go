@@ -12,9 +12,10 @@ const TokenFile = tcpguard.TokenFile
 
 // authorizeTCP is the one place a request on the TCP listener is
 // authorized, for the JSON API, /metrics and the dashboard alike: the
-// bearer token in LOOPD_HOME/http.token, or a dashboard session cookie
+// bearer token in LOOPD_HOME/http.token or a user's token in use
+// (bearerOK), or a dashboard session cookie
 // (with the page's CSRF token and a same-origin Origin for a state
 // change). A nil error admits the request.
 func (d *Daemon) authorizeTCP(r *http.Request) error {
-	return d.dash.Auth().Authorize(r, tcpguard.TokenOK(r, d.token))
+	return d.dash.Auth().Authorize(r, d.bearerOK(r))
 }

@@ -153,6 +153,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	if err := fleetSource(&run, req); err != nil {
+		return storage.Run{}, nil, err
+	}
 	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
 		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
 	}
@@ -183,6 +186,12 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
 		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
 		"warnings": recorded}
+	if run.RepoURL != "" {
+		payload["repo_url"] = run.RepoURL
+	}
+	if run.CreatedBy != "" {
+		payload["created_by"] = run.CreatedBy
+	}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
 			// Checked in the inserting transaction (one writer, BEGIN

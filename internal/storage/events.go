@@ -146,7 +146,12 @@ const qInsertEvent = `INSERT INTO events (run_id, step_id, type, ts, payload) VA
 // qInsertEventPG numbers the event from the one-row counter (see the
 // PostgreSQL migration 0001): the counter's row stays locked until the
 // transaction ends, so events commit in seq order, gap-free, as SQLite's
-// single writer guarantees.
-const qInsertEventPG = `WITH c AS (UPDATE event_counter SET last = last + 1 WHERE id = 1 RETURNING last)
+// single writer guarantees. In the same round trip it queues a
+// notification on EventsChannel with the seq, which PostgreSQL delivers
+// when the transaction commits (never for a rollback): other nodes'
+// FollowCommits wake on it. n is joined so that it runs: a CTE nobody
+// reads is not evaluated.
+const qInsertEventPG = `WITH c AS (UPDATE event_counter SET last = last + 1 WHERE id = 1 RETURNING last),
+	n AS (SELECT pg_notify('` + EventsChannel + `', c.last::text) FROM c)
 	INSERT INTO events (seq, run_id, step_id, type, ts, payload)
-	SELECT c.last, ?::text, ?::bigint, ?::text, ?::bigint, ?::text FROM c RETURNING seq`
+	SELECT c.last, ?::text, ?::bigint, ?::text, ?::bigint, ?::text FROM c, n RETURNING seq`

@@ -73,7 +73,7 @@ func OpenPostgres(ctx context.Context, store string, opts Options) (*Store, erro
 	l.SetMaxOpenConns(1)
 	l.SetMaxIdleConns(1)
 	s := &Store{w: w, r: r, writes: newStmts(w, false, true), reads: newStmts(r, true, true),
-		notify: opts.Notify, now: opts.Now, pg: true, lease: l}
+		notify: opts.Notify, now: opts.Now, pg: true, lease: l, pgcfg: cfg.Copy()}
 	if s.now == nil {
 		s.now = time.Now
 	}

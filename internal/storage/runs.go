@@ -43,6 +43,12 @@ type Run struct {
 	LandedCommit  string `db:"landed_commit"`  // what `loopctl land` made or moved the base branch to
 	WorktreeState string `db:"worktree_state"` // "", "present", "gone" (removed by hand) or "removed" (cleaned)
 
+	// RepoURL is the repository a fleet run comes from (`loopctl start`
+	// against LOOPD_URL: the clone's origin); BaseCommit is then its HEAD.
+	RepoURL string `db:"repo_url"`
+	// CreatedBy is the name of the user token a run was created with
+	// ("" on the socket or with the node's own http.token).
+	CreatedBy string `db:"created_by"`
 	// Worker is the fleet worker that holds, or last held, the run's
 	// lease (docs/fleet.md); "" in the embedded mode.
 	Worker string `db:"lease_owner"`
@@ -60,7 +66,7 @@ const runColumns = runInsertColumns + `, lease_owner`
 
 const runInsertColumns = `id, name, workspace, goal, config, conditions, status, reason, description, condition,
 	exit_code, stop_request, pause_request, user_signal, wait_until, postmortem_at, created_at, started_at, ended_at, updated_at,
-	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state`
+	isolation, worktree, branch, base_branch, base_commit, landed_commit, worktree_state, repo_url, created_by`
 
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
@@ -71,7 +77,7 @@ func (t *Tx) InsertRun(r Run, payload any) error {
 	_, err := t.namedExec(`INSERT INTO runs (`+runInsertColumns+`) VALUES (
 		:id, :name, :workspace, :goal, :config, :conditions, :status, :reason, :description, :condition,
 		:exit_code, :stop_request, :pause_request, :user_signal, :wait_until, :postmortem_at, :created_at, :started_at, :ended_at, :updated_at,
-		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state)`, r)
+		:isolation, :worktree, :branch, :base_branch, :base_commit, :landed_commit, :worktree_state, :repo_url, :created_by)`, r)
 	if err != nil {
 		return fmt.Errorf("insert run: %w", err)
 	}

@@ -22,10 +22,13 @@
 // database clock; a FOR UPDATE SKIP LOCKED claim, one-statement renewals on
 // a connection of their own), every runner transaction begins with the
 // fenced update of its run (WithFence), and the writing sessions are
-// bounded (Options.Session). Still to come: events numbered as the last
-// statement before COMMIT (shorter counter lock) and woken across nodes by
-// LISTEN/NOTIFY, and a writer pool of more than one connection now that
-// leases, not the single writer, keep runs apart.
+// bounded (Options.Session). Every event's insert also queues NOTIFY
+// loopd_events, delivered at its commit, and FollowCommits (listen.go)
+// turns those into the same wake-ups Notify gives for this process's own
+// commits, re-reading seq > last from the table, with a poll as fallback.
+// Still to come: events numbered as the last statement before COMMIT
+// (shorter counter lock), and a writer pool of more than one connection
+// now that leases, not the single writer, keep runs apart.
 package storage
 
 import (
@@ -35,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -102,6 +106,10 @@ type Store struct {
 	// (leases.go), apart from the writer so that a runner's transaction
 	// never delays a heartbeat; nil for SQLite.
 	lease *sqlx.DB
+	// pgcfg is the PostgreSQL connection's configuration, for the
+	// LISTEN connection of FollowCommits; nil for SQLite.
+	pgcfg       *pgx.ConnConfig
+	onFollowErr func(error) // FollowCommits' failed reads (SetFollowErrors)
 }
 
 // Open opens (creating if needed) and migrates the database at path.

@@ -28,7 +28,8 @@ func Run(r storage.Run) api.Run {
 		CreatedAt: api.Millis(r.CreatedAt), StopRequested: r.StopRequest, PauseRequest: r.PauseRequest,
 		UserSignal: r.UserSignal, Conditions: []api.Condition{},
 		Isolation: r.Isolation, Worktree: r.Worktree, Branch: r.Branch, BaseBranch: r.BaseBranch,
-		BaseCommit: r.BaseCommit, LandedCommit: r.LandedCommit, WorktreeState: r.WorktreeState, Worker: r.Worker,
+		BaseCommit: r.BaseCommit, LandedCommit: r.LandedCommit, WorktreeState: r.WorktreeState, RepoURL: r.RepoURL,
+		CreatedBy: r.CreatedBy, Worker: r.Worker,
 	}
 	if r.StartedAt != nil {
 		out.StartedAt = api.Millis(*r.StartedAt)
