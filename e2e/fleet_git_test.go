@@ -65,12 +65,14 @@ func TestFleetAgentEnvHasNoCredentials(t *testing.T) {
 // gitFleetRun starts an API node (worker 0 of f) and, through LOOPD_URL
 // as a user would, a fleet run from a clone whose origin is a new bare
 // file:// remote; vars go into the clone's .env (ignored by git). It
-// returns the run's id, the remote's path and the base commit.
+// returns the run's id, the remote's path and the base commit; f.user
+// and f.userEnv are the user and their LOOPD_URL and LOOPD_TOKEN.
 func (f *fleet) gitFleetRun(vars ...string) (id, remote, base string) {
 	t := f.t
 	t.Helper()
 	url, token := f.workers[0].startAPINode(f.url)
 	u := newEnv(t)
+	f.user, f.userEnv = u, []string{"LOOPD_URL=" + url, "LOOPD_TOKEN=" + token}
 	remote = filepath.Join(t.TempDir(), "remote.git")
 	gitIn(t, t.TempDir(), "init", "-q", "--bare", "-b", "main", remote)
 	u.config("agent=command", "agent_command="+scriptedAgent(), "max_iterations=8")
@@ -83,7 +85,7 @@ func (f *fleet) gitFleetRun(vars ...string) (id, remote, base string) {
 	gitIn(t, u.ws, "push", "-q", "origin", "main")
 	base = gitIn(t, u.ws, "rev-parse", "HEAD")
 	for _, args := range [][]string{{"trust"}, {"start", "fleet goal"}} {
-		r := u.loopctlEnv([]string{"LOOPD_URL=" + url, "LOOPD_TOKEN=" + token}, args...)
+		r := u.loopctlEnv(f.userEnv, args...)
 		if r.code != 0 {
 			t.Fatalf("loopctl %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
@@ -187,6 +189,15 @@ func TestFleetGitRunPushedAndTakenOver(t *testing.T) {
 	t.Logf("holder w%d killed, taker w%d; branch:\n%s\ninvocations on the branch: %v", holder, taker, subjects(), its)
 	if at, _ := recoveredAt(f.workers[0].events(id), f.ids[holder]); at.IsZero() {
 		t.Fatalf("no RUN_RECOVERED from %s", f.ids[holder])
+	}
+
+	// land, through LOOPD_URL, fetches the branch into the user's clone
+	// and lands it: main fast-forwards to the branch's tip.
+	if r := f.user.loopctlEnv(f.userEnv, "land", id); r.code != 0 {
+		t.Fatalf("loopctl land %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	if head := gitIn(t, f.user.ws, "rev-parse", "main"); head != tip {
+		t.Fatalf("after land, main is at %s; want the branch's tip %s", head, tip)
 	}
 }
 
