@@ -44,6 +44,8 @@ type fleet struct {
 	ids     []string          // worker ids, by index
 	ws      map[string]string // run id → workspace
 	lead    []time.Duration   // how long before its run's takeover each lost agent was dead
+	user    *env              // a user with a clone (gitFleetRun)
+	userEnv []string          // the user's LOOPD_URL and LOOPD_TOKEN
 }
 
 func newFleet(t *testing.T, n int) *fleet {

@@ -94,10 +94,22 @@ func (c Cmd) Output(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimRight(string(out), "\n"), err
 }
 
+// FleetCredential reports whether the environment variable name reaches
+// a fleet's database or API: LOOPD_STORE (a PostgreSQL URL, often with its
+// password), LOOPD_TOKEN and libpq's PG* variables (PGPASSWORD, PGPASSFILE,
+// …). No agent and no git command of loopd's gets them. A git command
+// in a run's worktree runs what the agent could have put there — hooks
+// in the shared hooks directory, a clean filter or core.fsmonitor in the
+// repository's config — so it must carry nothing the agent may not have.
+func FleetCredential(name string) bool {
+	return name == "LOOPD_STORE" || name == "LOOPD_TOKEN" || strings.HasPrefix(name, "PG")
+}
+
 // baseEnv is the daemon's environment without the variables that would
 // point git somewhere else than the directory it runs in (a daemon started
 // from inside a git hook would otherwise carry GIT_DIR and GIT_INDEX_FILE
-// into every command), and with prompts disabled: loopd has no terminal.
+// into every command), without a fleet's credentials (FleetCredential),
+// and with prompts disabled: loopd has no terminal.
 func baseEnv() []string {
 	env := make([]string, 0, len(os.Environ())+2)
 	for _, kv := range os.Environ() {
@@ -105,6 +117,9 @@ func baseEnv() []string {
 		switch k {
 		case "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
 			"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX":
+			continue
+		}
+		if FleetCredential(k) {
 			continue
 		}
 		env = append(env, kv)

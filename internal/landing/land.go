@@ -18,6 +18,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/git"
+	"github.com/loopd/loopd/internal/shquote"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
 )
@@ -213,8 +214,28 @@ func refuseEarly(ctx context.Context, run storage.Run) error {
 }
 
 func (l *Lander) land(ctx context.Context, run storage.Run, opts LandOptions) (*api.LandResult, error) {
+	fleet := run.RepoURL != ""
+	if fleet {
+		// A fleet run's branch is on its repository, pushed by the
+		// workers (docs/fleet.md): always a worktree run's branch.
+		run.Isolation = "worktree"
+		if run.Branch == "" {
+			run.Branch = "loop/" + shortID(run.ID)
+		}
+	}
 	if err := refuseEarly(ctx, run); err != nil {
 		return nil, err
+	}
+	if fleet {
+		if err := fetchFleetBranch(ctx, run); err != nil {
+			return nil, err
+		}
+		// The run's directory is on the workers that ran it; the land's
+		// intent file (recovered at this node's restart) goes in this
+		// node's.
+		if err := os.MkdirAll(filepath.Join(l.home, "runs", run.ID), 0o700); err != nil {
+			return nil, fmt.Errorf("create the run's directory for its land: %w", err)
+		}
 	}
 	in := git.LandInput{Checkout: cmp.Or(opts.Checkout, run.Workspace), Branch: run.Branch, BaseBranch: run.BaseBranch,
 		BaseCommit: run.BaseCommit, Squash: opts.Squash, Message: opts.Message}
@@ -602,4 +623,24 @@ func (l *Lander) clearStaleLocks(ctx context.Context, worktree string) {
 	for _, lock := range removed {
 		l.log.Info("removed a stale git lock a killed git left in a run's worktree", zap.String("lock", lock))
 	}
+}
+
+// fetchFleetBranch fetches a fleet run's branch from its repository into
+// the user's checkout, as the local branch of the same name, which the
+// usual land then merges. The fetch never rewrites that local branch
+// (no '+'): commits someone made on it locally are not dropped, the land
+// is refused instead.
+func fetchFleetBranch(ctx context.Context, run storage.Run) error {
+	ref := "refs/heads/" + run.Branch
+	_, err := git.Cmd{Dir: run.Workspace, Group: true}.Run(ctx, "fetch", "--quiet", "--no-tags", "--", run.RepoURL, ref+":"+ref)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("fetch %s from %s: %w", run.Branch, run.RepoURL, ctx.Err())
+	}
+	return &git.Refusal{Kind: git.RefusedBranchMissing,
+		Message: fmt.Sprintf("could not fetch the run's branch %s from %s into %s (%v): nothing landed; "+
+			"a run that changed nothing pushed no branch", run.Branch, run.RepoURL, run.Workspace, err),
+		Hand: []string{"git -C " + shquote.Quote(run.Workspace) + " fetch " + shquote.Quote(run.RepoURL) + " " + shquote.Quote(run.Branch) + "   # see what is there"}}
 }

@@ -129,7 +129,7 @@ func (r *runner) record(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 	err := r.write(func(tx *storage.Tx) error {
 		inserted = false
 		if st != nil {
-			if err := tx.FinishStep(st, typ, stepPayload(st)); err != nil {
+			if err := tx.FinishStep(st, typ, r.pushedPayload(st, stepPayload(st))); err != nil {
 				return err
 			}
 		}

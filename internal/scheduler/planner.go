@@ -10,6 +10,7 @@ import (
 	"github.com/loopd/loopd/internal/agent"
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/stop"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
@@ -321,6 +322,9 @@ func (r *runner) stepEnv(env []string, st *storage.Step, promptFile string) []st
 // afresh for each step so that its values are never stored.
 func (r *runner) envWithFile() ([]string, error) {
 	env := os.Environ()
+	if r.s.lease != nil {
+		env = withoutFleetCredentials(env)
+	}
 	if r.cfg.EnvFile == "" {
 		return env, nil
 	}
@@ -339,4 +343,20 @@ func (r *runner) baseEnv() []string {
 		return os.Environ()
 	}
 	return env
+}
+
+// withoutFleetCredentials is a fleet worker's environment without what
+// reaches its database or its API (git.FleetCredential). An agent runs
+// the repository's code and whatever a prompt talks it into; with these
+// it could write any run of the fleet, fenced or not. The worker's git
+// credentials are not in its environment at all: its own git commands
+// push (see docs/fleet.md).
+func withoutFleetCredentials(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); !git.FleetCredential(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -105,6 +105,9 @@ type runner struct {
 	epoch     int64
 	takenFrom string
 	fenced    atomic.Pointer[error]
+
+	// git is a fleet run's git state on this worker (fleetgit.go).
+	git fleetGit
 }
 
 func newRunner(s *Scheduler, id string) *runner {

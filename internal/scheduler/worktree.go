@@ -42,6 +42,19 @@ func (r *runner) isWorktree() bool { return r.run.Isolation == string(config.Iso
 // that the plan the agent checks off is the one the plan gate reads.
 func (r *runner) loadWorkspace() {
 	r.workdir, r.ledger, r.ledgerBase = r.run.Workspace, nil, ""
+	if r.fromGit() {
+		// A fleet run's workspace is its worktree on this worker: the
+		// user's clone it was started from is on another machine.
+		r.loadFleetGit()
+		r.workdir = r.run.Worktree
+		for _, p := range []*string{&r.cfg.PlanFile, &r.cfg.SpecFile, &r.cfg.VerifyReport} {
+			if rel, err := filepath.Rel(r.run.Workspace, *p); *p != "" && err == nil && !strings.HasPrefix(rel, "..") {
+				*p = filepath.Join(r.workdir, rel)
+			}
+		}
+		r.ledger = &git.Ledger{Dir: r.run.Worktree, RunID: r.id, Short: shortOf(r.id)}
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)
 	defer cancel()
 	// One git command (it runs at every load, recoveries included): is the
@@ -85,6 +98,9 @@ func (r *runner) prepareWorkspace() *decision {
 			r.ledgerBase = base
 		}
 		return nil
+	}
+	if r.fromGit() {
+		return r.prepareFleetWorkspace()
 	}
 	if r.run.WorktreeState == "" {
 		if err := r.addWorktree(); err != nil {
@@ -183,6 +199,11 @@ func (r *runner) recordChanges(st *storage.Step) {
 		point = before
 	}
 	st.Fingerprint = "ledger:" + point
+	if r.fromGit() && (ch.Commit != "" || (r.git.pushed != "" && point != r.git.pushed)) {
+		// Also when nothing changed but an earlier push failed: the
+		// branch catches up.
+		r.pushChange(ctx, st.Seq, point)
+	}
 	r.log.Debug("ledger recorded", zap.Int("seq", st.Seq), zap.String("commit", ch.Commit), zap.Int("files", ch.FilesChanged))
 	if hold := os.Getenv(holdAfterLedgerEnv); hold != "" {
 		// Whole or not at all: a test polls for the file and reads it as
@@ -198,6 +219,16 @@ func (r *runner) recordChanges(st *storage.Step) {
 func (r *runner) ledgerPoint(ctx context.Context) string {
 	// A merge of the base (resume --onto-base) after the newest change is
 	// the point: the next change is the agent's, not the base's.
+	if r.git.start != "" {
+		// A fleet run taken over from its last pushed commit: changes
+		// recorded before, never pushed, are not on this branch.
+		for i := len(r.hist.Steps) - 1; i >= 0 && r.hist.Steps[i].Seq > r.git.startSeq; i-- {
+			if c := r.hist.Steps[i].ChangeCommit; c != "" {
+				return c
+			}
+		}
+		return r.git.start
+	}
 	for i := len(r.hist.Steps) - 1; i >= 0; i-- {
 		if c := r.hist.Steps[i].ChangeCommit; c != "" {
 			if r.onto != nil && r.onto.AfterSeq >= r.hist.Steps[i].Seq {
