@@ -212,3 +212,52 @@ func TestBacklogTaskWaits(t *testing.T) {
 		t.Errorf("%+v, want done", got)
 	}
 }
+
+// A task run is landed, resumed and paused only through its backlog: land
+// (with or without --push), resume (with or without --onto-base) and pause
+// of the task run itself are refused with exit 64, naming the command to
+// use instead, and change nothing: not the checkout, not the task run, not
+// the backlog's tasks.
+func TestBacklogTaskRunRefusesDirectControl(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.backlogRepo()
+	e.writeFile("PLAN.md", "- [ ] only {#only}\n", 0o644)
+	e.git("add", "PLAN.md")
+	e.git("commit", "-q", "-m", "plan")
+	id := e.start("--tasks", "PLAN.md", "refuse direct control")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("backlog: exit %d: %+v", code, e.tasks(id))
+	}
+	task := taskByID(t, e.tasks(id), "only")
+	before, run, evs := e.checkoutState(), e.status(task.Run), len(e.events(task.Run))
+	for _, c := range []struct {
+		args    []string
+		instead string
+	}{
+		{[]string{"land", task.Run}, "loopctl land " + id},
+		{[]string{"land", task.Run, "--push"}, "loopctl land " + id},
+		{[]string{"resume", task.Run}, "loopctl resume " + id},
+		{[]string{"resume", task.Run, "--onto-base"}, "loopctl resume " + id},
+		{[]string{"pause", task.Run}, "loopctl pause " + id},
+	} {
+		r := e.loopctl(c.args...)
+		if r.code != 64 || !strings.Contains(r.stderr, "task run of backlog "+id) || !strings.Contains(r.stderr, c.instead) {
+			t.Errorf("loopctl %v: exit %d, stderr %q; want 64 naming backlog %s and %q", c.args, r.code, r.stderr, id, c.instead)
+		}
+	}
+	if e.checkoutState() != before {
+		t.Error("a refused command changed the checkout")
+	}
+	if after := e.status(task.Run); after.Status != run.Status || after.Iteration != run.Iteration {
+		t.Errorf("task run after the refusals: %s iteration %d, want %s iteration %d", after.Status, after.Iteration, run.Status, run.Iteration)
+	}
+	if n := len(e.events(task.Run)); n != evs {
+		t.Errorf("task run has %d events after the refusals, want %d", n, evs)
+	}
+	if got := taskByID(t, e.tasks(id), "only"); got.State != "done" || got.Run != task.Run {
+		t.Errorf("task after the refusals: %+v, want done by %s", got, task.Run)
+	}
+	// The backlog itself still lands.
+	e.must("land", id)
+}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/loopd/loopd/internal/storage"
 
@@ -70,4 +71,23 @@ func (d *Daemon) resolveBacklog(r *http.Request) (storage.Run, error) {
 		return run, err
 	}
 	return d.store.Run(r.Context(), run.Parent)
+}
+
+// taskRunRefusal refuses a request that would steer a task run around its
+// backlog's coordinator: the run's work must reach the user's checkout only
+// through the backlog's land queue and integration branch, and the
+// coordinator's record of the task must keep matching the run. A land or
+// push of a task run would put its work outside the integration branch; a
+// resume (or --onto-base) would restart a run the coordinator took for
+// ended or held; a pause would leave the task `running` with no way back
+// but the backlog's own resume. The coordinator itself calls the scheduler
+// directly and never comes through here. verb is the refused command;
+// instead, what to run in its place.
+func (d *Daemon) taskRunRefusal(r *http.Request, id, verb, instead string) error {
+	run, err := d.store.Run(r.Context(), id)
+	if err != nil || run.Parent == "" {
+		return err
+	}
+	return api.Errorf(api.CodeConflict, "refused: run %s is a task run of backlog %s, which %ss it; use %s",
+		id, run.Parent, verb, strings.ReplaceAll(instead, "BACKLOG", run.Parent))
 }

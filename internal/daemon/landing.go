@@ -65,6 +65,10 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if err := d.taskRunRefusal(r, run.ID, "land", "`loopctl land BACKLOG` once the backlog has ended"); err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)

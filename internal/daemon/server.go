@@ -342,12 +342,20 @@ func (d *Daemon) handleStop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
-	d.command(w, r, &struct{}{}, func(id string) error { return d.sched.Pause(r.Context(), id) })
+	d.command(w, r, &struct{}{}, func(id string) error {
+		if err := d.taskRunRefusal(r, id, "pause", "`loopctl pause BACKLOG`"); err != nil {
+			return err
+		}
+		return d.sched.Pause(r.Context(), id)
+	})
 }
 
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
+		if err := d.taskRunRefusal(r, id, "resume", "`loopctl resume BACKLOG`, or `loopctl tasks BACKLOG --retry ID` for a blocked task"); err != nil {
+			return err
+		}
 		if d.sessionOnly(r) {
 			if err := dashboard.ResumeRefusal(req.Set); err != nil {
 				return err
