@@ -12,7 +12,7 @@ import (
 // Exit codes (docs/reference.md, "loopctl exit codes").
 const (
 	exitOK          = 0
-	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `start` of an agent whose program is not on the PATH, `signal` of a run with no user_signal condition, `answer` of a run not waiting for one, `resume` of a run whose worktree is gone; `resume --onto-base` of a run that ran in place, has not ended, has landed, has no base branch or worktree, or has nothing to merge; `start` through LOOPD_URL of a HEAD that is not on origin); a bad LOOPD_URL or an empty LOOPD_TOKEN
+	exitUsage       = 64  // bad flags, arguments or input; a refusal that changed nothing (`land`, a second in-place `start`, `start` of an agent whose program is not on the PATH, `signal` of a run with no user_signal condition, `answer` of a run not waiting for one, `resume` of a run whose worktree is gone; `resume --onto-base` of a run that ran in place, has not ended, has landed, has no base branch or worktree, or has nothing to merge; `start` through LOOPD_URL of a HEAD that is not on origin; `land`, `resume` or `pause` of a backlog's task run); a bad LOOPD_URL or an empty LOOPD_TOKEN
 	exitNotFound    = 66  // no such run
 	exitUnavailable = 69  // the daemon (or LOOPD_URL's API node) is not reachable, refuses this user or token, or does not answer within 10s
 	exitInternal    = 70  // a daemon-side or unexpected failure; `land --push` whose push was made but whose pr_command failed
