@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +213,68 @@ func TestBacklogTaskWaits(t *testing.T) {
 	if got := taskByID(t, e.tasks(id), "limited"); got.State != "done" {
 		t.Errorf("%+v, want done", got)
 	}
+	// Into waiting, then out of it: back to running, or straight to
+	// landing when the run completed before the backlog's next pass.
+	changes := taskStates(t, e.events(id))
+	if !slices.Contains(changes, "limited running>waiting") ||
+		!(slices.Contains(changes, "limited waiting>running") || slices.Contains(changes, "limited waiting>landing")) ||
+		!(slices.Contains(changes, "limited running>landing") || slices.Contains(changes, "limited waiting>landing")) {
+		t.Errorf("TASK_STATE events %v, want the task into waiting, out of it, and into landing", changes)
+	}
+}
+
+// Every task change is followed through events: pending to ready and
+// running to landing carry TASK_STATE, landing before the task's land.
+func TestBacklogTaskStateEvents(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	e.backlogRepo()
+	e.writeFile("PLAN.md", "- [ ] first {#first}\n- [ ] then (after #first) {#then}\n", 0o644)
+	id := e.start("--tasks", "PLAN.md", "two in a row")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("backlog: exit %d: %+v", code, e.tasks(id))
+	}
+	evs := e.events(id)
+	changes := taskStates(t, evs)
+	for _, want := range []string{"then pending>ready", "first running>landing", "then running>landing"} {
+		if !slices.Contains(changes, want) {
+			t.Errorf("TASK_STATE events %v, want %q among them", changes, want)
+		}
+	}
+	// The order a follower sees: first lands (landing, then TASK_LANDED)
+	// before then is ready.
+	var order []string
+	for _, ev := range evs {
+		var p struct{ Task, From, To string }
+		_ = json.Unmarshal(ev.Payload, &p)
+		switch {
+		case ev.Type == "TASK_STATE":
+			order = append(order, p.Task+" "+p.To)
+		case ev.Type == "TASK_LANDED":
+			order = append(order, p.Task+" landed")
+		}
+	}
+	want := []string{"first landing", "first landed", "then ready", "then landing", "then landed"}
+	if got := strings.Join(order, ", "); !strings.Contains(got, strings.Join(want, ", ")) {
+		t.Errorf("task events in order %q, want %q within", got, strings.Join(want, ", "))
+	}
+}
+
+// taskStates lists a backlog's TASK_STATE events as "task from>to".
+func taskStates(t *testing.T, evs []api.Event) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range evs {
+		if ev.Type != "TASK_STATE" {
+			continue
+		}
+		var p struct{ Task, From, To string }
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			t.Fatalf("TASK_STATE payload %s: %v", ev.Payload, err)
+		}
+		out = append(out, p.Task+" "+p.From+">"+p.To)
+	}
+	return out
 }
 
 // A task run is landed, resumed and paused only through its backlog: land

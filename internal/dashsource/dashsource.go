@@ -154,12 +154,12 @@ func (s *Source) Tasks(ctx context.Context, backlogID string) (api.BacklogTasks,
 // settle shows each task in the state the backlog's next pass will record
 // from what is already in the database: a task whose dependencies are all
 // done is ready, and a task follows its run into waiting, back to running,
-// and (completed) into landing. The hazard: the backlog records these
-// changes with no event of their own, after the task run's event that
-// caused them, so a page re-rendered on that event would show the old
-// state until the next event — for a run waiting out a usage limit, hours.
-// Changes that carry an event (started, blocked, skipped, landed, done)
-// are left to it.
+// and (completed) into landing. The backlog records these changes (with
+// their TASK_STATE event) after the task run's event that caused them;
+// settling lets a page re-rendered on the run's event show the new state
+// at once rather than only on the TASK_STATE that follows.
+// Changes a run's event does not foretell (started, blocked, skipped,
+// landed, done) are left to their own events.
 func settle(tasks []api.Task) {
 	state := make(map[string]string, len(tasks))
 	for _, t := range tasks {

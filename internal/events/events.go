@@ -38,6 +38,7 @@ const (
 	TaskDone            Type = "TASK_DONE"            // a task is done: landed
 	TaskBlocked         Type = "TASK_BLOCKED"         // a task cannot go on (why: its run failed, or its land was refused too often)
 	TaskSkipped         Type = "TASK_SKIPPED"         // a task will not run: a task it depends on is blocked
+	TaskState           Type = "TASK_STATE"           // a task changed state where no other task event says so: pending to ready, running to landing, running to or from waiting (task, from, to; run when it has one)
 )
 
 // Terminal reports whether t ends a run.

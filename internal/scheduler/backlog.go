@@ -315,6 +315,14 @@ func (b *backlogRunner) reconcile(ctx context.Context, st *backlogState) error {
 		default:
 			continue
 		}
+		if ev == "" {
+			// Landing, waiting and back to running carry TASK_STATE in the
+			// same transaction: a follower re-reading on events would
+			// otherwise show the old state until the next one (for a run
+			// waiting out a usage limit, hours), and a crash between the
+			// change and a separate event would lose the event.
+			ev, payload = events.TaskState, map[string]any{"task": t.ID, "run": child.ID, "from": t.State, "to": ch.To}
+		}
 		ch.Backlog, ch.ID, ch.From = b.id, t.ID, []string{t.State}
 		err := b.s.store.Write(ctx, func(tx *storage.Tx) error {
 			if err := tx.ChangeTask(*ch); err != nil {
@@ -390,7 +398,10 @@ func (b *backlogRunner) propagate(ctx context.Context, st *backlogState) error {
 				ch = storage.TaskChange{To: storage.TaskSkipped, Why: &why}
 				ev, payload = events.TaskSkipped, map[string]any{"task": t.ID, "why": why, "dependency": dead}
 			case ready:
+				// With its event, so a follower (the dashboard, loopctl
+				// watch) learns of it when it happens, not at the next event.
 				ch = storage.TaskChange{To: storage.TaskReady}
+				ev, payload = events.TaskState, map[string]any{"task": t.ID, "from": storage.TaskPending, "to": storage.TaskReady}
 			default:
 				continue
 			}
