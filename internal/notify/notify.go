@@ -242,6 +242,14 @@ func (n *Notifier) Run(ctx context.Context) error {
 // parallelism allows, and returns when to look again (zero: when woken).
 func (n *Notifier) startDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 	now := n.opts.Now()
+	// The outbox is read under the lock a delivery takes to leave
+	// inflight, and a delivery leaves only after its attempt is committed.
+	// Read first and lock after, and a delivery could commit and leave in
+	// between: its row, still pending in what was read, would be sent a
+	// second time (seen as a webhook posted twice, the second attempt's
+	// record refused as a conflict).
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	pending, err := n.opts.Store.PendingNotifications(ctx, batch)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -250,8 +258,6 @@ func (n *Notifier) startDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 		return now.Add(time.Second)
 	}
 	var next time.Time
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	for _, row := range pending {
 		if n.inflight[row.ID] {
 			continue
