@@ -325,3 +325,38 @@ func TestBacklogTaskRunRefusesDirectControl(t *testing.T) {
 	// The backlog itself still lands.
 	e.must("land", id)
 }
+
+// A blocked task's run, which `loopctl resume` would otherwise restart
+// behind its backlog's back, is re-opened only by `tasks --retry`: resume
+// of it is refused and it stays ended, its task blocked.
+func TestBacklogBlockedTaskRunNotResumedDirectly(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	agentLog, prompts := e.backlogRepo("max_iterations=1")
+	e.writeFile(".env", "AGENT_LOG="+agentLog+"\nPROMPTS="+prompts+"\nNEVER=stuck\n", 0o600)
+	e.writeFile("PLAN.md", "- [ ] stuck {#stuck}\n", 0o644)
+	id := e.start("--tasks", "PLAN.md", "block it")
+	if code := e.wait(id); code == 0 {
+		t.Fatalf("backlog completed, want it to end with its task blocked: %+v", e.tasks(id))
+	}
+	task := taskByID(t, e.tasks(id), "stuck")
+	if task.State != "blocked" {
+		t.Fatalf("task %+v, want blocked", task)
+	}
+	run, runs := e.status(task.Run), agentRuns(t, agentLog)["stuck"]
+	for _, args := range [][]string{{"resume", task.Run}, {"resume", task.Run, "--set", "max_iterations=3"}} {
+		r := e.loopctl(args...)
+		if r.code != 64 || !strings.Contains(r.stderr, "loopctl tasks "+id+" --retry ID") {
+			t.Errorf("loopctl %v: exit %d, stderr %q; want 64 naming loopctl tasks %s --retry ID", args, r.code, r.stderr, id)
+		}
+	}
+	if after := e.status(task.Run); after.Status != run.Status || after.Reason != run.Reason {
+		t.Errorf("blocked task run after the refusals: %s (%s), want %s (%s)", after.Status, after.Reason, run.Status, run.Reason)
+	}
+	if got := agentRuns(t, agentLog)["stuck"]; got != runs {
+		t.Errorf("the agent ran %d times after the refusals, want %d", got, runs)
+	}
+	if got := taskByID(t, e.tasks(id), "stuck"); got.State != "blocked" || got.Run != task.Run {
+		t.Errorf("task after the refusals: %+v, want blocked with run %s", got, task.Run)
+	}
+}

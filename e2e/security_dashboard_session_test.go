@@ -380,3 +380,45 @@ func TestSecurityLocalTCPAnotherUserCannotFillTheCap(t *testing.T) {
 	b := newBrowser(t)
 	b.run("log in during the flood", chromedp.Navigate(login.URL), chromedp.WaitVisible(`body[data-page="runs"]`, chromedp.ByQuery))
 }
+
+// A dashboard session may no more steer a backlog's task run around its
+// backlog than loopctl may: land and resume of a task run from the page
+// are refused (409, naming the backlog's command) and change nothing.
+func TestSecurityDashboardSessionTaskRunThroughItsBacklog(t *testing.T) {
+	b := newBrowser(t)
+	e := dashboardEnv(t)
+	e.backlogRepo()
+	e.writeFile("PLAN.md", "- [ ] only {#only}\n", 0o644)
+	e.git("add", "PLAN.md")
+	e.git("commit", "-q", "-m", "plan")
+	id := e.start("--tasks", "PLAN.md", "steer from the page")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("backlog: exit %d: %+v", code, e.tasks(id))
+	}
+	task := taskByID(t, e.tasks(id), "only")
+	before, evs := e.checkoutState(), len(e.events(task.Run))
+	e.login(b, "run", task.Run)
+	for _, c := range []struct{ path, body, instead string }{
+		{"land", `{}`, "loopctl land " + id},
+		{"resume", `{}`, "loopctl resume " + id},
+		{"pause", `{}`, "loopctl pause " + id},
+	} {
+		var res struct {
+			Status int
+			Body   string
+		}
+		js := fmt.Sprintf(`fetch("/v1/runs/%s/%s", {method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json",
+			"X-CSRF-Token": document.querySelector('meta[name="csrf-token"]').content}, body: '%s'})
+			.then(r => r.text().then(t => ({Status: r.status, Body: t})))`, task.Run, c.path, c.body)
+		b.run("POST "+c.path+" of a task run from the page", chromedp.Evaluate(js, &res, awaitPromise))
+		if res.Status != http.StatusConflict || !strings.Contains(res.Body, c.instead) {
+			t.Errorf("%s of task run %s with the session: %d %s; want 409 naming %q", c.path, task.Run, res.Status, res.Body, c.instead)
+		}
+	}
+	if e.checkoutState() != before {
+		t.Error("a session's refused request changed the checkout")
+	}
+	if n := len(e.events(task.Run)); n != evs {
+		t.Errorf("task run has %d events after the refusals, want %d", n, evs)
+	}
+}
