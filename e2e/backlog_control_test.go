@@ -360,3 +360,34 @@ func TestBacklogBlockedTaskRunNotResumedDirectly(t *testing.T) {
 		t.Errorf("task after the refusals: %+v, want blocked with run %s", got, task.Run)
 	}
 }
+
+// stop of a task run itself stops that one run: it ends INTERRUPTED and
+// its task is blocked, to be re-opened with `tasks --retry`.
+func TestBacklogTaskRunStoppedDirectlyBlocksItsTask(t *testing.T) {
+	e := newEnv(t)
+	e.startDaemon()
+	agentLog, prompts := e.backlogRepo()
+	hold := filepath.Join(e.home, "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.writeFile(".env", "AGENT_LOG="+agentLog+"\nPROMPTS="+prompts+"\nHOLD="+hold+"\n", 0o600)
+	e.writeFile("PLAN.md", "- [ ] only {#only}\n", 0o644)
+	id := e.start("--tasks", "PLAN.md", "stop one task run")
+	eventually(t, "the task run's agent", 30*time.Second, func() bool { _, err := os.Stat(hold + ".waiting"); return err == nil })
+	task := taskByID(t, e.tasks(id), "only")
+	e.must("stop", task.Run, "--now")
+	eventually(t, "the task blocked", 30*time.Second, func() bool { return taskByID(t, e.tasks(id), "only").State == "blocked" })
+	if r := e.status(task.Run); r.Status != api.RunInterrupted {
+		t.Errorf("stopped task run %s, want INTERRUPTED", r.Status)
+	}
+	os.Remove(hold)
+	e.wait(id)
+	e.must("tasks", id, "--retry", "only")
+	if code := e.wait(id); code != 0 {
+		t.Fatalf("after --retry: exit %d: %+v", code, e.tasks(id))
+	}
+	if got := taskByID(t, e.tasks(id), "only"); got.State != "done" || got.Run == task.Run {
+		t.Errorf("after --retry: %+v, want done by a new task run", got)
+	}
+}
