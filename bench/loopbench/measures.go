@@ -131,14 +131,15 @@ func (b *bench) latency(n int) error {
 		return err
 	}
 	defer d.stop()
-	ws, err := workspace("agent=command", "agent_command=sleep 0.002", "max_iterations="+strconv.Itoa(n),
-		"max_consecutive_implementation_failures=0")
+	// Flags, not a .loop/config: what the user types needs no trust.
+	ws, err := workspace()
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(ws)
 	ctx := context.Background()
-	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "events"})
+	run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "events", Set: []string{"agent=command",
+		"agent_command=sleep 0.002", "max_iterations=" + strconv.Itoa(n), "max_consecutive_implementation_failures=0"}})
 	if err != nil {
 		return err
 	}
@@ -178,8 +179,7 @@ func (b *bench) concurrent(runs int) error {
 		}
 	}()
 	for range runs {
-		ws, err := workspace("agent=command", "agent_command=true", "max_iterations="+strconv.Itoa(iters),
-			"max_consecutive_implementation_failures=0")
+		ws, err := workspace() // the settings are flags below: they need no trust
 		if err != nil {
 			return err
 		}
@@ -187,7 +187,8 @@ func (b *bench) concurrent(runs int) error {
 	}
 	t0 := time.Now()
 	for _, ws := range wss {
-		run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "load"})
+		run, err := d.client.CreateRun(ctx, api.CreateRunRequest{Workspace: ws, Goal: "load", Set: []string{"agent=command",
+			"agent_command=true", "max_iterations=" + strconv.Itoa(iters), "max_consecutive_implementation_failures=0"}})
 		if err != nil {
 			return err
 		}
