@@ -1010,3 +1010,117 @@ func TestFleetChaos(t *testing.T) {
 	}
 	f.checkInvariants()
 }
+
+// A worker cut off from the database while it holds a step's commit open
+// (the run's row locked by its fenced update, the step's end written, not
+// committed): the server ends its idle session (idle_in_transaction
+// timeout, a third of the TTL), which frees the row for a takeover within
+// TTL + scan (+5 s of slack) of the cut; its agents die before the takeover;
+// the held transaction never commits, and the run completes elsewhere.
+//
+// The worker is brought there deterministically by a test hook
+// (LOOPD_TEST_HOLD_IN_STEP_TX, inert unless set): its first step commit
+// writes a marker file and waits inside the transaction until the file is
+// removed.
+func TestFleetPartitionInsideStepTransaction(t *testing.T) {
+	f := newFleet(t, 3)
+	proxy := f.newProxy()
+	marker := filepath.Join(t.TempDir(), "held-in-step-tx")
+	f.workers[0].daemonEnv = append(f.workers[0].daemonEnv, "LOOPD_TEST_HOLD_IN_STEP_TX="+marker)
+	direct := f.url
+	f.url = proxy.url(f)
+	f.start(0)
+	f.url = direct
+	// Run a's step ends and is held in its commit; run b's agent keeps
+	// working (it waits for go-1 in its workspace), for the watchdog to stop.
+	a, b := f.startRun(0), f.startRun(0)
+	eventually(t, "worker 0 to run both agents", 60*time.Second, func() bool {
+		return len(f.agents(a)) == 1 && len(f.agents(b)) == 1
+	})
+	f.start(1)
+	f.start(2)
+	bAgent := f.agents(b)[0]
+	if err := os.WriteFile(filepath.Join(f.ws[a], "go-1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var held string
+	eventually(t, "worker 0 to hold run a's step commit open", 30*time.Second, func() bool {
+		bs, err := os.ReadFile(marker)
+		held = strings.TrimSpace(string(bs))
+		return err == nil
+	})
+	proxy.cut()
+	cutAt := time.Now()
+	if held != a+" 1" {
+		t.Fatalf("the held transaction is %q, want run %s's step 1", held, a)
+	}
+	stop := make(chan struct{})
+	deaths := watchDeaths([]int{bAgent}, stop)
+	var at time.Time
+	var to string
+	eventually(t, "run a to be taken over", fleetTTL+fleetScan+30*time.Second, func() bool {
+		at, to = recoveredAt(f.workers[1].events(a), f.ids[0])
+		return !at.IsZero()
+	})
+	lat := at.Sub(cutAt)
+	if lat > fleetTTL+fleetScan+5*time.Second {
+		t.Errorf("run a taken over %s after its worker was cut off inside a step's transaction, want ≤ TTL + scan + 5s (%s)",
+			lat, fleetTTL+fleetScan+5*time.Second)
+	}
+	if to == f.ids[0] || to == "" {
+		t.Errorf("run a recovered by %q, want another worker", to)
+	}
+	var bAt time.Time
+	eventually(t, "run b to be taken over", fleetTTL+fleetScan+30*time.Second, func() bool {
+		bAt, _ = recoveredAt(f.workers[1].events(b), f.ids[0])
+		return !bAt.IsZero()
+	})
+	close(stop)
+	var lead time.Duration
+	if died, ok := (<-deaths)[bAgent]; !ok {
+		t.Errorf("the cut-off worker's agent of run b (pid %d) was alive at its takeover", bAgent)
+	} else if lead = bAt.Sub(died); lead < 2*time.Second {
+		t.Errorf("the cut-off worker's agent died %s before its run's takeover, want ≥ 2s", lead)
+	}
+	// The network heals and the held transaction goes on: its session is
+	// gone, and a retry is fenced out by the new epoch.
+	proxy.heal()
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the healed worker to drop its lost leases", 30*time.Second, func() bool {
+		return len(f.daemonInfo(0).Leases) == 0
+	})
+	if err := os.WriteFile(filepath.Join(f.ws[b], "go-1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := f.workers[1]
+	for _, id := range []string{a, b} {
+		eventually(t, "run "+id+" to complete on the other workers", 90*time.Second, func() bool {
+			return e.status(id).Status == api.RunCompleted
+		})
+		steps := e.steps(id)
+		if len(steps) == 0 || steps[0].Status != api.StepInterrupted || !strings.HasPrefix(steps[0].Error, "worker_lost:"+f.ids[0]+":") {
+			t.Errorf("run %s: first step %+v, want INTERRUPTED worker_lost:%s (the held commit of its end never landed)", id, steps, f.ids[0])
+		}
+		for _, st := range steps[1:] {
+			if st.Status != api.StepSucceeded {
+				t.Errorf("run %s: step %d is %s (%s), want SUCCEEDED", id, st.Seq, st.Status, st.Error)
+			}
+		}
+	}
+	// Run a's agent ran iteration 1 on worker 0, then iteration 1 again
+	// and 2 on the taker: the step the held commit would have started
+	// never ran an agent.
+	var its []string
+	bs, _ := os.ReadFile(filepath.Join(f.ws[a], ".agent-invocations"))
+	for l := range strings.SplitSeq(strings.TrimSpace(string(bs)), "\n") {
+		its = append(its, strings.Fields(l)[0])
+	}
+	if strings.Join(its, " ") != "1 1 2" {
+		t.Errorf("run a's agent ran iterations %v, want 1 (worker 0), then 1 and 2 (the taker)", its)
+	}
+	t.Logf("worker cut off inside a step's transaction: run taken over %s after the cut (TTL %s, idle-in-transaction bound %s); its other agent dead %s before its run's takeover",
+		lat.Round(time.Millisecond), fleetTTL, fleetTTL/3, lead.Round(time.Millisecond))
+	f.checkInvariants()
+}

@@ -3,14 +3,19 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/git"
@@ -123,6 +128,46 @@ func (r *runner) evaluateAndRecord(st *storage.Step, typ events.Type, next *plan
 	return d != nil, nil
 }
 
+// holdInStepTxEnv names a test-only hook of fleet workers: when set to a
+// file path, the first step commit of the process pauses inside its fenced
+// transaction — the run's row locked, the step's end written, not
+// committed — after writing that file (the run id and the step's seq),
+// until the file is removed or the daemon shuts down. The end-to-end test
+// of a worker cut off from the database in the middle of a step's
+// transaction waits for the file, then cuts the network.
+//
+// It is inert unless the variable is set in the daemon's environment, and
+// even then outside a fleet (an embedded daemon never pauses): nothing but
+// that test sets it.
+const holdInStepTxEnv = "LOOPD_TEST_HOLD_IN_STEP_TX"
+
+// heldInStepTx makes holdInStepTx pause one transaction per process: the
+// run's later commits (and the other runs') go on.
+var heldInStepTx atomic.Bool
+
+// holdInStepTx is the test hook of holdInStepTxEnv, called inside a step's
+// commit after the step's end is written.
+func (r *runner) holdInStepTx(st *storage.Step) {
+	hold := os.Getenv(holdInStepTxEnv)
+	if hold == "" || r.s.lease == nil || !heldInStepTx.CompareAndSwap(false, true) {
+		return
+	}
+	// Whole or not at all: the test reads the file as soon as it exists.
+	_ = atomicfile.Write(hold, fmt.Appendf(nil, "%s %d\n", r.id, st.Seq))
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.s.detach:
+			return
+		case <-t.C:
+			if _, err := os.Stat(hold); errors.Is(err, fs.ErrNotExist) {
+				return
+			}
+		}
+	}
+}
+
 func (r *runner) record(st *storage.Step, typ events.Type, ev *stop.Evaluation, d *decision, next *planned) error {
 	announce := r.toAnnounce(ev)
 	inserted := false
@@ -132,6 +177,7 @@ func (r *runner) record(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			if err := tx.FinishStep(st, typ, r.pushedPayload(st, stepPayload(st))); err != nil {
 				return err
 			}
+			r.holdInStepTx(st)
 		}
 		if ev != nil {
 			if err := r.recordEvaluation(tx, ev, announce); err != nil {
