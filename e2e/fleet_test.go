@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	neturl "net/url"
@@ -46,6 +47,7 @@ type fleet struct {
 	lead    []time.Duration   // how long before its run's takeover each lost agent was dead
 	user    *env              // a user with a clone (gitFleetRun)
 	userEnv []string          // the user's LOOPD_URL and LOOPD_TOKEN
+	urls    []string          // per worker, its own store URL when set (a proxy's)
 }
 
 func newFleet(t *testing.T, n int) *fleet {
@@ -75,7 +77,11 @@ func newFleet(t *testing.T, n int) *fleet {
 // start starts worker i, with extra flags.
 func (f *fleet) start(i int, extra ...string) {
 	f.t.Helper()
-	f.workers[i].startDaemon(append([]string{"--store", f.url, "--worker-id", f.ids[i], "--lease-ttl", fleetTTL.String(),
+	url := f.url
+	if i < len(f.urls) && f.urls[i] != "" {
+		url = f.urls[i]
+	}
+	f.workers[i].startDaemon(append([]string{"--store", url, "--worker-id", f.ids[i], "--lease-ttl", fleetTTL.String(),
 		"--heartbeat", fleetHeartbeat.String(), "--fence-margin", fleetMargin.String(), "--max-concurrent-runs", "25"}, extra...)...)
 }
 
@@ -933,36 +939,162 @@ func TestFleetDrainTimeoutStopsTheStep(t *testing.T) {
 	f.checkInvariants()
 }
 
-// LOOPD_FLEET_CHAOS=N runs N random faults — kill -9 and restart, or a
-// SIGSTOP of 3 s to 2 × TTL — on three workers running 10 runs whose
-// agents work 2 s per step for 4 + 3N iterations, then checks that every run
-// completed without a FAILED step, and the fleet's invariants. Off by
-// default: it takes minutes.
+// TestFleetChaos is the fleet's chaos campaign: random faults on three
+// workers running runs whose agents work 3 s per step, while an invariant
+// checker samples the database and the machine's processes, then checks
+// the history once every run has completed.
+//
+// Faults are kill -9 (the worker restarted after its downtime), SIGSTOP
+// (then SIGCONT) and a partition (the loopback proxy between the worker and
+// the database stalls every byte, then heals). Each worker has one fault
+// at a time; faults on different workers overlap. A fault lasts 0.5–6 s
+// (below the watchdog: nothing is interrupted) half of the time, 6 s–TTL
+// (the worker stops its own agents, no takeover) a fifth, TTL–2 × TTL (its
+// runs are taken over) the rest.
+//
+// What must hold:
+//   - sampled every 500 ms: no run with two RUNNING steps; no run with two
+//     live agents (by the pids the agents log, whichever worker ran them);
+//     events numbered without a gap (max(seq) = count); no lease of a
+//     killed, frozen or cut-off worker renewed after its fault began; no
+//     lease renewed for a run its worker does not execute (no live agent of
+//     that worker for that run within a grace of 12 s, the time between
+//     steps and after a worker comes back);
+//   - afterwards: every run COMPLETED, no step FAILED, no two steps of a run
+//     overlapping in time, every step and event row written by the worker
+//     holding the run's lease at that moment (an audit trigger records the
+//     writing session's worker — its application_name — and the run's lease
+//     owner and epoch at each write: a stale worker's write would show
+//     another owner), and checkInvariants.
+//
+// By default (CI) 20 faults on 10 runs, about 2–3 minutes.
+// LOOPD_FLEET_CHAOS=N runs N faults on LOOPD_FLEET_CHAOS_RUNS runs (default
+// 30): the issue's campaign is N=200. LOOPD_FLEET_CHAOS_SEED replays a
+// campaign's random choices (the seed is logged).
 func TestFleetChaos(t *testing.T) {
-	v := os.Getenv("LOOPD_FLEET_CHAOS")
-	if v == "" {
-		t.Skip("LOOPD_FLEET_CHAOS=N runs N random faults on a fleet (minutes)")
+	faults, runs := 20, 10
+	if v := os.Getenv("LOOPD_FLEET_CHAOS"); v != "" {
+		var err error
+		if faults, err = strconv.Atoi(v); err != nil || faults < 1 {
+			t.Fatalf("LOOPD_FLEET_CHAOS=%q: want a number", v)
+		}
+		runs = 30
 	}
-	faults, err := strconv.Atoi(v)
-	if err != nil || faults < 1 {
-		t.Fatalf("LOOPD_FLEET_CHAOS=%q: want a number", v)
+	if v := os.Getenv("LOOPD_FLEET_CHAOS_RUNS"); v != "" {
+		var err error
+		if runs, err = strconv.Atoi(v); err != nil || runs < 1 {
+			t.Fatalf("LOOPD_FLEET_CHAOS_RUNS=%q: want a number", v)
+		}
 	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("LOOPD_FLEET_CHAOS_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("LOOPD_FLEET_CHAOS_SEED=%q: want a number", v)
+		}
+	}
+	t.Logf("chaos: %d faults on %d runs, seed %d (LOOPD_FLEET_CHAOS_SEED replays it)", faults, runs, seed)
+	began := time.Now()
+	c := newFleetChaos(t, runs)
+	c.campaign(faults, seed)
+	c.finish()
+	t.Logf("chaos: whole test %s", time.Since(began).Round(time.Second))
+}
+
+// chaosKind is a kind of fault.
+type chaosKind string
+
+const (
+	chaosKill      chaosKind = "kill -9"   // killed, restarted after the fault's length
+	chaosStop      chaosKind = "SIGSTOP"   // frozen, then SIGCONT
+	chaosPartition chaosKind = "partition" // its database connections stall, then heal
+)
+
+// fleetChaos is a fleet under a fault campaign, with its invariant checker.
+type fleetChaos struct {
+	t       *testing.T
+	f       *fleet
+	db      *sql.DB
+	proxies []*pgProxy
+	ids     []string // the runs
+
+	mu         sync.Mutex
+	down       []time.Time // per worker: since when it can renew nothing (zero while up)
+	upAt       []time.Time // per worker: when it last came back
+	violations map[string][]string
+	samples    int
+	faults     map[chaosKind][3]int // per kind: short, medium, long
+	faultTime  map[chaosKind]time.Duration
+
+	// The sampler's own state (one goroutine).
+	leases    map[string]chaosLease
+	lastAgent map[string]map[int]time.Time // run → worker → last seen with a live agent
+	epochSeen map[string]time.Time         // run/epoch → first sampled
+	maxLive   int                          // most live agents of one run seen at once
+
+	campaignTime time.Duration
+}
+
+type chaosLease struct {
+	owner   string
+	epoch   int64
+	expires int64
+}
+
+// chaosGrace is how long a worker may renew a run's lease with no live
+// agent of it: between steps, and after it comes back from a fault (the
+// phase starts again).
+const chaosGrace = 12 * time.Second
+
+func newFleetChaos(t *testing.T, runs int) *fleetChaos {
 	f := newFleet(t, 3)
-	for i := range f.workers {
-		f.start(i)
+	db, err := sql.Open("pgx", f.url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var ids []string
-	for i := range 10 {
+	t.Cleanup(func() { db.Close() })
+	// The audit trigger: every step row written or changed, and every
+	// event, with the writing session's worker and the run's lease at that
+	// moment (the writer's own transaction sees its own claim).
+	for _, q := range []string{
+		`CREATE TABLE chaos_writes (id BIGSERIAL PRIMARY KEY, tbl TEXT, run_id TEXT, writer TEXT, owner TEXT,
+			epoch BIGINT, what TEXT, at TIMESTAMPTZ DEFAULT clock_timestamp())`,
+		`CREATE FUNCTION chaos_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO chaos_writes (tbl, run_id, writer, owner, epoch, what)
+			SELECT TG_TABLE_NAME, NEW.run_id, current_setting('application_name'), r.lease_owner, r.lease_epoch,
+				COALESCE(to_jsonb(NEW)->>'type', (to_jsonb(NEW)->>'seq') || ' ' || (to_jsonb(NEW)->>'status'))
+			FROM runs r WHERE r.id = NEW.run_id;
+			RETURN NULL;
+		END $$`,
+		`CREATE TRIGGER chaos_steps AFTER INSERT OR UPDATE ON steps FOR EACH ROW EXECUTE FUNCTION chaos_audit()`,
+		`CREATE TRIGGER chaos_events AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION chaos_audit()`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("install the audit trigger: %v\n%s", err, q)
+		}
+	}
+	c := &fleetChaos{t: t, f: f, db: db, down: make([]time.Time, 3), upAt: make([]time.Time, 3),
+		violations: map[string][]string{}, faults: map[chaosKind][3]int{}, faultTime: map[chaosKind]time.Duration{},
+		leases: map[string]chaosLease{}, lastAgent: map[string]map[int]time.Time{}, epochSeen: map[string]time.Time{}}
+	// Every worker reaches the database through a proxy of its own (to be
+	// cut off alone), and names itself to the server (the audit's writer).
+	f.urls = make([]string, 3)
+	for i := range 3 {
+		p := f.newProxy()
+		c.proxies = append(c.proxies, p)
+		f.urls[i] = p.url(f) + "&application_name=" + f.ids[i]
+		f.start(i, "--max-concurrent-runs", strconv.Itoa(runs))
+		c.upAt[i] = time.Now()
+	}
+	for i := range runs {
 		ws := filepath.Join(t.TempDir(), "ws")
 		if err := os.MkdirAll(filepath.Join(ws, ".loop"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		// Long enough to outlast the faults: about 5 s of faults per
-		// iteration of 2 s.
-		done := 4 + 3*faults
-		_ = os.WriteFile(filepath.Join(ws, ".loop/config"), []byte(fmt.Sprintf("agent=command\nagent_command=%s\nmax_iterations=%d\n",
-			scriptedAgent(), done+10)), 0o644)
-		_ = os.WriteFile(filepath.Join(ws, ".env"), []byte(fmt.Sprintf("FAKE_SLEEP=2\nFAKE_DONE_AT=%d\n", done)), 0o600)
+		// The run goes on until the campaign is over (the file finish).
+		_ = os.WriteFile(filepath.Join(ws, ".loop/config"), []byte("agent=command\nagent_command="+scriptedAgent()+"\nmax_iterations=5000\n"), 0o644)
+		_ = os.WriteFile(filepath.Join(ws, ".env"), []byte("FAKE_SLEEP=3\nFAKE_DONE_FILE=finish\n"), 0o600)
 		e := f.workers[i%3]
 		for _, args := range [][]string{{"trust"}, {"start", "goal"}} {
 			r := e.loopctlAt(ws, nil, args...)
@@ -971,44 +1103,348 @@ func TestFleetChaos(t *testing.T) {
 			}
 			if args[0] == "start" {
 				id := strings.TrimSpace(r.stdout)
-				ids = append(ids, id)
+				c.ids = append(c.ids, id)
 				f.ws[id] = ws
 			}
 		}
 	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	for k := range faults {
-		w := rng.IntN(3)
-		e := f.workers[w]
-		if rng.IntN(2) == 0 {
-			t.Logf("fault %d: kill -9 worker %d, then restart it", k+1, w)
-			e.killDaemon()
-			f.start(w)
-		} else {
-			d := 3*time.Second + time.Duration(rng.Int64N(int64(2*fleetTTL-3*time.Second)))
-			t.Logf("fault %d: SIGSTOP worker %d for %s", k+1, w, d.Round(time.Millisecond))
-			_ = e.daemon.Process.Signal(syscall.SIGSTOP)
-			time.Sleep(d) // the fault's length
-			_ = e.daemon.Process.Signal(syscall.SIGCONT)
+	eventually(t, "every run's agent to run", 60*time.Second, func() bool {
+		for _, id := range c.ids {
+			if len(f.agents(id)) == 0 {
+				return false
+			}
 		}
-		time.Sleep(time.Duration(rng.Int64N(int64(3 * time.Second)))) // the time between faults
-	}
-	for _, id := range ids {
-		eventually(t, "run "+id+" to complete", time.Duration(5+faults)*time.Minute, func() bool {
-			return f.workers[0].status(id).Status == api.RunCompleted
+		return true
+	})
+	return c
+}
+
+// violate records a broken invariant (the first ones of each kind are
+// reported).
+func (c *fleetChaos) violate(kind, format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.violations[kind] = append(c.violations[kind], time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+}
+
+// campaign runs the faults: one loop per worker, each taking the next
+// fault until there are none left.
+func (c *fleetChaos) campaign(faults int, seed uint64) {
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				c.sample()
+			}
+		}
+	}()
+	began := time.Now()
+	var left sync.Mutex
+	remaining := faults
+	var wg sync.WaitGroup
+	for w := range 3 {
+		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		wg.Go(func() {
+			time.Sleep(time.Duration(rng.Int64N(int64(2 * time.Second)))) // not all at once
+			for {
+				left.Lock()
+				if remaining == 0 {
+					left.Unlock()
+					return
+				}
+				remaining--
+				k := faults - remaining
+				left.Unlock()
+				c.fault(k, w, rng)
+				time.Sleep(time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))) // the time between faults
+			}
 		})
-		interrupted := 0
-		for _, st := range f.workers[0].steps(id) {
-			if st.Status == api.StepFailed {
-				t.Errorf("run %s: step %d FAILED (%s)", id, st.Seq, st.Error)
+	}
+	wg.Wait()
+	c.t.Logf("chaos: %d faults in %s", faults, time.Since(began).Round(time.Second))
+	c.campaignTime = time.Since(began)
+	// The runs end: each finishes at its next step.
+	for _, id := range c.ids {
+		if err := os.WriteFile(filepath.Join(c.f.ws[id], "finish"), nil, 0o644); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	for _, id := range c.ids {
+		eventually(c.t, "run "+id+" to complete", 3*time.Minute, func() bool {
+			return c.f.workers[0].status(id).Status == api.RunCompleted
+		})
+	}
+	close(stop)
+	<-sampled
+}
+
+// fault runs fault k on worker w, for a random length.
+func (c *fleetChaos) fault(k, w int, rng *rand.Rand) {
+	kind := []chaosKind{chaosKill, chaosStop, chaosPartition}[rng.IntN(3)]
+	var d time.Duration
+	bucket := 0
+	switch p := rng.IntN(10); {
+	case p < 5:
+		d = 500*time.Millisecond + time.Duration(rng.Int64N(int64(5500*time.Millisecond)))
+	case p < 7:
+		bucket, d = 1, 6*time.Second+time.Duration(rng.Int64N(int64(fleetTTL-6*time.Second)))
+	default:
+		bucket, d = 2, fleetTTL+time.Duration(rng.Int64N(int64(fleetTTL)))
+	}
+	c.t.Logf("fault %d: %s worker %d for %s", k, kind, w, d.Round(time.Millisecond))
+	e := c.f.workers[w]
+	setDown := func(down bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if down {
+			c.down[w] = time.Now()
+		} else {
+			c.down[w], c.upAt[w] = time.Time{}, time.Now()
+		}
+	}
+	switch kind {
+	case chaosKill:
+		_ = e.daemon.Process.Signal(syscall.SIGKILL)
+		setDown(true)
+		<-e.exited
+		time.Sleep(d) // the fault's length
+		setDown(false)
+		c.f.start(w, "--max-concurrent-runs", strconv.Itoa(len(c.ids)))
+	case chaosStop:
+		_ = e.daemon.Process.Signal(syscall.SIGSTOP)
+		setDown(true)
+		time.Sleep(d) // the fault's length
+		setDown(false)
+		_ = e.daemon.Process.Signal(syscall.SIGCONT)
+	case chaosPartition:
+		c.proxies[w].cut()
+		setDown(true)
+		time.Sleep(d) // the fault's length
+		setDown(false)
+		c.proxies[w].heal()
+	}
+	c.mu.Lock()
+	n := c.faults[kind]
+	n[bucket]++
+	c.faults[kind] = n
+	c.faultTime[kind] += d
+	c.mu.Unlock()
+}
+
+// sample checks what must hold at every moment.
+func (c *fleetChaos) sample() {
+	ctx := c.t.Context()
+	now := time.Now()
+	c.mu.Lock()
+	c.samples++
+	c.mu.Unlock()
+	rows, err := c.db.QueryContext(ctx, `SELECT run_id, count(*) FROM steps WHERE status = 'RUNNING' GROUP BY run_id HAVING count(*) > 1`)
+	if err != nil {
+		c.violate("sampler", "query steps: %v", err)
+		return
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		_ = rows.Scan(&id, &n)
+		c.violate("two RUNNING steps", "run %s has %d RUNNING steps", id, n)
+	}
+	rows.Close()
+	var maxSeq, count int64
+	if err := c.db.QueryRowContext(ctx, `SELECT COALESCE(max(seq), 0), count(*) FROM events`).Scan(&maxSeq, &count); err != nil {
+		c.violate("sampler", "query events: %v", err)
+	} else if maxSeq != count {
+		c.violate("seq gap", "max(seq) %d, count %d", maxSeq, count)
+	}
+
+	// Live agents, by run and by the worker whose LOOPD_HOME their output
+	// goes to.
+	live := map[string]map[int][]int{}
+	for _, id := range c.ids {
+		pids := c.f.agents(id)
+		live[id] = map[int][]int{}
+		n := 0
+		for _, pid := range pids[max(0, len(pids)-4):] {
+			if syscall.Kill(pid, 0) != nil || zombie(pid) {
+				continue
 			}
-			if st.Status == api.StepInterrupted {
-				interrupted++
+			out, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
+			if err != nil {
+				continue // it has just exited
+			}
+			for w, e := range c.f.workers {
+				if strings.HasPrefix(out, e.home+string(filepath.Separator)) {
+					live[id][w] = append(live[id][w], pid)
+					n++
+					if c.lastAgent[id] == nil {
+						c.lastAgent[id] = map[int]time.Time{}
+					}
+					c.lastAgent[id][w] = now
+				}
 			}
 		}
-		t.Logf("run %s: %d steps interrupted", id, interrupted)
+		c.maxLive = max(c.maxLive, n)
+		if n > 1 {
+			c.violate("two agents", "run %s has %d live agents: %v (by worker index)", id, n, live[id])
+		}
 	}
-	f.checkInvariants()
+
+	rows, err = c.db.QueryContext(ctx, `SELECT id, COALESCE(lease_owner, ''), lease_epoch, COALESCE(lease_expires_at, 0) FROM runs WHERE status = 'RUNNING'`)
+	if err != nil {
+		c.violate("sampler", "query runs: %v", err)
+		return
+	}
+	defer rows.Close()
+	c.mu.Lock()
+	down, upAt := slices.Clone(c.down), slices.Clone(c.upAt)
+	c.mu.Unlock()
+	for rows.Next() {
+		var id string
+		var l chaosLease
+		if err := rows.Scan(&id, &l.owner, &l.epoch, &l.expires); err != nil {
+			c.violate("sampler", "scan runs: %v", err)
+			return
+		}
+		w := slices.Index(c.f.ids, l.owner)
+		if w < 0 {
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", id, l.epoch)
+		if _, ok := c.epochSeen[key]; !ok {
+			c.epochSeen[key] = now
+		}
+		// A worker that can renew nothing renewed nothing: its leases
+		// expire no later than TTL after its fault began (+1 s for a
+		// renewal already on its way then).
+		if !down[w].IsZero() && l.expires > down[w].Add(fleetTTL+time.Second).UnixMilli() {
+			c.violate("renewed while down", "run %s: lease of worker %s (epoch %d) expires %s, renewed after its fault began at %s",
+				id, l.owner, l.epoch, time.UnixMilli(l.expires).Format("15:04:05.000"), down[w].Format("15:04:05.000"))
+		}
+		// A renewal since the last sample, by a worker that is up: it
+		// must be executing the run.
+		prev, ok := c.leases[id]
+		if ok && prev.owner == l.owner && prev.epoch == l.epoch && l.expires > prev.expires && down[w].IsZero() {
+			since := c.epochSeen[key]
+			for _, at := range []time.Time{c.lastAgent[id][w], upAt[w]} {
+				if at.After(since) {
+					since = at
+				}
+			}
+			if now.Sub(since) > chaosGrace {
+				c.violate("renewed, not executed", "run %s: worker %s renewed its lease (epoch %d) with no live agent of it for %s",
+					id, l.owner, l.epoch, now.Sub(since).Round(time.Millisecond))
+			}
+		}
+		c.leases[id] = l
+	}
+}
+
+// finish checks the history and reports the campaign's numbers.
+func (c *fleetChaos) finish() {
+	t, ctx := c.t, c.t.Context()
+	rows, err := c.db.QueryContext(ctx, `SELECT run_id, seq, status, error, started_at, COALESCE(ended_at, 0) FROM steps ORDER BY run_id, seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		seq          int
+		status, err  string
+		start, ended int64
+	}
+	byRun := map[string][]step{}
+	for rows.Next() {
+		var id string
+		var s step
+		if err := rows.Scan(&id, &s.seq, &s.status, &s.err, &s.start, &s.ended); err != nil {
+			t.Fatal(err)
+		}
+		byRun[id] = append(byRun[id], s)
+	}
+	rows.Close()
+	interrupted := map[string]int{}
+	total := 0
+	for _, id := range c.ids {
+		if st := c.f.workers[0].status(id).Status; st != api.RunCompleted {
+			t.Errorf("run %s is %s, want COMPLETED", id, st)
+		}
+		steps := byRun[id]
+		total += len(steps)
+		for i, s := range steps {
+			switch s.status {
+			case "FAILED":
+				t.Errorf("run %s: step %d FAILED (%s)", id, s.seq, s.err)
+			case "INTERRUPTED":
+				why, _, _ := strings.Cut(s.err, ":")
+				interrupted[why]++
+			case "RUNNING":
+				t.Errorf("run %s: step %d still RUNNING in a completed run", id, s.seq)
+			}
+			if i > 0 && s.start < steps[i-1].ended {
+				t.Errorf("run %s: step %d started at %d, before step %d ended at %d: two steps at once",
+					id, s.seq, s.start, steps[i-1].seq, steps[i-1].ended)
+			}
+		}
+	}
+	// A takeover moves a run to another worker; a worker restarted after
+	// its lease expired claims its own run back (from = to).
+	var takeovers, reclaims int
+	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE payload::jsonb->>'from_worker' <> payload::jsonb->>'to_worker'),
+		count(*) FILTER (WHERE payload::jsonb->>'from_worker' = payload::jsonb->>'to_worker')
+		FROM events WHERE type = 'RUN_RECOVERED'`).Scan(&takeovers, &reclaims); err != nil {
+		t.Fatal(err)
+	}
+	// Stale writes: a worker's write to a run leased to another worker.
+	var audited int
+	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM chaos_writes`).Scan(&audited); err != nil || audited == 0 {
+		t.Fatalf("the audit recorded %d writes (%v): it watches nothing", audited, err)
+	}
+	rows, err = c.db.QueryContext(ctx, `SELECT tbl, run_id, writer, owner, epoch, what, at FROM chaos_writes
+		WHERE writer = ANY($1) AND COALESCE(owner, '') <> '' AND writer <> owner ORDER BY id`, c.f.ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tbl, id, writer, owner, what string
+		var epoch int64
+		var at time.Time
+		_ = rows.Scan(&tbl, &id, &writer, &owner, &epoch, &what, &at)
+		c.violate("stale write", "%s of run %s (%s) written by %s while leased to %s (epoch %d) at %s",
+			tbl, id, what, writer, owner, epoch, at.Format("15:04:05.000"))
+	}
+	rows.Close()
+	var writerList string
+	_ = c.db.QueryRowContext(ctx, `SELECT COALESCE(string_agg(DISTINCT writer, ','), '') FROM chaos_writes`).Scan(&writerList)
+	for _, id := range c.f.ids {
+		if !strings.Contains(writerList, id) {
+			t.Errorf("the audit saw no write by worker %s (writers: %q): the sessions do not name their worker", id, writerList)
+		}
+	}
+	c.f.checkInvariants()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kinds := slices.Sorted(maps.Keys(c.violations))
+	for _, k := range kinds {
+		v := c.violations[k]
+		t.Errorf("invariant %q broken %d times; first: %s", k, len(v), strings.Join(v[:min(len(v), 10)], "\n\t"))
+	}
+	var fs []string
+	sum := 0
+	for _, k := range []chaosKind{chaosKill, chaosStop, chaosPartition} {
+		n := c.faults[k]
+		sum += n[0] + n[1] + n[2]
+		fs = append(fs, fmt.Sprintf("%s %d (%d short, %d medium, %d long; %s in all)", k, n[0]+n[1]+n[2], n[0], n[1], n[2], c.faultTime[k].Round(time.Second)))
+	}
+	t.Logf("chaos: %d faults in %s: %s", sum, c.campaignTime.Round(time.Second), strings.Join(fs, ", "))
+	t.Logf("chaos: %d runs, all COMPLETED; %d steps, INTERRUPTED %v; %d takeovers by another worker, %d runs claimed back by their restarted worker (RUN_RECOVERED); %d samples, at most %d live agent(s) per run; %d writes audited",
+		len(c.ids), total, interrupted, takeovers, reclaims, c.samples, c.maxLive, audited)
 }
 
 // A worker cut off from the database while it holds a step's commit open

@@ -6,6 +6,9 @@
 #
 #   FAKE_DONE_AT=N        on iteration N (and later) create done.txt and end
 #                         the final message with the completion promise
+#   FAKE_DONE_FILE=F      also create done.txt and end with the promise once
+#                         file F exists in the workspace (a run as long as
+#                         the test needs)
 #   FAKE_PROSE_PROMISE=1  mention the promise inside prose only
 #   FAKE_INPUT/OUTPUT/CACHE_READ/CACHE_WRITE  tokens per invocation
 #   FAKE_COST=0.25        report total_cost_usd (omitted when unset)
@@ -66,7 +69,7 @@ if [ "$wait_here" = 1 ]; then
 fi
 
 text="Iteration $it: I changed the code."
-if [ "${FAKE_DONE_AT:-0}" -gt 0 ] && [ "$it" -ge "${FAKE_DONE_AT}" ]; then
+if { [ "${FAKE_DONE_AT:-0}" -gt 0 ] && [ "$it" -ge "${FAKE_DONE_AT}" ]; } || { [ -n "${FAKE_DONE_FILE:-}" ] && [ -f "$ws/$FAKE_DONE_FILE" ]; }; then
   echo "done in iteration $it" > "$ws/done.txt"
   text="All work is finished.\\n<promise>COMPLETE</promise>"
 elif [ "${FAKE_PROSE_PROMISE:-0}" = 1 ]; then
