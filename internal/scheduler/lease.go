@@ -246,20 +246,36 @@ func (s *Scheduler) releaseLeased(r *runner) {
 // leased to it (a restart within the lease), exactly as an embedded daemon
 // adopts its RUNNING runs; runs whose lease expired are claimed like any
 // other. Postmortems are written by the worker that ends a run.
+//
+// The leases are renewed before any of their runs runs, and the deadline
+// file moves only with that renewal. A worker restarted just before its
+// leases expire otherwise adopted them on a deadline counted from a
+// renewal that covered none of them: its agents (the adopted orphans,
+// whose wrappers watch the same deadline file, and the steps it started)
+// ran for TTL − margin more while another worker took the expired runs
+// over — two agents for one run, which the chaos campaign caught.
 func (s *Scheduler) recoverLeased(ctx context.Context) error {
-	if err := s.renew(ctx); err != nil {
-		return fmt.Errorf("reach the store: %w", err)
-	}
 	own, err := s.store.OwnLeases(ctx, s.lease.f.WorkerID)
 	if err != nil {
-		return err
+		return fmt.Errorf("reach the store: %w", err)
 	}
 	for _, l := range own {
 		s.lease.hold(l.RunID, l.Epoch)
-		s.startLeased(l, true, "")
 	}
-	if len(own) > 0 {
-		s.log.Info("re-adopted own leases", zap.Int("runs", len(own)))
+	if err := s.renew(ctx); err != nil {
+		return fmt.Errorf("reach the store: %w", err)
+	}
+	adopted := 0
+	for _, l := range own {
+		// A lease that expired and was taken over between the read and
+		// the renewal was forgotten by renew: not this worker's to run.
+		if epoch, ok := s.lease.epoch(l.RunID); ok && epoch == l.Epoch {
+			s.startLeased(l, true, "")
+			adopted++
+		}
+	}
+	if adopted > 0 {
+		s.log.Info("re-adopted own leases", zap.Int("runs", adopted))
 	}
 	return nil
 }
