@@ -1031,6 +1031,8 @@ type fleetChaos struct {
 	lastAgent map[string]map[int]time.Time // run → worker → last seen with a live agent
 	epochSeen map[string]time.Time         // run/epoch → first sampled
 	maxLive   int                          // most live agents of one run seen at once
+	downSeen  int                          // leases of down workers checked
+	renewals  int                          // renewals by workers that are up checked
 
 	campaignTime time.Duration
 }
@@ -1323,6 +1325,9 @@ func (c *fleetChaos) sample() {
 		// A worker that can renew nothing renewed nothing: its leases
 		// expire no later than TTL after its fault began (+1 s for a
 		// renewal already on its way then).
+		if !down[w].IsZero() {
+			c.downSeen++
+		}
 		if !down[w].IsZero() && l.expires > down[w].Add(fleetTTL+time.Second).UnixMilli() {
 			c.violate("renewed while down", "run %s: lease of worker %s (epoch %d) expires %s, renewed after its fault began at %s",
 				id, l.owner, l.epoch, time.UnixMilli(l.expires).Format("15:04:05.000"), down[w].Format("15:04:05.000"))
@@ -1331,6 +1336,7 @@ func (c *fleetChaos) sample() {
 		// must be executing the run.
 		prev, ok := c.leases[id]
 		if ok && prev.owner == l.owner && prev.epoch == l.epoch && l.expires > prev.expires && down[w].IsZero() {
+			c.renewals++
 			since := c.epochSeen[key]
 			for _, at := range []time.Time{c.lastAgent[id][w], upAt[w]} {
 				if at.After(since) {
@@ -1443,8 +1449,8 @@ func (c *fleetChaos) finish() {
 		fs = append(fs, fmt.Sprintf("%s %d (%d short, %d medium, %d long; %s in all)", k, n[0]+n[1]+n[2], n[0], n[1], n[2], c.faultTime[k].Round(time.Second)))
 	}
 	t.Logf("chaos: %d faults in %s: %s", sum, c.campaignTime.Round(time.Second), strings.Join(fs, ", "))
-	t.Logf("chaos: %d runs, all COMPLETED; %d steps, INTERRUPTED %v; %d takeovers by another worker, %d runs claimed back by their restarted worker (RUN_RECOVERED); %d samples, at most %d live agent(s) per run; %d writes audited",
-		len(c.ids), total, interrupted, takeovers, reclaims, c.samples, c.maxLive, audited)
+	t.Logf("chaos: %d runs, all COMPLETED; %d steps, INTERRUPTED %v; %d takeovers by another worker, %d runs claimed back by their restarted worker (RUN_RECOVERED); %d samples (%d leases of down workers, %d renewals checked), at most %d live agent(s) per run; %d writes audited",
+		len(c.ids), total, interrupted, takeovers, reclaims, c.samples, c.downSeen, c.renewals, c.maxLive, audited)
 }
 
 // A worker cut off from the database while it holds a step's commit open
