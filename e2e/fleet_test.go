@@ -1566,3 +1566,57 @@ func TestFleetPartitionInsideStepTransaction(t *testing.T) {
 		lat.Round(time.Millisecond), fleetTTL, fleetTTL/3, lead.Round(time.Millisecond))
 	f.checkInvariants()
 }
+
+// A worker restarted just before its leases expire renews them before it
+// adopts them: the deadline its steps' wrappers watch (TTL − margin after
+// a renewal) never outlives the run's lease minus the margin. Before, it
+// adopted them on the deadline of a bare ping, its agents ran on while the
+// leases lapsed, and another worker could take the runs over under them.
+func TestFleetRestartedWorkerRenewsBeforeItAdopts(t *testing.T) {
+	f := newFleet(t, 1)
+	f.start(0)
+	id := f.startRun(0)
+	eventually(t, "the agent to run", 30*time.Second, func() bool { return len(f.agents(id)) == 1 })
+	db, err := sql.Open("pgx", f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lease := func() (owner string, expires int64) {
+		if err := db.QueryRowContext(t.Context(), `SELECT COALESCE(lease_owner, ''), COALESCE(lease_expires_at, 0) FROM runs WHERE id = $1`,
+			id).Scan(&owner, &expires); err != nil {
+			t.Fatal(err)
+		}
+		return owner, expires
+	}
+	f.workers[0].killDaemon()
+	_, expires := lease()
+	// Back 2 s before the lease expires (its agent is dead by then: the
+	// wrapper's guard stopped it at TTL − margin).
+	time.Sleep(time.Until(time.UnixMilli(expires).Add(-2 * time.Second)))
+	restarted := time.Now()
+	f.start(0)
+	deadlineFile := filepath.Join(f.workers[0].home, "lease-deadline")
+	checked := 0
+	for time.Since(restarted) < 4*time.Second {
+		b, err := os.ReadFile(deadlineFile)
+		fi, serr := os.Stat(deadlineFile)
+		owner, exp := lease()
+		if err == nil && serr == nil && fi.ModTime().After(restarted) && owner == f.ids[0] {
+			at, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			checked++
+			if limit := time.UnixMilli(exp).Add(-fleetMargin).Unix() + 1; at > limit {
+				t.Fatalf("the restarted worker's steps may run until %s, but its lease expires at %s (margin %s): adopted without a renewal",
+					time.Unix(at, 0).Format("15:04:05"), time.UnixMilli(exp).Format("15:04:05.000"), fleetMargin)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if checked == 0 {
+		t.Fatal("the restarted worker wrote no deadline while it held the run")
+	}
+	if err := os.WriteFile(filepath.Join(f.ws[id], "go-1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the run to complete", 60*time.Second, func() bool { return f.workers[0].status(id).Status == api.RunCompleted })
+}
