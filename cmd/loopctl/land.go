@@ -88,6 +88,17 @@ func (o *landOptions) run(cmd *cobra.Command, arg, remote string) error {
 	if err != nil {
 		return err
 	}
+	if c.Remote() && !o.Push {
+		// A fleet run lands in the user's clone, by loopctl itself
+		// (fleetland.go): the API node need not see the clone.
+		run, err := c.GetRun(ctx, ref, false)
+		if err != nil {
+			return err
+		}
+		if run.RepoURL != "" {
+			return o.landFleet(ctx, c, ref, run)
+		}
+	}
 	progress := func(msg string) {
 		if !o.JSON {
 			fmt.Fprintln(o.Err, termtext.Quote(msg)) // names the branches and the checkout: a repository's bytes
@@ -113,19 +124,29 @@ func (o *landOptions) run(cmd *cobra.Command, arg, remote string) error {
 		return err
 	}
 	if refusal != nil {
-		if o.JSON {
-			_ = printJSON(o.Out, map[string]any{"refusal": refusal})
-		} else {
-			printRefusal(o, refusal)
-		}
-		if o.Push {
-			return &exitError{code: exitUsage, msg: "push refused: nothing was pushed"}
-		}
-		return &exitError{code: exitUsage, msg: "land refused: nothing was changed"}
+		return o.refused(refusal)
 	}
 	if res.Push != nil {
 		return o.printPush(res)
 	}
+	return o.printLanded(res)
+}
+
+// refused prints a land's refusal; its error is the exit.
+func (o *landOptions) refused(refusal *api.LandRefusal) error {
+	if o.JSON {
+		_ = printJSON(o.Out, map[string]any{"refusal": refusal})
+	} else {
+		printRefusal(o, refusal)
+	}
+	if o.Push {
+		return &exitError{code: exitUsage, msg: "push refused: nothing was pushed"}
+	}
+	return &exitError{code: exitUsage, msg: "land refused: nothing was changed"}
+}
+
+// printLanded prints what a land did.
+func (o *landOptions) printLanded(res *api.LandResult) error {
 	if o.JSON {
 		return printJSON(o.Out, map[string]any{"result": res})
 	}

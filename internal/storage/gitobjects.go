@@ -98,6 +98,21 @@ func (t *Tx) RecordPushed(runID string, payload any) error {
 	return err
 }
 
+// RecordLandedOnce is RecordLanded of a run not landed yet: a land
+// recorded already is ErrConflict (two lands of one fleet run from two
+// clones: the second record is refused, not a second RUN_LANDED).
+func (t *Tx) RecordLandedOnce(runID, commit string, payload any) error {
+	res, err := t.exec(`UPDATE runs SET landed_commit = ?, updated_at = ? WHERE id = ? AND landed_commit = ''`, commit, t.now, runID)
+	if err != nil {
+		return fmt.Errorf("record landed commit: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("run %s: landed already or gone: %w", runID, ErrConflict)
+	}
+	_, err = t.Event(runID, nil, events.RunLanded, payload)
+	return err
+}
+
 // RecordLanded stores the commit a land moved the base branch to, with
 // the RUN_LANDED event.
 func (t *Tx) RecordLanded(runID, commit string, payload any) error {
