@@ -55,6 +55,21 @@ func (s *Store) EndedWorktreeRuns(ctx context.Context, endedBefore int64) ([]str
 	return ids, nil
 }
 
+// EndedFleetRuns lists the fleet runs (with a repo_url) that ended at or
+// before endedBefore and were not cleaned yet: their worktrees are on
+// their workers, which remove them once the run is marked cleaned.
+func (s *Store) EndedFleetRuns(ctx context.Context, endedBefore int64) ([]Run, error) {
+	var runs []Run
+	err := s.sel(ctx, &runs, `SELECT `+runColumns+` FROM runs
+		WHERE status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED') AND ended_at <= ?
+		AND repo_url <> '' AND worktree_state <> 'removed'
+		ORDER BY ended_at, id`, endedBefore)
+	if err != nil {
+		return nil, fmt.Errorf("list ended fleet runs: %w", err)
+	}
+	return runs, nil
+}
+
 // MarkWorktreeGone records that a worktree loopd made was removed by
 // someone else; the run's worktree_state becomes "gone" unless loopd has
 // already removed it.
