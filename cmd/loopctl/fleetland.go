@@ -301,6 +301,7 @@ func (fl *fleetLand) verify(ctx context.Context, plan *git.LandPlan, res *api.La
 	if code == 0 {
 		res.Verified, res.TestedCommit = true, plan.Combined
 		fl.progress("verify_command passed on the combination")
+		os.Remove(logPath) // a failing one's output stays: the refusal names it
 		return nil
 	}
 	return &verifyFailed{refusal: &api.LandRefusal{RunID: run.ID, Kind: string(git.RefusedVerifyFailed), Branch: run.Branch,
@@ -437,12 +438,23 @@ func (fl *fleetLand) cleanStale(ctx context.Context) {
 }
 
 // removeWorktree removes the land's temporary worktree and git's record
-// of it.
+// of it — of it only: never `git worktree prune`, which would also drop
+// the records of the user's own worktrees whose directories are away (on
+// a removable disk, say).
 func (fl *fleetLand) removeWorktree(ctx context.Context) {
 	wt := filepath.Join(fl.dir, fl.run.ID+".wt")
-	_, _ = git.Cmd{Dir: fl.clone}.Run(ctx, "worktree", "remove", "--force", "--force", wt)
+	if _, err := (git.Cmd{Dir: fl.clone}).Run(ctx, "worktree", "remove", "--force", "--force", wt); err == nil {
+		return
+	}
+	// git could not (its directory half gone, say): remove the directory,
+	// then git's record of this worktree, found by the gitdir it names.
 	_ = os.RemoveAll(wt)
-	_, _ = git.Cmd{Dir: fl.clone}.Run(ctx, "worktree", "prune")
+	admins, _ := filepath.Glob(filepath.Join(filepath.Dir(fl.dir), "worktrees", "*", "gitdir"))
+	for _, a := range admins {
+		if b, err := os.ReadFile(a); err == nil && filepath.Clean(strings.TrimSpace(string(b))) == filepath.Join(wt, ".git") {
+			_ = os.RemoveAll(filepath.Dir(a))
+		}
+	}
 }
 
 func defaultFleetLandMessage(run api.Run, squash bool) string {
