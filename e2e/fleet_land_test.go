@@ -74,6 +74,17 @@ func TestFleetLandInClone(t *testing.T) {
 		t.Fatal("a refused land fetched the run's branch into the clone")
 	}
 
+	// A repository that is not a clone of the run's is refused untouched.
+	unrelated := filepath.Join(t.TempDir(), "unrelated")
+	gitIn(t, t.TempDir(), "init", "-q", "-b", "main", unrelated)
+	gitIn(t, unrelated, "commit", "-q", "--allow-empty", "-m", "mine")
+	if r := f.user.loopctlAt(unrelated, f.userEnv, "land", id); r.code != 64 || !strings.Contains(r.stderr, "does not have the run's base commit") {
+		t.Fatalf("land in an unrelated repository: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := exec.Command("git", "-C", unrelated, "rev-parse", "-q", "--verify", "refs/heads/"+branch).Output(); err == nil {
+		t.Fatal("a land refused in an unrelated repository fetched the run's branch into it")
+	}
+
 	// 1. The combination fails verify_command: refused, nothing changed.
 	r := land()
 	if r.code != 64 || !strings.Contains(r.stderr, "verify_failed") {

@@ -152,6 +152,14 @@ func (fl *fleetLand) land(ctx context.Context) (*api.LandResult, error) {
 			return nil, err
 		}
 	}
+	// A repository that lacks the run's base commit is not a clone of
+	// the run's repository (or not one fetched since the run started):
+	// its branches are not where the run's work goes.
+	if !git.CommitExists(ctx, fl.clone, run.BaseCommit) {
+		return nil, &git.Refusal{Kind: git.RefusedWrongBranch,
+			Message: fmt.Sprintf("%s does not have the run's base commit %s: run loopctl land in a clone of %s (git fetch it first), or give -C CLONE",
+				fl.clone, shortCommit(run.BaseCommit), run.RepoURL)}
+	}
 	fl.progress(fmt.Sprintf("fetching %s from %s into %s", run.Branch, run.RepoURL, fl.clone))
 	if err := fl.fetch(ctx); err != nil {
 		return nil, err
