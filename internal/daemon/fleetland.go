@@ -140,7 +140,7 @@ func (d *Daemon) handleLanded(w http.ResponseWriter, r *http.Request) {
 		branch = "loop/" + run.ID[:min(8, len(run.ID))]
 	}
 	payload := map[string]any{"run_id": run.ID, "branch": branch, "base_branch": run.BaseBranch, "commit": req.Commit,
-		"mode": req.Mode, "verified": req.Verified, "tested_commit": req.TestedCommit, "clone": "loopctl"}
+		"mode": req.Mode, "verified": req.Verified, "tested_commit": req.TestedCommit}
 	err := d.store.Write(r.Context(), func(tx *storage.Tx) error {
 		return tx.RecordLandedOnce(run.ID, req.Commit, payload)
 	})
