@@ -20,6 +20,7 @@ import (
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/shquote"
+	"github.com/loopd/loopd/internal/termtext"
 )
 
 // A fleet run (one with a repo_url, reached through LOOPD_URL) is landed
@@ -101,8 +102,12 @@ func (o *landOptions) landClone(ctx context.Context, run api.Run) (string, error
 	if top, err := git.TopLevel(ctx, dir); err == nil {
 		return top, nil
 	}
-	if top, err := git.TopLevel(ctx, run.Workspace); err == nil && run.Workspace != "" {
-		return top, nil
+	// Only without -C: a -C that names no repository is a mistake to
+	// report, not a reason to land somewhere else.
+	if o.Dir == "" && run.Workspace != "" {
+		if top, err := git.TopLevel(ctx, run.Workspace); err == nil {
+			return top, nil
+		}
 	}
 	return "", usageErrorf("run %s is a fleet run of %s: run loopctl land in your clone of it (or give -C CLONE); %s is not in a git repository",
 		run.ID, run.RepoURL, dir)
@@ -110,7 +115,7 @@ func (o *landOptions) landClone(ctx context.Context, run api.Run) (string, error
 
 func (fl *fleetLand) progress(msg string) {
 	if !fl.o.JSON {
-		fmt.Fprintln(fl.o.Err, msg)
+		fmt.Fprintln(fl.o.Err, termtext.Quote(msg)) // names branches and paths: a repository's bytes
 	}
 }
 
@@ -200,8 +205,8 @@ func (fl *fleetLand) land(ctx context.Context) (*api.LandResult, error) {
 	res.Commit = plan.Target
 	// The clone has moved: record it even if loopctl is being stopped.
 	if _, err := fl.c.RecordLanded(context.WithoutCancel(ctx), fl.ref, req); err != nil {
-		return nil, fmt.Errorf("%s landed in %s as %s, but recording it failed (run loopctl land %s again to record it): %w",
-			run.Branch, fl.clone, shortCommit(plan.Target), fl.short, err)
+		return nil, fmt.Errorf("%s landed in %s as %s, but recording it failed (unless the run was recorded landed meanwhile, by another clone's land, "+
+			"loopctl land %s again records it): %w", run.Branch, fl.clone, shortCommit(plan.Target), fl.short, err)
 	}
 	os.Remove(intent)
 	return res, nil
