@@ -233,3 +233,85 @@ func lastLine(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
+
+// land --push of a fleet run, through LOOPD_URL, pushes from the user's
+// clone (the API node never sees it): to a new remote with a lease on
+// "not there yet", to the run's own repository where the workers pushed
+// it already; pr_command from the clone's .loop/config runs with the
+// body the API node writes, and is refused (nothing pushed) once that
+// file is not the content trusted for the run.
+func TestFleetLandPushFromClone(t *testing.T) {
+	f := newFleet(t, 2)
+	marks := t.TempDir()
+	body := filepath.Join(marks, "body.md")
+	f.config = []string{"pr_command=echo opened https://example.test/pr/7; cp \"$LOOP_BODY_FILE\" " + body}
+	id, remote, _ := f.gitFleetRun("FAKE_DONE_AT=2")
+	f.start(1)
+	api0 := f.workers[0]
+	eventually(t, "the run to complete", 90*time.Second, func() bool { return api0.status(id).Status == api.RunCompleted })
+	branch := "loop/" + id[:8]
+	tip := gitIn(t, remote, "rev-parse", "refs/heads/"+branch)
+	if err := os.Rename(f.user.ws, f.user.ws+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "elsewhere")
+	gitIn(t, t.TempDir(), "clone", "-q", "file://"+remote, clone)
+	other := filepath.Join(t.TempDir(), "other.git")
+	gitIn(t, t.TempDir(), "init", "-q", "--bare", other)
+	push := func(args ...string) result {
+		return f.user.loopctlAt(clone, f.userEnv, append([]string{"land", id, "--push"}, args...)...)
+	}
+
+	r := push(other)
+	if r.code != 0 || !strings.Contains(r.stdout, "pushed "+branch) || !strings.Contains(r.stdout, "pull request: https://example.test/pr/7") {
+		t.Fatalf("land --push %s: exit %d\n%s%s", other, r.code, r.stdout, r.stderr)
+	}
+	if at := gitIn(t, other, "rev-parse", "refs/heads/"+branch); at != tip {
+		t.Fatalf("the other remote's %s is at %s, want %s", branch, at, tip)
+	}
+	if b, err := os.ReadFile(body); err != nil || !strings.Contains(string(b), "fleet goal") {
+		t.Fatalf("pr_command's body (%v):\n%s", err, b)
+	}
+	// The run's own repository has the branch already (the workers'):
+	// the push finds it there.
+	if r := push(); r.code != 0 || !strings.Contains(r.stdout, "it was there already") {
+		t.Fatalf("land --push to origin: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var pushes []map[string]any
+	for _, ev := range api0.events(id) {
+		if ev.Type == "RUN_LANDED" {
+			var p map[string]any
+			_ = json.Unmarshal(ev.Payload, &p)
+			pushes = append(pushes, p)
+		}
+	}
+	if len(pushes) != 2 || pushes[0]["mode"] != "push" || pushes[0]["pr_url"] != "https://example.test/pr/7" ||
+		pushes[0]["push"].(map[string]any)["url"] != other || pushes[0]["commit"] != tip {
+		t.Fatalf("RUN_LANDED payloads: %v", pushes)
+	}
+	if got := api0.status(id).LandedCommit; got != "" {
+		t.Fatalf("a push set landed_commit %s", got)
+	}
+
+	// The clone's .loop/config changed since it was trusted: its
+	// pr_command does not run, and nothing is pushed.
+	cfg := filepath.Join(clone, ".loop", "config")
+	b, _ := os.ReadFile(cfg)
+	if err := os.WriteFile(cfg, append(b, "# changed\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := filepath.Join(t.TempDir(), "third.git")
+	gitIn(t, t.TempDir(), "init", "-q", "--bare", third)
+	if err := os.Remove(body); err != nil {
+		t.Fatal(err)
+	}
+	if r := push(third); r.code != 64 || !strings.Contains(r.stderr, "untrusted_pr_command") {
+		t.Fatalf("land --push with an untrusted pr_command: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if out, _ := exec.Command("git", "-C", third, "for-each-ref").Output(); len(out) != 0 {
+		t.Fatalf("a refused push left refs in the remote:\n%s", out)
+	}
+	if _, err := os.Stat(body); err == nil {
+		t.Fatal("the untrusted pr_command ran")
+	}
+}

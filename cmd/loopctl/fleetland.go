@@ -57,7 +57,7 @@ type landedIntent struct {
 	Request    api.LandedRequest `json:"request"`
 }
 
-func (o *landOptions) landFleet(ctx context.Context, c *api.Client, ref api.RunRef, run api.Run) error {
+func (o *landOptions) landFleet(ctx context.Context, c *api.Client, ref api.RunRef, run api.Run, remote string) error {
 	clone, err := o.landClone(ctx, run)
 	if err != nil {
 		return err
@@ -71,7 +71,12 @@ func (o *landOptions) landFleet(ctx context.Context, c *api.Client, ref api.RunR
 	if fl.run.Branch == "" {
 		fl.run.Branch = "loop/" + fl.short
 	}
-	res, err := fl.land(ctx)
+	var res *api.LandResult
+	if o.Push {
+		res, err = fl.push(ctx, remote)
+	} else {
+		res, err = fl.land(ctx)
+	}
 	if ae, ok := errors.AsType[*api.Error](err); ok && ae.Code == api.CodeForbidden {
 		// Another user's run: a refusal of the land, not of the token.
 		return &exitError{code: exitUsage, msg: "land refused: " + ae.Message + "\n  nothing was changed"}
@@ -87,6 +92,9 @@ func (o *landOptions) landFleet(ctx context.Context, c *api.Client, ref api.RunR
 	}
 	if err != nil {
 		return err
+	}
+	if res.Push != nil {
+		return o.printPush(res)
 	}
 	return o.printLanded(res)
 }
@@ -119,54 +127,72 @@ func (fl *fleetLand) progress(msg string) {
 	}
 }
 
-func (fl *fleetLand) land(ctx context.Context) (*api.LandResult, error) {
-	run := fl.run
+// begin takes the run's land lock in the clone (one land or push of the
+// run in this clone at a time; a lock held by a killed loopctl went with
+// its process) and clears what a killed land left. release gives the lock
+// back.
+func (fl *fleetLand) begin(ctx context.Context) (release func(), err error) {
 	if err := os.MkdirAll(fl.dir, 0o700); err != nil {
 		return nil, err
 	}
-	// One land of this run in this clone at a time; a lock held by a
-	// killed loopctl went with its process.
-	lock, err := os.OpenFile(filepath.Join(fl.dir, run.ID+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(fl.dir, fl.run.ID+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
 		return nil, &git.Refusal{Kind: git.RefusedBusy, Message: "a land of this run in " + fl.clone + " is already under way"}
 	}
 	fl.cleanStale(ctx)
-	if res, err := fl.recoverIntent(ctx); res != nil || err != nil {
-		return res, err
-	}
+	return func() { lock.Close() }, nil
+}
+
+// ready refuses a run with nothing to land yet, asks the API node what
+// the verification runs (refused for another user's run before the clone
+// is touched), and fetches the run's branch into the clone.
+func (fl *fleetLand) ready(ctx context.Context, needInfo bool) error {
+	run := fl.run
 	switch {
 	case !run.Status.Terminal():
-		return nil, &git.Refusal{Kind: git.RefusedActive,
+		return &git.Refusal{Kind: git.RefusedActive,
 			Message: fmt.Sprintf("run %s is %s: land it once it has ended (loopctl wait %s, or loopctl stop %s)", run.ID, run.Status, fl.short, fl.short)}
-	case run.LandedCommit != "":
-		return nil, &git.Refusal{Kind: git.RefusedNothing,
-			Message: fmt.Sprintf("run %s has landed already (as %s): there is nothing more to land", run.ID, shortCommit(run.LandedCommit))}
 	case run.BaseBranch == "":
-		return nil, &git.Refusal{Kind: git.RefusedWrongBranch,
+		return &git.Refusal{Kind: git.RefusedWrongBranch,
 			Message: fmt.Sprintf("run %s started from a detached HEAD: there is no base branch to land into", run.ID)}
 	}
-	// What the verification would run is asked first: a run whose
-	// verify_command this user may not run here is refused before the
-	// clone is touched.
-	if !fl.o.NoVerify {
-		if fl.info, err = fl.c.LocalLand(ctx, fl.ref); err != nil {
-			return nil, err
+	if needInfo {
+		var err error
+		if fl.info, err = fl.c.LocalLand(ctx, fl.ref, api.LocalLandQuery{}); err != nil {
+			return err
 		}
 	}
 	// A repository that lacks the run's base commit is not a clone of
 	// the run's repository (or not one fetched since the run started):
 	// its branches are not where the run's work goes.
 	if !git.CommitExists(ctx, fl.clone, run.BaseCommit) {
-		return nil, &git.Refusal{Kind: git.RefusedWrongBranch,
+		return &git.Refusal{Kind: git.RefusedWrongBranch,
 			Message: fmt.Sprintf("%s does not have the run's base commit %s: run loopctl land in a clone of %s (git fetch it first), or give -C CLONE",
 				fl.clone, shortCommit(run.BaseCommit), run.RepoURL)}
 	}
 	fl.progress(fmt.Sprintf("fetching %s from %s into %s", run.Branch, run.RepoURL, fl.clone))
-	if err := fl.fetch(ctx); err != nil {
+	return fl.fetch(ctx)
+}
+
+func (fl *fleetLand) land(ctx context.Context) (*api.LandResult, error) {
+	run := fl.run
+	release, err := fl.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if res, err := fl.recoverIntent(ctx); res != nil || err != nil {
+		return res, err
+	}
+	if run.LandedCommit != "" {
+		return nil, &git.Refusal{Kind: git.RefusedNothing,
+			Message: fmt.Sprintf("run %s has landed already (as %s): there is nothing more to land", run.ID, shortCommit(run.LandedCommit))}
+	}
+	if err := fl.ready(ctx, !fl.o.NoVerify); err != nil {
 		return nil, err
 	}
 	in := git.LandInput{Checkout: fl.clone, Branch: run.Branch, BaseBranch: run.BaseBranch, BaseCommit: run.BaseCommit,
@@ -329,14 +355,7 @@ func (fl *fleetLand) verify(ctx context.Context, plan *git.LandPlan, res *api.La
 // only while its bytes are the ones the user trusted, as a step of the
 // run loads it.
 func (fl *fleetLand) verifyEnv(info api.LocalLand, hand []string) ([]string, error) {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "LOOPD_URL" || k == "LOOPD_TOKEN" || k == "LOOPD_STORE" || strings.HasPrefix(k, "PG") {
-			continue
-		}
-		env = append(env, kv)
-	}
+	env := fleetEnviron()
 	if info.EnvFile == "" {
 		return env, nil
 	}
@@ -364,6 +383,20 @@ func (fl *fleetLand) verifyEnv(info api.LocalLand, hand []string) ([]string, err
 			Message: fmt.Sprintf("verify_command cannot run: the env file %s sets variables but %s; it was not loaded and nothing ran", path, what)}
 	}
 	return append(env, vars...), nil
+}
+
+// fleetEnviron is loopctl's environment without what reaches the fleet:
+// the repository's commands (verify_command, pr_command) get no token.
+func fleetEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "LOOPD_URL" || k == "LOOPD_TOKEN" || k == "LOOPD_STORE" || strings.HasPrefix(k, "PG") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 // runVerify runs commands in dir, one after the other, each in its own

@@ -88,15 +88,15 @@ func (o *landOptions) run(cmd *cobra.Command, arg, remote string) error {
 	if err != nil {
 		return err
 	}
-	if c.Remote() && !o.Push {
-		// A fleet run lands in the user's clone, by loopctl itself
-		// (fleetland.go): the API node need not see the clone.
+	if c.Remote() {
+		// A fleet run lands (or is pushed) from the user's clone, by
+		// loopctl itself (fleetland.go): the API node need not see it.
 		run, err := c.GetRun(ctx, ref, false)
 		if err != nil {
 			return err
 		}
 		if run.RepoURL != "" {
-			return o.landFleet(ctx, c, ref, run)
+			return o.landFleet(ctx, c, ref, run, remote)
 		}
 	}
 	progress := func(msg string) {

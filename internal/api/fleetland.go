@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 )
 
 // LocalLand is what loopctl needs from an API node to land a fleet run in
@@ -29,6 +30,25 @@ type LocalLand struct {
 	// Iteration is the run's last iteration (LOOP_ITERATION of the
 	// verification).
 	Iteration int `json:"iteration"`
+	// ConfigSHA256 is the content of the workspace's .loop/config the
+	// user trusted ("" when none): a pr_command the clone's .loop/config
+	// sets runs (land --push) only when that file's bytes hash to it.
+	ConfigSHA256 string `json:"config_sha256,omitempty"`
+	// PRTitle and PRBody are what a push hands to pr_command
+	// (LOOP_TITLE, LOOP_BODY_FILE), as the daemon's own push would, for
+	// the verification given in the request (?verified, ?tested_commit,
+	// ?note, ?push=1).
+	PRTitle string `json:"pr_title,omitempty"`
+	PRBody  string `json:"pr_body,omitempty"`
+}
+
+// LocalLandQuery asks, with LocalLand, for the body of a pull request
+// about a push verified (or not) as said.
+type LocalLandQuery struct {
+	Push         bool
+	Verified     bool
+	TestedCommit string
+	Note         string
 }
 
 // LandedRequest records a land loopctl made itself, in the user's clone,
@@ -38,12 +58,24 @@ type LandedRequest struct {
 	Mode         string `json:"mode"`
 	Verified     bool   `json:"verified"`
 	TestedCommit string `json:"tested_commit,omitempty"`
+	// A push (mode "push"): where the branch went, and what pr_command
+	// did; recorded without landed_commit (the base did not move).
+	Push      *PushResult      `json:"push,omitempty"`
+	PRURL     string           `json:"pr_url,omitempty"`
+	PRCommand *PRCommandResult `json:"pr_command,omitempty"`
 }
 
 // LocalLand asks how to land a fleet run in the user's clone.
-func (c *Client) LocalLand(ctx context.Context, ref RunRef) (LocalLand, error) {
+func (c *Client) LocalLand(ctx context.Context, ref RunRef, lq LocalLandQuery) (LocalLand, error) {
 	var out LocalLand
-	err := c.do(ctx, http.MethodGet, ref.path("/land/local"), ref.query(), nil, &out)
+	q := ref.query()
+	if lq.Push {
+		q.Set("push", "1")
+		q.Set("verified", strconv.FormatBool(lq.Verified))
+		q.Set("tested_commit", lq.TestedCommit)
+		q.Set("note", lq.Note)
+	}
+	err := c.do(ctx, http.MethodGet, ref.path("/land/local"), q, nil, &out)
 	return out, err
 }
 

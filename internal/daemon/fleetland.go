@@ -5,11 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/storage"
 )
@@ -103,6 +105,24 @@ func (d *Daemon) handleLocalLand(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	switch rec, err := d.store.TrustedFile(ctx, run.Workspace, filepath.Join(run.Workspace, config.WorkspaceConfig)); {
+	case err == nil:
+		out.ConfigSHA256 = rec.SHA256
+	case !errors.Is(err, storage.ErrNotFound):
+		d.fail(w, r, err)
+		return
+	}
+	if q := r.URL.Query(); q.Get("push") != "" {
+		verified, _ := strconv.ParseBool(q.Get("verified"))
+		res := &api.LandResult{RunID: run.ID, Branch: run.Branch, BaseBranch: run.BaseBranch, Mode: landing.ModePush,
+			Verified: verified, TestedCommit: q.Get("tested_commit"), Note: q.Get("note")}
+		body, err := d.lander.PRBody(ctx, run, res)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		out.PRTitle, out.PRBody = body.Title(), body.Markdown()
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -121,18 +141,23 @@ func (d *Daemon) handleLanded(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	push := req.Mode == landing.ModePush
 	switch {
 	case !run.Status.Terminal():
 		d.fail(w, r, api.Errorf(api.CodeConflict, "run %s is %s: it lands once it has ended", run.ID, run.Status))
 		return
+	case push && (req.Push == nil || req.Push.URL == "" || req.Push.Commit != req.Commit):
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "a push record needs \"push\" with the url and the commit pushed"))
+		return
+	case push:
 	case run.LandedCommit != "":
 		d.fail(w, r, api.Errorf(api.CodeConflict, "run %s has landed already (as %s)", run.ID, run.LandedCommit))
 		return
 	case !isCommitID(req.Commit) || (req.TestedCommit != "" && !isCommitID(req.TestedCommit)):
 		d.fail(w, r, api.Errorf(api.CodeBadRequest, "commit %q / tested_commit %q: give full commit ids", req.Commit, req.TestedCommit))
 		return
-	case req.Mode != "fast-forward" && req.Mode != "merge" && req.Mode != "squash":
-		d.fail(w, r, api.Errorf(api.CodeBadRequest, "mode %q: fast-forward, merge or squash", req.Mode))
+	case !push && req.Mode != "fast-forward" && req.Mode != "merge" && req.Mode != "squash":
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "mode %q: fast-forward, merge, squash or push", req.Mode))
 		return
 	}
 	branch := run.Branch
@@ -141,7 +166,18 @@ func (d *Daemon) handleLanded(w http.ResponseWriter, r *http.Request) {
 	}
 	payload := map[string]any{"run_id": run.ID, "branch": branch, "base_branch": run.BaseBranch, "commit": req.Commit,
 		"mode": req.Mode, "verified": req.Verified, "tested_commit": req.TestedCommit}
+	if push {
+		// A push moves no base branch: no landed_commit, and as many as
+		// the user makes (as the daemon's own land --push).
+		payload["push"] = req.Push
+		if req.PRCommand != nil {
+			payload["pr_url"], payload["pr_command"] = req.PRURL, req.PRCommand
+		}
+	}
 	err := d.store.Write(r.Context(), func(tx *storage.Tx) error {
+		if push {
+			return tx.RecordPushed(run.ID, payload)
+		}
 		return tx.RecordLandedOnce(run.ID, req.Commit, payload)
 	})
 	if errors.Is(err, storage.ErrConflict) {
