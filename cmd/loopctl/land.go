@@ -45,7 +45,11 @@ URL or a path; default: the base branch's upstream remote, else origin), after
 the same verification, with --force-with-lease on where loopd last pushed it
 (a new branch must not exist there yet); your checkout is not touched. Then
 pr_command runs, when configured, to open a pull request; the first URL it
-prints is recorded and shown.`,
+prints is recorded and shown.
+
+A fleet run (through LOOPD_URL) is landed, or pushed, by loopctl itself in
+the clone it runs in (-C CLONE): the run's branch is fetched from its
+repository and a combination is tested in a temporary worktree of the clone.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 && o.Push {
 				return nil
