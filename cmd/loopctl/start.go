@@ -92,6 +92,21 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 			return err
 		}
 		req.RepoURL, req.BaseCommit = src.RepoURL, src.BaseCommit
+		if o.Tasks != "" {
+			return usageErrorf("--tasks: a backlog run cannot be started through LOOPD_URL yet; start it on your own daemon (unset LOOPD_URL)")
+		}
+		// The API node cannot see the clone: it gets the files the run is
+		// made of, as committed at the base commit.
+		snap, warnings, err := fleetSnapshot(ctx, ws, src.BaseCommit,
+			snapshotNamed(ws, []string{req.PromptFile, req.SpecFile, req.PlanFile, req.StopFile}, req.Set))
+		if err != nil {
+			return err
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(o.Err, "warning: %s\n", termtext.Quote(w))
+		}
+		req.Snapshot = snap
+		req.BaseBranch, _ = git.Cmd{Dir: ws}.Output(ctx, "symbolic-ref", "--short", "-q", "HEAD")
 	}
 	c, err := o.client(ctx)
 	if err != nil {

@@ -162,7 +162,16 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 // decode reads a JSON request body strictly: bounded size, no unknown
 // fields, nothing after the value.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, maxBody)
+	return decodeUpTo(w, r, v, maxBody)
+}
+
+// maxSnapshotBody bounds a start or trust request, which through
+// LOOPD_URL carries the clone's files (at most 4 MiB, base64 in JSON).
+const maxSnapshotBody = 8 << 20
+
+// decodeUpTo is decode with a body of at most limit bytes.
+func decodeUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return err
@@ -248,7 +257,7 @@ func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateRunRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeUpTo(w, r, &req, maxSnapshotBody); err != nil {
 		d.fail(w, r, err)
 		return
 	}
