@@ -11,7 +11,7 @@ import (
 // handleTrust records a workspace's files as trusted (loopctl trust).
 func (d *Daemon) handleTrust(w http.ResponseWriter, r *http.Request) {
 	var req api.TrustRequest
-	if err := decodeUpTo(w, r, &req, maxSnapshotBody); err != nil {
+	if err := decodeSnapshot(w, r, &req, func() bool { return req.Snapshot != nil }); err != nil {
 		d.fail(w, r, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -322,8 +323,9 @@ func (e *untrustedEnvError) Error() string {
 func (r *runner) loadEnvFile() ([]string, error) {
 	read := r.cfg.EnvFile
 	if r.fromGit() {
+		dir := cmp.Or(r.workdir, r.run.Worktree) // a land's verification: its worktree
 		if rel, err := filepath.Rel(r.run.Workspace, read); err == nil && filepath.IsLocal(rel) {
-			read = filepath.Join(r.run.Worktree, rel)
+			read = filepath.Join(dir, rel)
 		}
 	}
 	if r.envTrust == "" || r.envTrust != r.cfg.EnvFile {
