@@ -18,6 +18,28 @@ import (
 	"github.com/loopd/loopd/internal/trust"
 )
 
+// canonicalIn renames p, a path in the workspace ws as the user named
+// it, to the same file under the workspace's canonical path (symbolic
+// links resolved), which is how the API node names the clone.
+func canonicalIn(ws, p string) string {
+	if p == "" {
+		return p
+	}
+	real, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return p
+	}
+	if rp, err := filepath.EvalSymlinks(p); err == nil {
+		if rel, err := filepath.Rel(real, rp); err == nil && filepath.IsLocal(rel) {
+			return rp
+		}
+	}
+	if rel, err := filepath.Rel(ws, p); err == nil && filepath.IsLocal(rel) {
+		return filepath.Join(real, rel)
+	}
+	return p
+}
+
 // fleetSnapshot reads what a fleet's API node needs of the clone ws, which
 // it cannot see: the files a run's config and trust are made of, as
 // committed at commit (never the working tree: the fleet's workers make
@@ -36,12 +58,18 @@ func fleetSnapshot(ctx context.Context, ws, commit string, named []string) (*api
 	if real, err := filepath.EvalSymlinks(top); err == nil {
 		top = real
 	}
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = real
+	}
 	if top != ws {
 		return nil, nil, usageErrorf("%s is below its repository's top level %s: a fleet run works at the top of its repository (the worker's worktree); start it there (loopctl start -C %s) with .loop/ there",
 			termtext.Quote(ws), termtext.Quote(top), shellWord(top))
 	}
 	var extra []string
 	for _, p := range named {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		rel, err := filepath.Rel(ws, p)
 		if err != nil || !filepath.IsLocal(rel) {
 			return nil, nil, usageErrorf("%s is outside the clone %s: a fleet run gets only files committed in its repository", termtext.Quote(p), termtext.Quote(ws))
@@ -107,8 +135,11 @@ func workingTreeChanges(ctx context.Context, ws string, paths []string) (changed
 		default:
 			changed = append(changed, p)
 		}
-		if xy[0] == 'R' || xy[0] == 'C' {
+		if (xy[0] == 'R' || xy[0] == 'C') && i+1 < len(recs) {
 			i++ // the source path of a rename or copy follows
+			if xy[0] == 'R' {
+				changed = append(changed, string(recs[i])) // gone from where it was
+			}
 		}
 	}
 	slices.Sort(changed)

@@ -107,6 +107,12 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 		}
 		req.Snapshot = snap
 		req.BaseBranch, _ = git.Cmd{Dir: ws}.Output(ctx, "symbolic-ref", "--short", "-q", "HEAD")
+		// Named as the API node names the clone: its canonical path,
+		// under which trust is recorded.
+		for _, p := range []*string{&req.PromptFile, &req.SpecFile, &req.PlanFile, &req.StopFile} {
+			*p = canonicalIn(ws, *p)
+		}
+		req.Workspace = canonicalIn(ws, ws)
 	}
 	c, err := o.client(ctx)
 	if err != nil {

@@ -120,7 +120,7 @@ func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
 		for _, w := range warnings {
 			fmt.Fprintf(o.Err, "warning: %s\n", termtext.Quote(w))
 		}
-		req.Snapshot = snap
+		req.Snapshot, req.Workspace = snap, canonicalIn(ws, ws)
 		if !o.JSON {
 			fmt.Fprintf(o.Err, "the files as committed at %s (HEAD), which is what a run started from here is made of\n", head[:12])
 		}
