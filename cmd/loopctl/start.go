@@ -102,6 +102,12 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
+		if st, err := git.Uncommitted(ctx, ws); err == nil && len(st) > 0 {
+			// The run's own files were checked above; the rest (the
+			// project's code) just does not go with it.
+			warnings = append(warnings, fmt.Sprintf("the clone %s has uncommitted changes (%d files); they are not part of this run, which starts from %s as pushed",
+				ws, len(st), src.BaseCommit[:12]))
+		}
 		for _, w := range warnings {
 			fmt.Fprintf(o.Err, "warning: %s\n", termtext.Quote(w))
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/trust"
@@ -56,6 +57,7 @@ func (s *Scheduler) stage(name string, snap *api.Snapshot) (*staged, error) {
 	case !commitID.MatchString(snap.Commit):
 		return nil, bad("commit %q must be a full commit id (40 or 64 hex digits)", snap.Commit)
 	}
+	s.removeStaleSnapshots()
 	root, err := os.MkdirTemp(s.opts.Home, ".snapshot-") // 0700: this node's user's alone
 	if err != nil {
 		return nil, fmt.Errorf("stage the clone's files: %w", err)
@@ -102,6 +104,18 @@ func (s *Scheduler) stage(name string, snap *api.Snapshot) (*staged, error) {
 		}
 	}
 	return st, nil
+}
+
+// removeStaleSnapshots removes what a node killed in the middle of a
+// request left staged: a request lasts seconds, so a staging directory an
+// hour old is nobody's.
+func (s *Scheduler) removeStaleSnapshots() {
+	old, _ := filepath.Glob(filepath.Join(s.opts.Home, ".snapshot-*"))
+	for _, dir := range old {
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > time.Hour {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // maxSnapshot bounds a snapshot's bytes (loopctl sends at most 4 MiB).

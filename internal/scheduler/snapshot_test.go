@@ -87,6 +87,7 @@ func TestCreateRunFromSnapshot(t *testing.T) {
 	}{
 		"path outside":   {req(snap(map[string]string{"../x": "a"})), `"../x" must be a relative path inside the workspace`},
 		"absolute path":  {req(snap(map[string]string{"/etc/passwd": "a"})), "must be a relative path"},
+		"a git dir":      {req(snap(map[string]string{".git/config": "[core]\n\tfsmonitor = touch /tmp/x\n"})), "must be a relative path"},
 		"other commit":   {func() api.CreateRunRequest { r := req(snap(good)); r.BaseCommit = strings.Repeat("cd", 20); return r }(), "must be the snapshot's commit"},
 		"relative clone": {func() api.CreateRunRequest { r := req(snap(good)); r.Workspace = "app"; return r }(), "must be a clean absolute path"},
 		"bad config":     {req(snap(map[string]string{".loop/config": "agent=command\nagent_command=x\nmax_iteratoins=3\n"})), clone + "/.loop/config:3"},

@@ -139,10 +139,20 @@ func ReadCommitted(ctx context.Context, dir, commit string, extra []string) ([]C
 }
 
 // validSnapshotPath reports whether p is a path a snapshot may hold: not
-// empty, relative, with slashes, inside the top level.
+// empty, relative, with slashes, inside the top level, and nowhere in a
+// .git: git never commits one, and a .git/config staged on the API node
+// would be obeyed (core.fsmonitor runs a command) by any git run there.
 func validSnapshotPath(p string) bool {
-	return p != "" && p != "." && !strings.ContainsRune(p, '\\') && !path.IsAbs(p) &&
-		path.Clean(p) == p && p != ".." && !strings.HasPrefix(p, "../") && !strings.ContainsRune(p, 0)
+	if p == "" || p == "." || strings.ContainsRune(p, '\\') || path.IsAbs(p) || path.Clean(p) != p ||
+		p == ".." || strings.HasPrefix(p, "../") || strings.ContainsRune(p, 0) {
+		return false
+	}
+	for part := range strings.SplitSeq(p, "/") {
+		if strings.EqualFold(part, ".git") {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidSnapshotPath is validSnapshotPath for the API node, which stages
