@@ -114,10 +114,12 @@ func TestFleetStartFromACloneTheAPINodeCannotSee(t *testing.T) {
 	}
 	gitIn(t, src, "checkout", "--", ".loop/config")
 
+	began := time.Now()
 	r = f.cloneOnlyLoopctl(src, at, "start", "fleet goal")
 	if r.code != 0 {
 		t.Fatalf("start: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	t.Logf("loopctl start through LOOPD_URL with its snapshot (in a new mount namespace): %v", time.Since(began).Round(time.Millisecond))
 	id := strings.TrimSpace(r.stdout)
 	if _, err := os.Stat(at); !os.IsNotExist(err) {
 		t.Fatalf("the clone's path %s exists outside loopctl's namespace (%v): the test proves nothing", at, err)
