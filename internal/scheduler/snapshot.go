@@ -174,6 +174,9 @@ func (st *staged) namedErr(err error) error {
 	if errors.As(err, &ue) {
 		return err // built with the clone's names already (nameFiles)
 	}
+	if !strings.Contains(err.Error(), st.dir) {
+		return err // kept whole: the API maps some errors by their type
+	}
 	return errors.New(st.named(err.Error()))
 }
 
