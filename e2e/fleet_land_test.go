@@ -141,12 +141,11 @@ func TestFleetLandInClone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The clone's env file (the workspace's pick, .env) sets a variable
-	// the user never trusted for this run: the verification does not run
-	// with it, nor at all.
-	if err := os.WriteFile(filepath.Join(clone, ".env"), []byte("BASH_ENV=/tmp/evil\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// The base branch moves with a change of the env file (the
+	// workspace's pick, .env, committed): the combination's env file is
+	// not the content the user trusted, and the verification does not
+	// run with it, nor at all.
+	commit(".env", "BASH_ENV=/tmp/evil")
 	before, _ := os.ReadFile(ran)
 	if r := land(); r.code != 64 || !strings.Contains(r.stderr, "untrusted_env") {
 		t.Fatalf("land with an untrusted env file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -154,9 +153,10 @@ func TestFleetLandInClone(t *testing.T) {
 	if after, _ := os.ReadFile(ran); !bytes.Equal(before, after) {
 		t.Fatal("verify_command ran with an untrusted env file")
 	}
-	if err := os.Remove(filepath.Join(clone, ".env")); err != nil {
-		t.Fatal(err)
+	if n := worktrees(); n != 1 {
+		t.Fatalf("after a land refused for its env file, the clone has %d worktrees", n)
 	}
+	gitIn(t, clone, "reset", "-q", "--hard", "HEAD~1")
 
 	// 3. The next land cleans up, verifies the combination, and merges.
 	if r := land(); r.code != 0 {

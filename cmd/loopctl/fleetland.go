@@ -318,10 +318,6 @@ func (fl *fleetLand) verify(ctx context.Context, plan *git.LandPlan, res *api.La
 			run.BaseBranch, shortCommit(plan.RunTip)))
 		return nil
 	}
-	env, err := fl.verifyEnv(info, hand)
-	if err != nil {
-		return err
-	}
 	wt := filepath.Join(fl.dir, run.ID+".wt")
 	fl.progress(fmt.Sprintf("%s has moved since the run started (%s → %s): testing the merge of the two, %s, in %s",
 		run.BaseBranch, shortCommit(run.BaseCommit), shortCommit(plan.BaseTip), shortCommit(plan.Combined), wt))
@@ -329,6 +325,10 @@ func (fl *fleetLand) verify(ctx context.Context, plan *git.LandPlan, res *api.La
 		return fmt.Errorf("make a worktree of %s to test the combination in: %w", fl.clone, err)
 	}
 	defer fl.removeWorktree(context.WithoutCancel(ctx))
+	env, err := fl.verifyEnv(info, hand, wt)
+	if err != nil {
+		return err
+	}
 	logPath := filepath.Join(fl.dir, run.ID+"-"+strconv.FormatInt(time.Now().UnixMilli(), 10)+".log")
 	env = append(env, "LOOP_RUN_ID="+run.ID, "LOOP_WORKSPACE="+wt, "LOOP_PHASE=verification",
 		"LOOP_ITERATION="+strconv.Itoa(info.Iteration), "LOOP_CHECKOUT="+fl.clone)
@@ -351,17 +351,18 @@ func (fl *fleetLand) verify(ctx context.Context, plan *git.LandPlan, res *api.La
 
 // verifyEnv is the environment of the land's verification: loopctl's own
 // without what reaches the fleet (the agent's steps never see it either),
-// then the run's env file from the clone — when the workspace picked it,
-// only while its bytes are the ones the user trusted, as a step of the
-// run loads it.
-func (fl *fleetLand) verifyEnv(info api.LocalLand, hand []string) ([]string, error) {
+// then the run's env file as a step of the run loads it: the worktree's
+// (wt, the combination under test: what is committed there), and when
+// the workspace picked it, only while its bytes are the ones the user
+// trusted.
+func (fl *fleetLand) verifyEnv(info api.LocalLand, hand []string, wt string) ([]string, error) {
 	env := fleetEnviron()
 	if info.EnvFile == "" {
 		return env, nil
 	}
 	path := filepath.FromSlash(info.EnvFile)
 	if !filepath.IsAbs(path) {
-		path = filepath.Join(fl.clone, path)
+		path = filepath.Join(wt, path)
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

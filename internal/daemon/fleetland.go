@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -83,7 +82,9 @@ func (d *Daemon) handleLocalLand(w http.ResponseWriter, r *http.Request) {
 	}
 	if cfg.EnvFile != "" {
 		out.EnvFile = cfg.EnvFile
-		if rel, err := filepath.Rel(run.Workspace, cfg.EnvFile); err == nil && !strings.HasPrefix(rel, "..") {
+		// The worktree's, as a step of the run reads it: the file's path
+		// below the workspace, in the land's worktree.
+		if rel, err := filepath.Rel(run.Workspace, cfg.EnvFile); err == nil && filepath.IsLocal(rel) {
 			out.EnvFile = filepath.ToSlash(rel)
 		}
 		// The workspace picked the file (not the user): the
