@@ -48,6 +48,7 @@ type fleet struct {
 	user    *env              // a user with a clone (gitFleetRun)
 	userEnv []string          // the user's LOOPD_URL and LOOPD_TOKEN
 	urls    []string          // per worker, its own store URL when set (a proxy's)
+	config  []string          // more .loop/config lines for gitFleetRun
 }
 
 func newFleet(t *testing.T, n int) *fleet {
