@@ -1268,14 +1268,20 @@ func (c *fleetChaos) sample() {
 	}
 
 	// Live agents, by run and by the worker whose LOOPD_HOME their output
-	// goes to.
-	live := map[string]map[int][]int{}
+	// goes to: a pid from the run's invocation log counts only while its
+	// output is a step log of that run (a pid reused by another process
+	// is not the run's agent).
+	live := map[string][]string{}
 	for _, id := range c.ids {
-		pids := c.f.agents(id)
-		live[id] = map[int][]int{}
-		n := 0
-		for _, pid := range pids[max(0, len(pids)-4):] {
-			if syscall.Kill(pid, 0) != nil || zombie(pid) {
+		b, _ := os.ReadFile(filepath.Join(c.f.ws[id], ".agent-invocations"))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for _, l := range lines[max(0, len(lines)-4):] {
+			fs := strings.Fields(l)
+			if len(fs) != 3 {
+				continue
+			}
+			pid, err := strconv.Atoi(fs[2])
+			if err != nil || syscall.Kill(pid, 0) != nil || zombie(pid) {
 				continue
 			}
 			out, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
@@ -1283,9 +1289,8 @@ func (c *fleetChaos) sample() {
 				continue // it has just exited
 			}
 			for w, e := range c.f.workers {
-				if strings.HasPrefix(out, e.home+string(filepath.Separator)) {
-					live[id][w] = append(live[id][w], pid)
-					n++
+				if strings.HasPrefix(out, filepath.Join(e.home, "runs", id)+string(filepath.Separator)) {
+					live[id] = append(live[id], fmt.Sprintf("pid %d of %s, step %s, output %s", pid, c.f.ids[w], fs[1], filepath.Base(out)))
 					if c.lastAgent[id] == nil {
 						c.lastAgent[id] = map[int]time.Time{}
 					}
@@ -1293,9 +1298,9 @@ func (c *fleetChaos) sample() {
 				}
 			}
 		}
-		c.maxLive = max(c.maxLive, n)
-		if n > 1 {
-			c.violate("two agents", "run %s has %d live agents: %v (by worker index)", id, n, live[id])
+		c.maxLive = max(c.maxLive, len(live[id]))
+		if len(live[id]) > 1 {
+			c.violate("two agents", "run %s has %d live agents: %s", id, len(live[id]), strings.Join(live[id], "; "))
 		}
 	}
 
