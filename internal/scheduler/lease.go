@@ -320,6 +320,38 @@ func (s *Scheduler) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ok := make(map[string]bool, len(renewed))
+	for _, id := range renewed {
+		ok[id] = true
+	}
+	// The leases this renewal did not cover are forgotten, and their
+	// runners fenced, before it counts as a success: a step held at its
+	// gate while renewals were late (awaitLease) goes on as soon as one
+	// succeeds, and in between it found its lost run's lease still held
+	// and started its agent beside the new owner's (a worker resumed after
+	// a freeze; caught by the chaos campaign).
+	var lost []storage.Lease
+	for _, l := range held {
+		if ok[l.RunID] {
+			continue
+		}
+		cur, still := s.lease.epoch(l.RunID)
+		if !still || cur != l.Epoch {
+			continue // claimed again or released meanwhile
+		}
+		s.lease.forget(l.RunID, l.Epoch)
+		lost = append(lost, l)
+	}
+	for _, l := range lost {
+		if r := s.runner(l.RunID); r != nil && r.epoch == l.Epoch {
+			run, _ := s.store.Run(ctx, l.RunID)
+			if run.Status == api.RunRunning {
+				s.log.Warn("lease lost: stopping the run's agent", zap.String("run", l.RunID), zap.Int64("epoch", l.Epoch),
+					zap.String("now_worker", run.Worker))
+				r.fence(errLeaseLost)
+			}
+		}
+	}
 	// The lease runs from when the statement ran, which is after sent:
 	// counting from sent keeps the deadline on the safe side.
 	if err := s.writeDeadline(sent.Add(s.lease.f.TTL - s.lease.f.FenceMargin)); err != nil {
@@ -333,28 +365,6 @@ func (s *Scheduler) renew(ctx context.Context) error {
 	}
 	s.lease.mu.Unlock()
 	s.checkpointUsage(ctx)
-	ok := make(map[string]bool, len(renewed))
-	for _, id := range renewed {
-		ok[id] = true
-	}
-	for _, l := range held {
-		if ok[l.RunID] {
-			continue
-		}
-		cur, still := s.lease.epoch(l.RunID)
-		if !still || cur != l.Epoch {
-			continue // claimed again or released meanwhile
-		}
-		s.lease.forget(l.RunID, l.Epoch)
-		if r := s.runner(l.RunID); r != nil && r.epoch == l.Epoch {
-			run, _ := s.store.Run(ctx, l.RunID)
-			if run.Status == api.RunRunning {
-				s.log.Warn("lease lost: stopping the run's agent", zap.String("run", l.RunID), zap.Int64("epoch", l.Epoch),
-					zap.String("now_worker", run.Worker))
-				r.fence(errLeaseLost)
-			}
-		}
-	}
 	return nil
 }
 
