@@ -22,6 +22,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/daemon"
 	"github.com/loopd/loopd/internal/daemonconf"
+	"github.com/loopd/loopd/internal/homeguard"
 )
 
 // Exit codes of loopd.
@@ -154,8 +155,8 @@ func run(args []string) int {
 		OnActiveRuns: onActive,
 	})
 	var (
-		locked *daemon.LockedError
-		unsafe *daemon.HomeOwnerError
+		locked *homeguard.LockedError
+		unsafe *homeguard.OwnerError
 	)
 	switch {
 	case err == nil:
