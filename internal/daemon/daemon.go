@@ -32,6 +32,7 @@ import (
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
 	"github.com/loopd/loopd/internal/tcpguard"
+	"github.com/loopd/loopd/internal/tokens"
 )
 
 // Options configure the daemon.
@@ -103,6 +104,7 @@ type Daemon struct {
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
 
 	lander *landing.Lander // land, diff and clean of runs' branches and worktrees
+	tokens *tokens.Service // users' bearer tokens (api_tokens)
 
 	stepGap prometheus.Histogram // loopd_step_gap_seconds (metrics.NewStepGap)
 
@@ -172,6 +174,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("read event log: %w", err)
 	}
+	d.tokens = tokens.New(d.store, d.log)
 	d.bus = events.NewBus(seq)
 	d.busStart = seq
 	d.store.SetNotifyRuns(d.bus.PublishRuns)
