@@ -68,29 +68,116 @@ func problems(err error) []string {
 // should know about the run (no verification, no cost cap, a dirty
 // checkout); they are in the RUN_CREATED payload too.
 func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
-	run, warnings, err := s.createRun(ctx, req)
-	return run, warnings, err
+	ws, err := s.startWorkspace(ctx, req.Workspace)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	in, err := loadStartConfig(ws, req)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	cfg := &in.Config
+	// A backlog run (a task list) is read here, once: the tasks stored
+	// are the bytes the trust check below hashes.
+	bl, err := s.prepareBacklog(ctx, ws, cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	goal, err := startGoal(*cfg, bl)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	file, full, stopData, err := startConditions(ws, *cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	run, err := newPendingRun(req.Name, ws, goal, cfg, file)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	commonDir, warnings, err := s.isolate(ctx, &run, *cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	if err := fleetSource(&run, req); err != nil {
+		return storage.Run{}, nil, err
+	}
+	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
+		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
+	}
+	// After isolate: a worktree run's agent reads the agents' own files
+	// (.claude/settings.json…) as committed in its base commit, so those
+	// are the ones checked.
+	in.Context, in.StopData = ctx, stopData
+	if run.Isolation == string(config.IsolationWorktree) {
+		in.AgentCommit = run.BaseCommit
+	}
+	if bl != nil {
+		in.TasksFile, in.TasksData = cfg.TasksFile, bl.data
+	}
+	envTrust, err := s.checkTrust(ctx, in)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	if bl != nil {
+		// tasks_command runs only now: a command from the workspace's
+		// config runs once the user has trusted it.
+		if err := bl.read(ctx, ws, *cfg); err != nil {
+			return storage.Run{}, nil, err
+		}
+		run.Kind = storage.KindBacklog
+	}
+	// After the trust check: the PATH an untrusted env file sets says
+	// nothing until the user has reviewed it.
+	if err := checkAgentAtStart(*cfg, ws); err != nil {
+		return storage.Run{}, nil, err
+	}
+	warnings = append(warnings, startWarnings(*cfg, full)...)
+	// The event has every warning; the response gets the unpriced budget
+	// from Describe, which says it as long as it holds.
+	recorded := warnings
+	if w := unpricedBudget(*cfg, full); w != "" {
+		recorded = append(recorded[:len(recorded):len(recorded)], w)
+	}
+	if err := s.insertRun(ctx, run, recorded, commonDir, bl, envTrust); err != nil {
+		return storage.Run{}, nil, err
+	}
+	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws), zap.String("isolation", run.Isolation))
+	s.Wake()
+	created, err := s.store.Run(ctx, run.ID)
+	return created, warnings, err
 }
 
-func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
-	ws, err := resolveWorkspace(req.Workspace)
+// startWorkspace resolves the workspace a start names, as loopctl
+// resolves it (a client that sent a subdirectory gets the same workspace
+// as one that resolved it first), and refuses one that is another run's
+// worktree. A .loop that is not the user's is refused here, not passed
+// over silently: it would make another user's directory the workspace.
+func (s *Scheduler) startWorkspace(ctx context.Context, given string) (string, error) {
+	ws, err := resolveWorkspace(given)
 	if err != nil {
-		return storage.Run{}, nil, err
+		return "", err
 	}
-	// Resolved as loopctl resolves it (a client that sent a subdirectory
-	// gets the same workspace as one that resolved it first).
-	// A .loop that is not the user's is refused here, not passed over
-	// silently: it would make another user's directory the workspace.
 	resolved, err := workspace.ResolveChecked(ctx, ws)
 	if err != nil {
-		return storage.Run{}, nil, &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
+		return "", &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
 	}
 	if ws, err = resolveWorkspace(resolved); err != nil {
-		return storage.Run{}, nil, err
+		return "", err
 	}
 	if err := s.refuseRunWorktree(ctx, ws); err != nil {
-		return storage.Run{}, nil, err
+		return "", err
 	}
+	return ws, nil
+}
+
+// loadStartConfig loads a start's config from every layer, the request's
+// flags last, and returns it as the trust check's inputs (the bytes of
+// .loop/config it was built from, the sets). A backlog's goal is
+// optional (each task brings its own): a config whose only problem is the
+// missing goal loads with the backlog's default one, when it is a
+// backlog.
+func loadStartConfig(ws string, req api.CreateRunRequest) (trust.Inputs, error) {
 	// Flags are the last layer, after --set: the goal given on the command
 	// line wins over prompt/prompt_file from any file.
 	sets := append([]string(nil), req.Set...)
@@ -115,9 +202,6 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	cfg, err := config.Load(opts)
 	if err != nil && strings.TrimSpace(req.Goal) == "" {
-		// A backlog's goal is optional (each task brings its own): a
-		// config whose only problem is the missing goal loads with the
-		// backlog's default one, when it is a backlog.
 		retry := opts
 		retry.Sets = append(slices.Clip(opts.Sets), "prompt="+config.QuoteValue(backlogGoal))
 		if c2, err2 := config.Load(retry); err2 == nil && (c2.TasksFile != "" || c2.TasksCommand != "") {
@@ -125,111 +209,87 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 		}
 	}
 	if err != nil {
-		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
+		return trust.Inputs{}, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
-	// A backlog run (a task list) is read here, once: the tasks stored
-	// are the bytes the trust check below hashes.
-	bl, err := s.prepareBacklog(ctx, ws, &cfg)
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
+	return trust.Inputs{Workspace: ws, Config: cfg, Sets: sets,
+		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData}, nil
+}
+
+// startGoal is a new run's goal: the prompt, else prompt_file's content,
+// else a backlog's default goal; none is an *InputError.
+func startGoal(cfg config.Config, bl *newBacklog) (string, error) {
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
+		var err error
 		if goal, err = readPromptFile("", cfg.PromptFile); err != nil {
-			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
+			return "", &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
 	}
 	if goal == "" && bl != nil {
 		goal = bl.defaultGoal()
 	}
 	if goal == "" {
-		return storage.Run{}, nil, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
+		return "", &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
 	}
-	file, stopData, err := readStopFile(cfg)
+	return goal, nil
+}
+
+// startConditions reads a start's stop file and validates it with the
+// shorthands merged in: file is what is stored, full what is evaluated,
+// data the bytes the trust check hashes.
+func startConditions(ws string, cfg config.Config) (file, full stop.Set, data []byte, err error) {
+	file, data, err = readStopFile(cfg)
 	if err != nil {
-		return storage.Run{}, nil, err
+		return stop.Set{}, stop.Set{}, nil, err
 	}
-	full := shorthandsOf(cfg).Set()
+	full = shorthandsOf(cfg).Set()
 	full.Merge(file)
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
-		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
+		return stop.Set{}, stop.Set{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
-	// The goal is stored, shown and sent to the model: a secret pasted
-	// into it, or read from a file that holds one, is redacted like the
-	// steps' output. (The frozen config holds a goal given as text too.)
-	secrets := secretsOf(cfg)
+	return file, full, data, nil
+}
+
+// newPendingRun is the row of a new run, its config frozen. The goal is
+// stored, shown and sent to the model: a secret pasted into it, or read
+// from a file that holds one, is redacted like the steps' output (the
+// frozen config holds a goal given as text too, so cfg.Prompt is
+// redacted in place).
+func newPendingRun(name, ws, goal string, cfg *config.Config, file stop.Set) (storage.Run, error) {
+	secrets := secretsOf(*cfg)
 	goal, cfg.Prompt = secrets.String(goal), secrets.String(cfg.Prompt)
-	cfgJSON, err := json.Marshal(cfg)
+	cfgJSON, err := json.Marshal(*cfg)
 	if err != nil {
-		return storage.Run{}, nil, fmt.Errorf("encode config: %w", err)
+		return storage.Run{}, fmt.Errorf("encode config: %w", err)
 	}
 	condJSON, err := json.Marshal(file)
 	if err != nil {
-		return storage.Run{}, nil, fmt.Errorf("encode conditions: %w", err)
+		return storage.Run{}, fmt.Errorf("encode conditions: %w", err)
 	}
-	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
-		Conditions: string(condJSON), Status: api.RunPending}
-	commonDir, warnings, err := s.isolate(ctx, &run, cfg)
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
-	if err := fleetSource(&run, req); err != nil {
-		return storage.Run{}, nil, err
-	}
-	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
-		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
-	}
-	// After isolate: a worktree run's agent reads the agents' own files
-	// (.claude/settings.json…) as committed in its base commit, so those
-	// are the ones checked.
-	in := trust.Inputs{Workspace: ws, Config: cfg, Sets: sets, Context: ctx,
-		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData}
-	if run.Isolation == string(config.IsolationWorktree) {
-		in.AgentCommit = run.BaseCommit
-	}
-	if bl != nil {
-		in.TasksFile, in.TasksData = cfg.TasksFile, bl.data
-	}
-	envTrust, err := s.checkTrust(ctx, in)
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
-	if bl != nil {
-		// tasks_command runs only now: a command from the workspace's
-		// config runs once the user has trusted it.
-		if err := bl.read(ctx, ws, cfg); err != nil {
-			return storage.Run{}, nil, err
-		}
-		run.Kind = storage.KindBacklog
-	}
-	// After the trust check: the PATH an untrusted env file sets says
-	// nothing until the user has reviewed it.
-	if err := checkAgentAtStart(cfg, ws); err != nil {
-		return storage.Run{}, nil, err
-	}
-	warnings = append(warnings, startWarnings(cfg, full)...)
-	// The event has every warning; the response gets the unpriced budget
-	// from Describe, which says it as long as it holds.
-	recorded := warnings
-	if w := unpricedBudget(cfg, full); w != "" {
-		recorded = append(recorded[:len(recorded):len(recorded)], w)
-	}
-	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
+	return storage.Run{ID: newID(), Name: name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
+		Conditions: string(condJSON), Status: api.RunPending}, nil
+}
+
+// insertRun writes a new run in one transaction with its RUN_CREATED
+// event (warnings in its payload), the git objects a worktree run will
+// create, a backlog's tasks and the env trust it waits for.
+func (s *Scheduler) insertRun(ctx context.Context, run storage.Run, warnings []string, commonDir string, bl *newBacklog, envTrust string) error {
+	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": run.Workspace, "isolation": run.Isolation,
 		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
-		"warnings": recorded}
+		"warnings": warnings}
 	if run.RepoURL != "" {
 		payload["repo_url"] = run.RepoURL
 	}
 	if run.CreatedBy != "" {
 		payload["created_by"] = run.CreatedBy
 	}
-	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+	return s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
 			// Checked in the inserting transaction (one writer, BEGIN
 			// IMMEDIATE): of two racing starts exactly one wins.
-			active, err := tx.ActiveInPlaceRun(ws, "")
+			active, err := tx.ActiveInPlaceRun(run.Workspace, "")
 			if err == nil {
-				return busyWorkspace(ws, active)
+				return busyWorkspace(run.Workspace, active)
 			}
 			if !errors.Is(err, storage.ErrNotFound) {
 				return err
@@ -261,13 +321,6 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 		}
 		return nil
 	})
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
-	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws), zap.String("isolation", run.Isolation))
-	s.Wake()
-	created, err := s.store.Run(ctx, run.ID)
-	return created, warnings, err
 }
 
 func loadStopFile(cfg config.Config) (stop.Set, error) {
