@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loopd/loopd/internal/daemon"
+	"github.com/loopd/loopd/internal/fleet"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -41,7 +41,7 @@ func addFleetFlags(fs *flag.FlagSet) *fleetFlags {
 
 // options checks the fleet flags and returns the daemon's fleet settings:
 // nil without --store, where giving any of the others is a mistake.
-func (f *fleetFlags) options(fs *flag.FlagSet, home string) (*daemon.Fleet, error) {
+func (f *fleetFlags) options(fs *flag.FlagSet, home string) (*fleet.Node, error) {
 	if *f.store == "" {
 		var given []string
 		fs.Visit(func(fl *flag.Flag) {
@@ -80,7 +80,7 @@ func (f *fleetFlags) options(fs *flag.FlagSet, home string) (*daemon.Fleet, erro
 		}
 		id = host + ":" + home
 	}
-	return &daemon.Fleet{Store: *f.store, Worker: *f.worker, WorkerID: id, LeaseTTL: *f.leaseTTL, Heartbeat: hb,
+	return &fleet.Node{Store: *f.store, Worker: *f.worker, WorkerID: id, LeaseTTL: *f.leaseTTL, Heartbeat: hb,
 		FenceMargin: *f.fenceMargin, DrainTimeout: *f.drainTimeout}, nil
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/dashsource"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/fleet"
 	"github.com/loopd/loopd/internal/homeguard"
 	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/metrics"
@@ -69,8 +70,8 @@ type Options struct {
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
 	// Fleet, when set, stores everything in a shared PostgreSQL database
-	// and makes the daemon a fleet worker or API node (fleet.go).
-	Fleet *Fleet
+	// and makes the daemon a fleet worker or API node (docs/fleet.md).
+	Fleet *fleet.Node
 	// FollowPoll is how often a node on a PostgreSQL store re-reads the
 	// event log when no notification came (storage.DefaultFollowPoll).
 	FollowPoll time.Duration
@@ -292,7 +293,9 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	g.Go(func() error { return d.notify.Run(schedCtx) })
 	// Every node on PostgreSQL wakes its followers on the other nodes'
 	// commits too.
-	g.Go(func() error { return d.followFleet(schedCtx, d.busStart) })
+	g.Go(func() error {
+		return fleet.Follow(schedCtx, d.store, d.busStart, d.opts.FollowPoll, d.bus.PublishRuns, d.log.Named("follow"))
+	})
 	for _, s := range []struct {
 		srv *http.Server
 		l   net.Listener
