@@ -43,7 +43,7 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if err := d.taskRunRefusal(r, run.ID, "land", "`loopctl land BACKLOG` once the backlog has ended"); err != nil {
+	if err := d.sched.TaskRunRefusal(r.Context(), run.ID, "land", "`loopctl land BACKLOG` once the backlog has ended"); err != nil {
 		d.fail(w, r, err)
 		return
 	}

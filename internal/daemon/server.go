@@ -343,7 +343,7 @@ func (d *Daemon) handleStop(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 	d.command(w, r, &struct{}{}, func(id string) error {
-		if err := d.taskRunRefusal(r, id, "pause", "`loopctl pause BACKLOG`"); err != nil {
+		if err := d.sched.TaskRunRefusal(r.Context(), id, "pause", "`loopctl pause BACKLOG`"); err != nil {
 			return err
 		}
 		return d.sched.Pause(r.Context(), id)
@@ -353,7 +353,7 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
-		if err := d.taskRunRefusal(r, id, "resume", "`loopctl resume BACKLOG`, or `loopctl tasks BACKLOG --retry ID` for a blocked task"); err != nil {
+		if err := d.sched.TaskRunRefusal(r.Context(), id, "resume", "`loopctl resume BACKLOG`, or `loopctl tasks BACKLOG --retry ID` for a blocked task"); err != nil {
 			return err
 		}
 		if d.sessionOnly(r) {
