@@ -1,0 +1,255 @@
+package scheduler
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/landing"
+	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
+)
+
+// backlogWorld is a harness whose scheduler runs for real (claims,
+// coordinator passes, lands) over a git checkout, with the fake executor
+// standing in for the agent: each step writes what bySpec says into its
+// task run's worktree and ends.
+type backlogWorld struct {
+	*harness
+	checkout string
+	commits  chan struct{}
+	stopped  chan error
+	cancel   context.CancelFunc
+}
+
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func newBacklogWorld(t *testing.T, step func(spec supervise.Spec) fakeStep) *backlogWorld {
+	t.Helper()
+	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.org")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.org")
+	fx := newFakeExec(t, nil)
+	fx.bySpec = step
+	h := newHarness(t, fx)
+	h.s.SetLander(landing.New(landing.Options{Store: h.store, Home: h.s.opts.Home, Verifier: h.s, Logger: zap.NewNop(),
+		Grace: time.Second, PRCommands: h.s, PRTasks: h.s.PRTasks}))
+	w := &backlogWorld{harness: h, checkout: filepath.Join(t.TempDir(), "repo"), commits: make(chan struct{}, 1)}
+	gitIn(t, filepath.Dir(w.checkout), "init", "-q", "-b", "main", w.checkout)
+	if err := os.WriteFile(filepath.Join(w.checkout, "README"), []byte("project\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, w.checkout, "add", "-A")
+	gitIn(t, w.checkout, "commit", "-q", "-m", "project")
+	h.store.SetNotifyRuns(func(int64, []string) {
+		select {
+		case w.commits <- struct{}{}:
+		default:
+		}
+	})
+	return w
+}
+
+// run starts the scheduler; it stops at the test's end.
+func (w *backlogWorld) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel, w.stopped = cancel, make(chan error, 1)
+	go func() { w.stopped <- w.s.Run(ctx) }()
+	w.t.(*testing.T).Cleanup(func() {
+		cancel()
+		if err := <-w.stopped; err != nil {
+			w.t.Errorf("scheduler: %v", err)
+		}
+	})
+}
+
+// writeTasks writes the task list into the checkout (not committed: the
+// list is read once, at start) and returns its path.
+func (w *backlogWorld) writeTasks(list string) string {
+	w.t.Helper()
+	path := filepath.Join(w.checkout, "PLAN.md")
+	if err := os.WriteFile(path, []byte(list), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	return path
+}
+
+func (w *backlogWorld) tasks(id string) map[string]api.Task {
+	w.t.Helper()
+	run, err := w.store.Run(context.Background(), id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	bt, err := w.s.BacklogTasks(context.Background(), run)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]api.Task{}
+	for _, task := range bt.Tasks {
+		out[task.ID] = task
+	}
+	return out
+}
+
+// promptOf is the prompt a step was given ("" when none could be read).
+func promptOf(spec supervise.Spec) string {
+	b, _ := os.ReadFile(envValue(spec.Env, "LOOP_PROMPT_FILE"))
+	return string(b)
+}
+
+// taskWork is a step that writes a file named after its task run's
+// worktree (so no two tasks touch the same file) and promises completion.
+func taskWork(spec supervise.Spec) fakeStep {
+	return fakeStep{output: "did it\n<promise>COMPLETE</promise>\n",
+		files: map[string]string{"work-" + filepath.Base(spec.Dir) + ".txt": "done\n"}}
+}
+
+// A backlog runs its ready tasks as task runs, each in a worktree from
+// the integration branch; lands each COMPLETED one into that branch (a
+// task that waits for another starts only once it landed) and completes
+// when every task is done. The integration branch then holds every
+// task's work; the user's checkout is untouched.
+func TestBacklogRunsLandsAndCompletes(t *testing.T) {
+	w := newBacklogWorld(t, taskWork)
+	plan := w.writeTasks("- [ ] Add the parser {#parse}\n  Parse it.\n- [ ] Add the printer {#print}\n" +
+		"- [ ] Wire them (after #parse, #print) {#wire}\n- [x] Set up the repository {#setup}\n")
+	run, _, err := w.s.CreateRun(context.Background(), api.CreateRunRequest{Workspace: w.checkout, TasksFile: plan,
+		Set: []string{"agent=command", "agent_command=agent", "max_iterations=3"}})
+	if err != nil {
+		t.Fatalf("create the backlog: %v", err)
+	}
+	if run.Kind != storage.KindBacklog || run.Isolation != "worktree" {
+		t.Fatalf("backlog run: kind %q isolation %q; want a backlog in a worktree", run.Kind, run.Isolation)
+	}
+	w.run()
+	waitEnded(t, w.harness, w.commits, run.ID)
+	ended, err := w.store.Run(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := w.tasks(run.ID)
+	if ended.Status != api.RunCompleted {
+		t.Fatalf("backlog ended %s (%s); tasks %+v", ended.Status, ended.Reason, tasks)
+	}
+	for _, id := range []string{"parse", "print", "wire", "setup"} {
+		if tasks[id].State != storage.TaskDone {
+			t.Errorf("task %s is %s, want done: %+v", id, tasks[id].State, tasks[id])
+		}
+	}
+	// Every task's work is on the integration branch, one file a task run.
+	files := gitIn(t, w.checkout, "ls-tree", "--name-only", ended.Branch)
+	if n := strings.Count(files, "work-"); n != 3 {
+		t.Errorf("the integration branch %s holds %d tasks' work, want 3:\n%s", ended.Branch, n, files)
+	}
+	if got := gitIn(t, w.checkout, "status", "--porcelain", "--untracked-files=no"); got != "" {
+		t.Errorf("the user's checkout changed: %s", got)
+	}
+	// wire started after both of its dependencies landed.
+	var wireRun storage.Run
+	if wireRun, err = w.store.Run(context.Background(), tasks["wire"].Run); err != nil {
+		t.Fatalf("wire's task run: %v", err)
+	}
+	for _, dep := range []string{"parse", "print"} {
+		depRun, err := w.store.Run(context.Background(), tasks[dep].Run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if depRun.CreatedAt > wireRun.CreatedAt {
+			t.Errorf("wire's task run was created before %s's", dep)
+		}
+	}
+	// A task run is refused a land of its own; a backlog names itself.
+	if err := w.s.TaskRunRefusal(context.Background(), wireRun.ID, "land", "`loopctl land BACKLOG`"); !api.IsCode(err, api.CodeConflict) ||
+		!strings.Contains(err.Error(), "loopctl land "+run.ID) {
+		t.Errorf("TaskRunRefusal of a task run = %v; want a conflict naming the backlog", err)
+	}
+	if err := w.s.TaskRunRefusal(context.Background(), run.ID, "land", "x"); err != nil {
+		t.Errorf("TaskRunRefusal of the backlog itself = %v", err)
+	}
+	if b, err := w.s.BacklogOf(context.Background(), wireRun); err != nil || b.ID != run.ID {
+		t.Errorf("BacklogOf(a task run) = %s, %v; want the backlog", b.ID, err)
+	}
+}
+
+// A task whose run fails is blocked and the task that waits for it is
+// skipped; the backlog ends once nothing can run. A retry (with a setting
+// changed) re-opens both and resumes the backlog, which then completes.
+func TestBacklogBlockedTaskRetried(t *testing.T) {
+	var fixed atomic.Bool
+	w := newBacklogWorld(t, func(spec supervise.Spec) fakeStep {
+		if !fixed.Load() && strings.Contains(promptOf(spec), "Add the parser") {
+			return fakeStep{code: 1, output: "cannot parse\n"}
+		}
+		return taskWork(spec)
+	})
+	plan := w.writeTasks("- [ ] Add the parser {#parse}\n- [ ] Wire it (after #parse) {#wire}\n- [ ] Docs {#docs}\n")
+	run, _, err := w.s.CreateRun(context.Background(), api.CreateRunRequest{Workspace: w.checkout, TasksFile: plan,
+		Set: []string{"agent=command", "agent_command=agent", "max_iterations=2"}})
+	if err != nil {
+		t.Fatalf("create the backlog: %v", err)
+	}
+	w.run()
+	waitEnded(t, w.harness, w.commits, run.ID)
+	tasks := w.tasks(run.ID)
+	if tasks["parse"].State != storage.TaskBlocked || tasks["wire"].State != storage.TaskSkipped || tasks["docs"].State != storage.TaskDone {
+		t.Fatalf("after parse failed: parse %s, wire %s, docs %s; want blocked, skipped, done", tasks["parse"].State,
+			tasks["wire"].State, tasks["docs"].State)
+	}
+	if tasks["parse"].Why == "" || !strings.Contains(tasks["wire"].Why, "parse") {
+		t.Errorf("why: parse %q, wire %q; want reasons, wire's naming parse", tasks["parse"].Why, tasks["wire"].Why)
+	}
+	ended, _ := w.store.Run(context.Background(), run.ID)
+	if ended.Status == api.RunCompleted {
+		t.Fatalf("a backlog with a blocked task COMPLETED")
+	}
+	// Refusals change nothing.
+	if _, err := w.s.RetryTask(context.Background(), run.ID, "docs", nil); err == nil || !strings.Contains(err.Error(), "not blocked") {
+		t.Errorf("retry of a done task = %v; want a refusal", err)
+	}
+	if _, err := w.s.RetryTask(context.Background(), run.ID, "nosuch", nil); err == nil || !strings.Contains(err.Error(), "its tasks are") {
+		t.Errorf("retry of an unknown task = %v; want a refusal listing the tasks", err)
+	}
+	if _, err := w.s.RetryTask(context.Background(), run.ID, "parse", []string{"no_such_key=1"}); err == nil {
+		t.Error("retry with an unknown setting was accepted")
+	}
+	if _, err := w.s.RetryTask(context.Background(), tasks["docs"].Run, "parse", nil); err == nil || !strings.Contains(err.Error(), "not a backlog run") {
+		t.Errorf("retry on a task run = %v; want a refusal", err)
+	}
+	fixed.Store(true)
+	bt, err := w.s.RetryTask(context.Background(), run.ID, "parse", []string{"max_iterations=3"})
+	if err != nil {
+		t.Fatalf("retry parse: %v", err)
+	}
+	for _, task := range bt.Tasks {
+		if (task.ID == "parse" || task.ID == "wire") && task.State != storage.TaskPending {
+			t.Errorf("after the retry %s is %s, want pending", task.ID, task.State)
+		}
+	}
+	waitEnded(t, w.harness, w.commits, run.ID)
+	ended, _ = w.store.Run(context.Background(), run.ID)
+	tasks = w.tasks(run.ID)
+	if ended.Status != api.RunCompleted || tasks["parse"].State != storage.TaskDone || tasks["wire"].State != storage.TaskDone {
+		t.Fatalf("after the retry: backlog %s (%s), parse %s, wire %s; want COMPLETED with both done", ended.Status, ended.Reason,
+			tasks["parse"].State, tasks["wire"].State)
+	}
+}
