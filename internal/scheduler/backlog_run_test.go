@@ -253,3 +253,65 @@ func TestBacklogBlockedTaskRetried(t *testing.T) {
 			tasks["parse"].State, tasks["wire"].State)
 	}
 }
+
+// A stop of the backlog holds its running task runs: they are stopped
+// (at once with now) and the backlog is INTERRUPTED; a resume of the
+// backlog resumes the task runs it held, and the backlog completes.
+func TestBacklogStopHoldsItsTaskRunsAndResumeContinuesThem(t *testing.T) {
+	var released atomic.Bool
+	w := newBacklogWorld(t, func(spec supervise.Spec) fakeStep {
+		if !released.Load() {
+			return fakeStep{hold: true}
+		}
+		return taskWork(spec)
+	})
+	plan := w.writeTasks("- [ ] One {#one}\n- [ ] Two {#two}\n")
+	run, _, err := w.s.CreateRun(context.Background(), api.CreateRunRequest{Workspace: w.checkout, TasksFile: plan,
+		Set: []string{"agent=command", "agent_command=agent", "max_iterations=3", "max_parallel_tasks=2"}})
+	if err != nil {
+		t.Fatalf("create the backlog: %v", err)
+	}
+	w.run()
+	for range 2 { // both task runs are in their step
+		select {
+		case <-w.fx.held:
+		case <-t.Context().Done():
+			t.Fatal("the task runs did not start")
+		}
+	}
+	if err := w.s.Stop(context.Background(), run.ID, true); err != nil {
+		t.Fatalf("stop the backlog: %v", err)
+	}
+	waitEnded(t, w.harness, w.commits, run.ID)
+	ended, _ := w.store.Run(context.Background(), run.ID)
+	if ended.Status != api.RunInterrupted || ended.Reason != "user_stop" {
+		t.Fatalf("stopped backlog: %s (%s), want INTERRUPTED (user_stop)", ended.Status, ended.Reason)
+	}
+	tasks := w.tasks(run.ID)
+	waitEnded(t, w.harness, w.commits, tasks["one"].Run, tasks["two"].Run)
+	for _, id := range []string{"one", "two"} {
+		k, _ := w.store.Run(context.Background(), tasks[id].Run)
+		if k.Status != api.RunInterrupted {
+			t.Errorf("task run of %s after the backlog's stop: %s, want INTERRUPTED", id, k.Status)
+		}
+	}
+	held := map[string]string{"one": tasks["one"].Run, "two": tasks["two"].Run}
+	released.Store(true)
+	if err := w.s.Resume(context.Background(), run.ID, nil); err != nil {
+		t.Fatalf("resume the backlog: %v", err)
+	}
+	waitEnded(t, w.harness, w.commits, run.ID)
+	ended, _ = w.store.Run(context.Background(), run.ID)
+	tasks = w.tasks(run.ID)
+	if ended.Status != api.RunCompleted || tasks["one"].State != storage.TaskDone || tasks["two"].State != storage.TaskDone {
+		t.Fatalf("after the resume: backlog %s (%s), one %s, two %s; want COMPLETED, both done", ended.Status, ended.Reason,
+			tasks["one"].State, tasks["two"].State)
+	}
+	// The task runs resumed were the ones the stop held: no new ones.
+	for _, id := range []string{"one", "two"} {
+		k, err := w.store.Run(context.Background(), tasks[id].Run)
+		if tasks[id].Run != held[id] || err != nil || k.Status != api.RunCompleted {
+			t.Errorf("task %s: run %s (%v, %s); want its held run %s, COMPLETED", id, tasks[id].Run, err, k.Status, held[id])
+		}
+	}
+}
