@@ -68,15 +68,49 @@ func problems(err error) []string {
 // should know about the run (no verification, no cost cap, a dirty
 // checkout); they are in the RUN_CREATED payload too.
 func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
-	ws, err := s.startWorkspace(ctx, req.Workspace)
+	run, warnings, err := s.createRun(ctx, req)
+	return run, warnings, err
+}
+
+func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
+	if req.Snapshot == nil {
+		return s.createIn(ctx, req, nil)
+	}
+	// Through LOOPD_URL: the clone is on the sender's machine, its files
+	// in the request (see snapshot.go).
+	if req.RepoURL == "" || req.BaseCommit != req.Snapshot.Commit {
+		return storage.Run{}, nil, &InputError{Msg: "invalid fleet run source; nothing was created",
+			Problems: []string{fmt.Sprintf("a snapshot needs repo_url, and base_commit %q must be the snapshot's commit %q", req.BaseCommit, req.Snapshot.Commit)}}
+	}
+	st, err := s.stage(req.Workspace, req.Snapshot)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
-	in, err := loadStartConfig(ws, req)
+	defer st.remove()
+	run, warnings, err := s.createIn(ctx, req, st)
+	return run, warnings, st.namedErr(err)
+}
+
+// createIn is createRun in the workspace req names, or, when st is not
+// nil, in the staged snapshot of a clone this node cannot see. Each step
+// refuses with an *InputError (or a *StateError) before anything is
+// written; insertRun writes the run at the end, in one transaction.
+func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *staged) (storage.Run, []string, error) {
+	ws, err := s.newRunWorkspace(ctx, req.Workspace, st)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	in, err := loadStartConfig(ws, req, st)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
 	cfg := &in.Config
+	if st != nil && (cfg.TasksFile != "" || cfg.TasksCommand != "") {
+		// Its tasks_command would run here, on the API node, and its
+		// tasks land into a branch of the user's checkout.
+		return storage.Run{}, nil, &InputError{Msg: "a backlog run (a task list) cannot be started through LOOPD_URL yet; nothing was created",
+			Problems: []string{"start it on your own daemon (unset LOOPD_URL), or start its tasks one by one"}}
+	}
 	// A backlog run (a task list) is read here, once: the tasks stored
 	// are the bytes the trust check below hashes.
 	bl, err := s.prepareBacklog(ctx, ws, cfg)
@@ -91,34 +125,34 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
-	run, err := newPendingRun(req.Name, ws, goal, cfg, file)
+	run, err := newPendingRun(req.Name, ws, goal, cfg, file, st)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
-	commonDir, warnings, err := s.isolate(ctx, &run, *cfg)
+	commonDir, warnings, err := s.placeRun(ctx, &run, *cfg, req, st)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
-	if err := fleetSource(&run, req); err != nil {
-		return storage.Run{}, nil, err
-	}
-	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
-		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
-	}
-	// After isolate: a worktree run's agent reads the agents' own files
+	// After placeRun: a worktree run's agent reads the agents' own files
 	// (.claude/settings.json…) as committed in its base commit, so those
 	// are the ones checked.
 	in.Context, in.StopData = ctx, stopData
-	if run.Isolation == string(config.IsolationWorktree) {
+	switch {
+	case st != nil:
+		// The staged files are the commit's already; the parents of the
+		// staging directory are nobody's run.
+		in.UserConfig, in.NoParents = st.userConfig, true
+	case run.Isolation == string(config.IsolationWorktree):
 		in.AgentCommit = run.BaseCommit
 	}
 	if bl != nil {
 		in.TasksFile, in.TasksData = cfg.TasksFile, bl.data
 	}
-	envTrust, err := s.checkTrust(ctx, in)
+	envTrust, err := s.checkTrust(ctx, in, st)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	envTrust = st.named(envTrust)
 	if bl != nil {
 		// tasks_command runs only now: a command from the workspace's
 		// config runs once the user has trusted it.
@@ -133,57 +167,44 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 		return storage.Run{}, nil, err
 	}
 	warnings = append(warnings, startWarnings(*cfg, full)...)
+	for i, w := range warnings {
+		warnings[i] = st.named(w)
+	}
 	// The event has every warning; the response gets the unpriced budget
 	// from Describe, which says it as long as it holds.
 	recorded := warnings
 	if w := unpricedBudget(*cfg, full); w != "" {
 		recorded = append(recorded[:len(recorded):len(recorded)], w)
 	}
-	if err := s.insertRun(ctx, run, recorded, commonDir, bl, envTrust); err != nil {
+	if err := s.insertRun(ctx, run, recorded, commonDir, bl, envTrust, st); err != nil {
 		return storage.Run{}, nil, err
 	}
-	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws), zap.String("isolation", run.Isolation))
+	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", run.Workspace), zap.String("isolation", run.Isolation))
 	s.Wake()
 	created, err := s.store.Run(ctx, run.ID)
 	return created, warnings, err
 }
 
-// startWorkspace resolves the workspace a start names, as loopctl
-// resolves it (a client that sent a subdirectory gets the same workspace
-// as one that resolved it first), and refuses one that is another run's
-// worktree. A .loop that is not the user's is refused here, not passed
-// over silently: it would make another user's directory the workspace.
-func (s *Scheduler) startWorkspace(ctx context.Context, given string) (string, error) {
-	ws, err := resolveWorkspace(given)
-	if err != nil {
-		return "", err
-	}
-	resolved, err := workspace.ResolveChecked(ctx, ws)
-	if err != nil {
-		return "", &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
-	}
-	if ws, err = resolveWorkspace(resolved); err != nil {
-		return "", err
-	}
-	if err := s.refuseRunWorktree(ctx, ws); err != nil {
-		return "", err
-	}
-	return ws, nil
-}
-
 // loadStartConfig loads a start's config from every layer, the request's
 // flags last, and returns it as the trust check's inputs (the bytes of
-// .loop/config it was built from, the sets). A backlog's goal is
+// .loop/config it was built from, the sets). A staged snapshot's files
+// are named inside it, with the sender's user config. A backlog's goal is
 // optional (each task brings its own): a config whose only problem is the
 // missing goal loads with the backlog's default one, when it is a
 // backlog.
-func loadStartConfig(ws string, req api.CreateRunRequest) (trust.Inputs, error) {
+func loadStartConfig(ws string, req api.CreateRunRequest, st *staged) (trust.Inputs, error) {
 	// Flags are the last layer, after --set: the goal given on the command
 	// line wins over prompt/prompt_file from any file.
 	sets := append([]string(nil), req.Set...)
 	for _, kv := range [][2]string{{"prompt_file", req.PromptFile}, {"spec_file", req.SpecFile},
 		{"plan_file", req.PlanFile}, {"stop_file", req.StopFile}, {"tasks_file", req.TasksFile}} {
 		if kv[1] != "" {
+			if st != nil {
+				var err error
+				if kv[1], err = st.inside(kv[0], kv[1]); err != nil {
+					return trust.Inputs{}, err
+				}
+			}
 			sets = append(sets, kv[0]+"="+config.QuoteValue(kv[1]))
 		}
 	}
@@ -194,6 +215,9 @@ func loadStartConfig(ws string, req api.CreateRunRequest) (trust.Inputs, error) 
 	// the trust check hashes. (An unreadable one is left to Load, which
 	// reports it as a config error.)
 	opts := config.LoadOptions{Workspace: ws, Sets: sets}
+	if st != nil {
+		opts.UserConfig = st.userConfig
+	}
 	switch data, err := trust.ReadFile(filepath.Join(ws, config.WorkspaceConfig)); {
 	case err == nil:
 		opts.WorkspaceConfigGiven, opts.WorkspaceConfigData = true, data
@@ -250,12 +274,13 @@ func startConditions(ws string, cfg config.Config) (file, full stop.Set, data []
 	return file, full, data, nil
 }
 
-// newPendingRun is the row of a new run, its config frozen. The goal is
-// stored, shown and sent to the model: a secret pasted into it, or read
-// from a file that holds one, is redacted like the steps' output (the
-// frozen config holds a goal given as text too, so cfg.Prompt is
-// redacted in place).
-func newPendingRun(name, ws, goal string, cfg *config.Config, file stop.Set) (storage.Run, error) {
+// newPendingRun is the row of a new run, its config frozen (with a staged
+// snapshot's paths named as the sender knows them). The goal is stored,
+// shown and sent to the model: a secret pasted into it, or read from a
+// file that holds one, is redacted like the steps' output (the frozen
+// config holds a goal given as text too, so cfg.Prompt is redacted in
+// place).
+func newPendingRun(name, ws, goal string, cfg *config.Config, file stop.Set, st *staged) (storage.Run, error) {
 	secrets := secretsOf(*cfg)
 	goal, cfg.Prompt = secrets.String(goal), secrets.String(cfg.Prompt)
 	cfgJSON, err := json.Marshal(*cfg)
@@ -266,15 +291,40 @@ func newPendingRun(name, ws, goal string, cfg *config.Config, file stop.Set) (st
 	if err != nil {
 		return storage.Run{}, fmt.Errorf("encode conditions: %w", err)
 	}
-	return storage.Run{ID: newID(), Name: name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
-		Conditions: string(condJSON), Status: api.RunPending}, nil
+	return storage.Run{ID: newID(), Name: name, Workspace: ws, Goal: goal, Config: string(st.namedJSON(cfgJSON)),
+		Conditions: string(st.namedJSON(condJSON)), Status: api.RunPending}, nil
+}
+
+// placeRun decides where a new run works: its isolation in the workspace
+// (commonDir is the repository whose worktree and branch it will create),
+// or, for a staged snapshot, a worktree of the worker's mirror, nothing
+// of which is on this node; then the fleet source req names. The warnings
+// say what the user should know of the place (a dirty checkout).
+func (s *Scheduler) placeRun(ctx context.Context, run *storage.Run, cfg config.Config, req api.CreateRunRequest, st *staged) (commonDir string, warnings []string, err error) {
+	if st == nil {
+		if commonDir, warnings, err = s.isolate(ctx, run, cfg); err != nil {
+			return "", nil, err
+		}
+	} else {
+		run.Workspace, run.Isolation = st.name, string(config.IsolationWorktree)
+		run.Worktree, run.Branch, run.BaseBranch = s.WorktreePath(run.ID), "loop/"+shortOf(run.ID), req.BaseBranch
+	}
+	if err := fleetSource(run, req); err != nil {
+		return "", nil, err
+	}
+	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
+		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
+	}
+	return commonDir, warnings, nil
 }
 
 // insertRun writes a new run in one transaction with its RUN_CREATED
-// event (warnings in its payload), the git objects a worktree run will
-// create, a backlog's tasks and the env trust it waits for.
-func (s *Scheduler) insertRun(ctx context.Context, run storage.Run, warnings []string, commonDir string, bl *newBacklog, envTrust string) error {
-	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": run.Workspace, "isolation": run.Isolation,
+// event (warnings in its payload, and a snapshot's manifest, which the
+// worker checks the base commit against), the git objects a worktree run
+// will create here, a backlog's tasks and the env trust it waits for.
+func (s *Scheduler) insertRun(ctx context.Context, run storage.Run, warnings []string, commonDir string, bl *newBacklog, envTrust string, st *staged) error {
+	ws := run.Workspace
+	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
 		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
 		"warnings": warnings}
 	if run.RepoURL != "" {
@@ -283,13 +333,16 @@ func (s *Scheduler) insertRun(ctx context.Context, run storage.Run, warnings []s
 	if run.CreatedBy != "" {
 		payload["created_by"] = run.CreatedBy
 	}
+	if st != nil {
+		payload["snapshot"] = snapshotManifest{Commit: st.commit, Files: st.manifest}
+	}
 	return s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
 			// Checked in the inserting transaction (one writer, BEGIN
 			// IMMEDIATE): of two racing starts exactly one wins.
-			active, err := tx.ActiveInPlaceRun(run.Workspace, "")
+			active, err := tx.ActiveInPlaceRun(ws, "")
 			if err == nil {
-				return busyWorkspace(run.Workspace, active)
+				return busyWorkspace(ws, active)
 			}
 			if !errors.Is(err, storage.ErrNotFound) {
 				return err
@@ -298,7 +351,7 @@ func (s *Scheduler) insertRun(ctx context.Context, run storage.Run, warnings []s
 		if err := tx.InsertRun(run, payload); err != nil {
 			return err
 		}
-		if run.Isolation == string(config.IsolationWorktree) {
+		if run.Isolation == string(config.IsolationWorktree) && commonDir != "" {
 			// Recorded before git creates them (at the run's start): loopd
 			// removes only what it recorded, and a crash in between leaves
 			// a record of what may exist, never an object it forgot.
@@ -321,6 +374,30 @@ func (s *Scheduler) insertRun(ctx context.Context, run storage.Run, warnings []s
 		}
 		return nil
 	})
+}
+
+// newRunWorkspace resolves the workspace a new run is created in: the
+// staged snapshot when st is not nil (the name is the sender's), else ws
+// as loopctl resolves it (a client that sent a subdirectory gets the same
+// workspace as one that resolved it first). A .loop that is not the
+// user's is refused here, not passed over silently: it would make
+// another user's directory the workspace.
+func (s *Scheduler) newRunWorkspace(ctx context.Context, ws string, st *staged) (string, error) {
+	if st != nil {
+		return resolveWorkspace(st.dir)
+	}
+	ws, err := resolveWorkspace(ws)
+	if err != nil {
+		return "", err
+	}
+	resolved, err := workspace.ResolveChecked(ctx, ws)
+	if err != nil {
+		return "", &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
+	}
+	if ws, err = resolveWorkspace(resolved); err != nil {
+		return "", err
+	}
+	return ws, s.refuseRunWorktree(ctx, ws)
 }
 
 func loadStopFile(cfg config.Config) (stop.Set, error) {
