@@ -111,6 +111,28 @@ func (w *backlogWorld) tasks(id string) map[string]api.Task {
 	return out
 }
 
+// waitCompleted waits for the backlog id to end and fails the test
+// unless it COMPLETED with every task in done done; it returns the
+// backlog and its tasks.
+func (w *backlogWorld) waitCompleted(when, id string, done ...string) (storage.Run, map[string]api.Task) {
+	w.t.Helper()
+	waitEnded(w.t.(*testing.T), w.harness, w.commits, id)
+	ended, err := w.store.Run(context.Background(), id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	tasks := w.tasks(id)
+	if ended.Status != api.RunCompleted {
+		w.t.Fatalf("%s: backlog %s (%s), want COMPLETED; tasks %+v", when, ended.Status, ended.Reason, tasks)
+	}
+	for _, t := range done {
+		if tasks[t].State != storage.TaskDone {
+			w.t.Errorf("%s: task %s is %s, want done: %+v", when, t, tasks[t].State, tasks[t])
+		}
+	}
+	return ended, tasks
+}
+
 // promptOf is the prompt a step was given ("" when none could be read).
 func promptOf(spec supervise.Spec) string {
 	b, _ := os.ReadFile(envValue(spec.Env, "LOOP_PROMPT_FILE"))
@@ -142,20 +164,7 @@ func TestBacklogRunsLandsAndCompletes(t *testing.T) {
 		t.Fatalf("backlog run: kind %q isolation %q; want a backlog in a worktree", run.Kind, run.Isolation)
 	}
 	w.run()
-	waitEnded(t, w.harness, w.commits, run.ID)
-	ended, err := w.store.Run(context.Background(), run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks := w.tasks(run.ID)
-	if ended.Status != api.RunCompleted {
-		t.Fatalf("backlog ended %s (%s); tasks %+v", ended.Status, ended.Reason, tasks)
-	}
-	for _, id := range []string{"parse", "print", "wire", "setup"} {
-		if tasks[id].State != storage.TaskDone {
-			t.Errorf("task %s is %s, want done: %+v", id, tasks[id].State, tasks[id])
-		}
-	}
+	ended, tasks := w.waitCompleted("the backlog", run.ID, "parse", "print", "wire", "setup")
 	// Every task's work is on the integration branch, one file a task run.
 	files := gitIn(t, w.checkout, "ls-tree", "--name-only", ended.Branch)
 	if n := strings.Count(files, "work-"); n != 3 {
@@ -245,13 +254,7 @@ func TestBacklogBlockedTaskRetried(t *testing.T) {
 			t.Errorf("after the retry %s is %s, want pending", task.ID, task.State)
 		}
 	}
-	waitEnded(t, w.harness, w.commits, run.ID)
-	ended, _ = w.store.Run(context.Background(), run.ID)
-	tasks = w.tasks(run.ID)
-	if ended.Status != api.RunCompleted || tasks["parse"].State != storage.TaskDone || tasks["wire"].State != storage.TaskDone {
-		t.Fatalf("after the retry: backlog %s (%s), parse %s, wire %s; want COMPLETED with both done", ended.Status, ended.Reason,
-			tasks["parse"].State, tasks["wire"].State)
-	}
+	w.waitCompleted("after the retry", run.ID, "parse", "wire", "docs")
 }
 
 // A stop of the backlog holds its running task runs: they are stopped
@@ -300,13 +303,7 @@ func TestBacklogStopHoldsItsTaskRunsAndResumeContinuesThem(t *testing.T) {
 	if err := w.s.Resume(context.Background(), run.ID, nil); err != nil {
 		t.Fatalf("resume the backlog: %v", err)
 	}
-	waitEnded(t, w.harness, w.commits, run.ID)
-	ended, _ = w.store.Run(context.Background(), run.ID)
-	tasks = w.tasks(run.ID)
-	if ended.Status != api.RunCompleted || tasks["one"].State != storage.TaskDone || tasks["two"].State != storage.TaskDone {
-		t.Fatalf("after the resume: backlog %s (%s), one %s, two %s; want COMPLETED, both done", ended.Status, ended.Reason,
-			tasks["one"].State, tasks["two"].State)
-	}
+	_, tasks = w.waitCompleted("after the resume", run.ID, "one", "two")
 	// The task runs resumed were the ones the stop held: no new ones.
 	for _, id := range []string{"one", "two"} {
 		k, err := w.store.Run(context.Background(), tasks[id].Run)
