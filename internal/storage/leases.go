@@ -228,6 +228,23 @@ func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 	return nil
 }
 
+// LeaseHeld reports whether l is still the run's lease and has not
+// expired on the database's clock: what a worker checks right before an
+// action outside the database that a fenced transaction cannot undo (a
+// push of the run's branch).
+func (s *Store) LeaseHeld(ctx context.Context, l Lease) (bool, error) {
+	if !s.pg {
+		return false, ErrNotFleet
+	}
+	var n int
+	err := s.lease.GetContext(ctx, &n, `SELECT count(*) FROM runs WHERE id = $1 AND lease_owner = $2
+		AND lease_epoch = $3 AND status = 'RUNNING' AND lease_expires_at > `+dbNowMS, l.RunID, l.Owner, l.Epoch)
+	if err != nil {
+		return false, fmt.Errorf("check the lease of %s: %w", l.RunID, err)
+	}
+	return n == 1, nil
+}
+
 // RunnableRuns counts the runs a worker could claim now: what an
 // autoscaler (KEDA's PostgreSQL scaler) scales the fleet on.
 func (s *Store) RunnableRuns(ctx context.Context) (int, error) {
