@@ -30,7 +30,7 @@ func TestStalePushToldFromSomeoneElses(t *testing.T) {
 		return ch.Commit
 	}
 	pushed := ledger("run1", 1, 1, 1) // recorded as pushed by the run
-	ledger("run1", 1, 2, 2) // epoch 1's worker, after it lost the run
+	ledger("run1", 1, 2, 2)           // epoch 1's worker, after it lost the run
 	stale2 := ledger("run1", 1, 3, 3)
 	mine := ledger("run1", 2, 4, 2)
 	gitT(t, wt, "reset", "-q", "--hard", pushed)
