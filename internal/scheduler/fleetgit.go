@@ -169,11 +169,12 @@ func (r *runner) resetRemoteBranch(ctx context.Context, mirror string) {
 }
 
 // holdBeforePushEnv names a test-only hook: when set to a directory, a
-// worker that finds the file hold-<worker-id> there, right before it
-// pushes a run's branch (after its lease check), writes
-// held-<worker-id>-<seq> and waits until the hold file is gone. The
-// end-to-end test of a late push holds a worker there while another
-// takes its run over. Unset (production), it costs one Getenv per push.
+// worker that finds the file hold-<worker-id>-<stage> there writes
+// held-<worker-id>-<stage>-<seq> and waits until the hold file is gone;
+// stage "check" is before its lease check, "push" after it, right before
+// the push of a run's branch. The end-to-end tests of a late push hold a
+// worker there while another takes its run over. Unset (production), it
+// costs one Getenv per push.
 const holdBeforePushEnv = "LOOPD_TEST_HOLD_BEFORE_PUSH"
 
 // staleResets bounds how often one push sets back a late push of a
@@ -192,10 +193,11 @@ func (r *runner) pushChange(ctx context.Context, seq int, commit string) {
 	// branch under the run's new owner. The check and the push are not
 	// atomic (a worker can freeze between them): the owner's set-back
 	// below covers that.
+	r.holdBeforePush(ctx, "check", seq)
 	if !r.mayPush(ctx) {
 		return
 	}
-	r.holdBeforePush(ctx, seq)
+	r.holdBeforePush(ctx, "push", seq)
 	m := git.Mirrors{Dir: filepath.Join(r.s.opts.Home, "mirrors")}
 	mirror := m.Path(r.run.RepoURL)
 	rem := git.Remote{URL: r.run.RepoURL}
@@ -243,16 +245,16 @@ func (r *runner) mayPush(ctx context.Context) bool {
 }
 
 // holdBeforePush is the holdBeforePushEnv test hook.
-func (r *runner) holdBeforePush(ctx context.Context, seq int) {
+func (r *runner) holdBeforePush(ctx context.Context, stage string, seq int) {
 	dir := os.Getenv(holdBeforePushEnv)
 	if dir == "" || r.s.lease == nil {
 		return
 	}
-	hold := filepath.Join(dir, "hold-"+r.s.lease.f.WorkerID)
+	hold := filepath.Join(dir, "hold-"+r.s.lease.f.WorkerID+"-"+stage)
 	if _, err := os.Stat(hold); err != nil {
 		return
 	}
-	_ = atomicfile.Write(filepath.Join(dir, fmt.Sprintf("held-%s-%d", r.s.lease.f.WorkerID, seq)), []byte(r.id+"\n"))
+	_ = atomicfile.Write(filepath.Join(dir, fmt.Sprintf("held-%s-%s-%d", r.s.lease.f.WorkerID, stage, seq)), []byte(r.id+"\n"))
 	for {
 		if _, err := os.Stat(hold); err != nil {
 			return
