@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -291,5 +293,95 @@ func TestFleetWorkerThatLostItsRunDoesNotPush(t *testing.T) {
 	finishLatePush(t, f, id, remote, base, hold2)
 	if log := f.workers[2].daemonLog(); strings.Contains(log, "set back") {
 		t.Errorf("worker 2 had something to set back:\n%s", log)
+	}
+}
+
+// withPassword puts a password into a store URL (the throwaway cluster
+// trusts local connections and never asks for it, so it must only never
+// be shown).
+func withPassword(t *testing.T, store, pw string) string {
+	u, err := neturl.Parse(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(u.User.Username(), pw)
+	return u.String()
+}
+
+// A worker configured by daemon.conf alone — store, worker_id and the
+// lease settings — runs as the flags would make it, and shows its store
+// without the password (daemon status, text and JSON, and its log); a
+// flag wins over the file; a bad fleet key is refused naming file, line
+// and key, and nothing starts.
+func TestFleetDaemonConfKeys(t *testing.T) {
+	f := newFleet(t, 1)
+	const pw = "pw-n0t-for-l0gs"
+	store := withPassword(t, f.url, pw)
+	e := f.workers[0]
+	e.writeDaemonConf(0o600,
+		"store = "+store,
+		"worker_id = conf-worker",
+		"lease_ttl = 15s",
+		"heartbeat = 2s",
+		"fence_margin = 5s",
+		"drain_timeout = 30s")
+	e.startDaemon()
+	info := e.daemonInfo()
+	if info.Worker != "conf-worker" {
+		t.Fatalf("daemon status: worker %q; want the worker conf-worker of daemon.conf", info.Worker)
+	}
+	if !strings.HasPrefix(info.Store, "postgres://") || !strings.Contains(info.Store, "xxxxx") {
+		t.Errorf("daemon status store = %q, want the URL with its password hidden", info.Store)
+	}
+	id := f.notifyingRun(0, "http://127.0.0.1:1/unused")
+	eventually(t, "the run to end on the worker of daemon.conf", 60*time.Second, func() bool { return e.status(id).Status.Terminal() })
+	if r := e.status(id); r.Worker != "conf-worker" {
+		t.Errorf("run %s ran on %q, want conf-worker", id, r.Worker)
+	}
+	for what, out := range map[string]string{
+		"daemon status":        e.must("daemon", "status"),
+		"daemon status --json": e.must("daemon", "status", "--json"),
+		"the daemon's log":     e.daemonLog(),
+	} {
+		if strings.Contains(out, pw) {
+			t.Errorf("%s shows the store's password:\n%s", what, out)
+		}
+	}
+	e.must("daemon", "stop")
+	<-e.exited
+
+	// A flag wins over the file.
+	e.startDaemon("--worker-id", "flag-worker")
+	if got := e.daemonInfo().Worker; got != "flag-worker" {
+		t.Errorf("with --worker-id the worker is %q, want flag-worker", got)
+	}
+	e.must("daemon", "stop")
+	<-e.exited
+
+	// Bad values: exit 64, file:line: key named, the password never quoted.
+	for _, c := range []struct {
+		lines []string
+		args  []string
+		want  string
+	}{
+		{[]string{"store = " + store, "lease_ttl = 10s", "fence_margin = 12s"}, nil, "daemon.conf:3: fence_margin: must be less than the lease TTL"},
+		{[]string{"store = mysql://root:" + pw + "@db/x"}, nil, "daemon.conf:1: store: must be a PostgreSQL URL"},
+		{[]string{"lease_ttl = 20s"}, nil, "daemon.conf:1: lease_ttl need --store"},
+		// The file's margin against the flag's TTL: the file's line named.
+		{[]string{"store = " + store, "fence_margin = 8s"}, []string{"--lease-ttl", "8s"}, "daemon.conf:2: fence_margin must be more than 0 and less than the lease TTL (8s)"},
+	} {
+		e.writeDaemonConf(0o600, c.lines...)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "loopd"), c.args...)
+		cmd.Env = e.environ()
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 64 || !strings.Contains(string(out), c.want) {
+			t.Errorf("loopd with daemon.conf %q = %v\n%s; want exit 64 saying %q", c.lines, err, out, c.want)
+		}
+		if strings.Contains(string(out), pw) {
+			t.Errorf("loopd's refusal quotes the password:\n%s", out)
+		}
 	}
 }
