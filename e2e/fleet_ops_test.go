@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -88,6 +89,13 @@ func (r *countingReceiver) counts() (map[int64]int, int) {
 // iteration and notifies url when it ends.
 func (f *fleet) notifyingRun(i int, url string) string {
 	f.t.Helper()
+	return f.quickRun(i, "notify_webhook="+url, "notify_on=ended")
+}
+
+// quickRun starts, on worker i of f, a run that completes at its first
+// iteration, with more config lines.
+func (f *fleet) quickRun(i int, lines ...string) string {
+	f.t.Helper()
 	e := f.workers[i]
 	ws := filepath.Join(f.t.TempDir(), "ws")
 	for _, d := range []string{ws, filepath.Join(ws, ".loop")} {
@@ -96,7 +104,7 @@ func (f *fleet) notifyingRun(i int, url string) string {
 		}
 	}
 	if err := os.WriteFile(filepath.Join(ws, ".loop", "config"), []byte("agent=command\nagent_command="+scriptedAgent()+
-		"\nmax_iterations=3\nnotify_webhook="+url+"\nnotify_on=ended\n"), 0o644); err != nil {
+		"\nmax_iterations=3\n"+strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte("FAKE_DONE_AT=1\n"), 0o600); err != nil {
@@ -383,5 +391,54 @@ func TestFleetDaemonConfKeys(t *testing.T) {
 		if strings.Contains(string(out), pw) {
 			t.Errorf("loopd's refusal quotes the password:\n%s", out)
 		}
+	}
+}
+
+// A worker that ends a run and dies (kill -9) while the run's
+// postmortem_command runs leaves it to another worker: once the claim
+// expired, a second worker takes the postmortem over, writes the report
+// on its own disk for the command and runs the command — the report is
+// recorded once (one POSTMORTEM_WRITTEN), and the claim is released.
+func TestFleetPostmortemOfALostWorkerIsTakenOver(t *testing.T) {
+	f := newFleet(t, 3)
+	shared := t.TempDir()
+	log, gate := filepath.Join(shared, "ran"), filepath.Join(shared, "go")
+	f.start(1)
+	id := f.quickRun(1, "postmortem_timeout=5s",
+		`postmortem_command=echo "$LOOP_POSTMORTEM" >> `+log+`; while [ ! -f `+gate+` ]; do sleep 0.1; done`)
+	lines := func() []string {
+		b, _ := os.ReadFile(log)
+		return strings.Fields(string(b))
+	}
+	eventually(t, "worker 1 to run the postmortem command", 60*time.Second, func() bool { return len(lines()) == 1 })
+	f.workers[1].killDaemon()
+	f.start(2)
+	// The claim lasts postmortem_timeout + TTL from worker 1's claim; the
+	// next scan of worker 2 after that takes it.
+	eventually(t, "worker 2 to run the command again", 5*time.Second+fleetTTL+fleetScan+30*time.Second, func() bool { return len(lines()) == 2 })
+	got := lines()
+	if !strings.HasPrefix(got[0], f.workers[1].home) || !strings.HasPrefix(got[1], f.workers[2].home) {
+		t.Fatalf("the command ran with the reports %v; want worker 1's, then worker 2's", got)
+	}
+	if _, err := os.Stat(got[1]); err != nil {
+		t.Fatalf("worker 2's report for the command: %v", err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	eventually(t, "worker 2 to release the postmortem", 30*time.Second, func() bool {
+		var owner string
+		return db.QueryRowContext(t.Context(), `SELECT postmortem_owner FROM runs WHERE id = $1`, id).Scan(&owner) == nil && owner == ""
+	})
+	if n := countType(f.workers[2].events(id), "POSTMORTEM_WRITTEN"); n != 1 {
+		t.Fatalf("%d POSTMORTEM_WRITTEN events, want 1", n)
+	}
+	if n := strings.Count(f.workers[2].daemonLog(), "taking over a run's postmortem"); n != 1 {
+		t.Fatalf("worker 2 took the postmortem over %d times, want 1", n)
 	}
 }

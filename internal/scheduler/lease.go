@@ -137,6 +137,9 @@ func (s *Scheduler) claimLeased(ctx context.Context) (time.Time, error) {
 	s.lease.mu.Lock()
 	fenced := s.lease.fenced
 	s.lease.mu.Unlock()
+	if !fenced {
+		s.claimPostmortems(ctx)
+	}
 	if free <= 0 || s.isStopping() || fenced {
 		return next, nil
 	}
@@ -245,7 +248,8 @@ func (s *Scheduler) releaseLeased(r *runner) {
 // recoverLeased is recover for a fleet worker: it re-adopts the runs still
 // leased to it (a restart within the lease), exactly as an embedded daemon
 // adopts its RUNNING runs; runs whose lease expired are claimed like any
-// other. Postmortems are written by the worker that ends a run.
+// other. Postmortems are written by the worker that ends a run, or by
+// any worker's scan when that one was lost first (claimPostmortems).
 func (s *Scheduler) recoverLeased(ctx context.Context) error {
 	if err := s.renew(ctx); err != nil {
 		return fmt.Errorf("reach the store: %w", err)

@@ -131,7 +131,7 @@ func (t *Tx) TransitionRun(tr Transition) error {
 	}
 	// Any change of status makes the postmortem of an earlier ending stale.
 	set := []string{"status = ?", "reason = ?", "description = ?", "condition = ?", "exit_code = ?",
-		"ended_at = ?", "wait_until = ?", "updated_at = ?", "postmortem_at = NULL"}
+		"ended_at = ?", "wait_until = ?", "updated_at = ?", "postmortem_at = NULL", "postmortem_owner = ''"}
 	args := []any{tr.To, tr.Reason, tr.Description, tr.Condition, exit, ended, tr.WaitUntil, t.now}
 	if tr.To == api.RunRunning {
 		set = append(set, "started_at = COALESCE(started_at, ?)")

@@ -12,3 +12,6 @@ ALTER TABLE notifications ADD COLUMN claim_expires_at BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN postmortem_owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN postmortem_epoch BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN postmortem_expires_at BIGINT NOT NULL DEFAULT 0;
+-- What every worker's claim scan looks for: ended runs whose postmortem is
+-- not written, or is held.
+CREATE INDEX runs_postmortem_claimable ON runs (ended_at) WHERE postmortem_at IS NULL OR postmortem_owner <> '';
