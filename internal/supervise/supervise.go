@@ -137,13 +137,30 @@ exit $__loopd_ec`
 // worker's deadline in $__loopd_f passes. It runs in the group (the
 // wrapper's subshell) with no gate and no stdin, and ends with the wrapper
 // ($$ in a subshell is the wrapper's pid) or with the group.
+//
+// It looks at the deadline when it is due, and at least every
+// guardEvery seconds: a worker only ever moves its deadline forward, so
+// the kill comes as soon after the deadline as with a look every second
+// (within a second of it: the deadline and date are whole seconds), and a
+// deadline moved back (a clock set back, a test) is seen within
+// guardEvery. Each look forks date and sleep — /bin/sh is dash on Debian,
+// with neither a clock nor a sleep of its own — and a look every second
+// cost each fleet step about 2 ms of CPU a second (BENCHMARKS.md, "The
+// step overhead, third pass").
 const guard = `( exec 3<&- </dev/null
   while kill -0 $$ 2>/dev/null; do
     __loopd_d=0; read -r __loopd_d <"$__loopd_f" 2>/dev/null
-    [ "$(date +%s)" -lt "${__loopd_d:-0}" ] 2>/dev/null || kill -KILL 0
-    sleep 1
+    __loopd_n=$(date +%s)
+    [ "$__loopd_n" -lt "${__loopd_d:-0}" ] 2>/dev/null || kill -KILL 0
+    __loopd_n=$((__loopd_d - __loopd_n))
+    [ "$__loopd_n" -le ` + guardEvery + ` ] || __loopd_n=` + guardEvery + `
+    sleep "$__loopd_n"
   done ) &
 `
+
+// guardEvery is the longest the guard sleeps between two looks at the
+// deadline, in seconds.
+const guardEvery = "5"
 
 // guardAt is where the guard goes in the wrapper: after the gate, before
 // the commands.
