@@ -87,7 +87,7 @@ func (r *runner) planNext() (*planned, []string, *decision, error) {
 // committed meanwhile makes the next call read again.
 func (r *runner) reloadFlags() error {
 	v, covered := r.s.store.FlagsVersion()
-	if covered && r.flagsKnown && v == r.flagsAt {
+	if r.flagsCurrent(v, covered) {
 		return nil
 	}
 	f, err := r.s.store.RunFlags(r.ctx, r.id)
@@ -98,6 +98,12 @@ func (r *runner) reloadFlags() error {
 	r.run.Status, r.run.StopRequest, r.run.PauseRequest, r.run.UserSignal = f.Status, f.StopRequest, f.PauseRequest, f.UserSignal
 	r.flagsAt, r.flagsKnown = v, covered
 	return nil
+}
+
+// flagsCurrent reports whether the run's flags as reloadFlags last read
+// them are still the database's, by the store's FlagsVersion (v, covered).
+func (r *runner) flagsCurrent(v uint64, covered bool) bool {
+	return covered && r.flagsKnown && v == r.flagsAt
 }
 
 // decision is what happens to the run after an evaluation.

@@ -258,10 +258,16 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 		_ = sqlTx.Rollback()
 		return err
 	}
+	if tx.flags {
+		// Before the commit, so that a transaction that begins after it
+		// sees a new version (the writer connection is free again before
+		// Commit returns), and after it, so that a reader that read the
+		// old flags after the first count reads again. After a failed
+		// commit too: it costs a read.
+		s.flags.Add(1)
+	}
 	err = sqlTx.Commit()
 	if tx.flags {
-		// After the commit (a reader that sees the new version reads the
-		// new flags), and after a failed one too: it costs one read.
 		s.flags.Add(1)
 	}
 	if err != nil {
@@ -284,7 +290,8 @@ func (s *Store) Write(ctx context.Context, fn func(tx *Tx) error) error {
 // covers every writer of the database. A runner reads its run's Flags
 // between every two steps; while the version stays the same, what it read
 // last is still what the database holds, and the read (a statement, some
-// 60 µs of the daemon's CPU per step) can be skipped. It covers every
+// 60 µs of the daemon's CPU per step) can be skipped, also inside a
+// transaction that began after the version was read. It covers every
 // writer of SQLite: one daemon holds the database (its home's lock) and
 // every write goes through its Store. Not PostgreSQL's: other workers and
 // their clients write to it.

@@ -269,6 +269,7 @@ type Process struct {
 	// (CLONE_INTO_CGROUP compares the kill count of the parent's cgroup
 	// with the target's), so the next step would die at its start.
 	killedCgroup bool
+	emptyCgroup  bool // the cgroup was found empty after the leader's exit
 
 	next   string   // Spec.Next
 	gated  bool     // started with Spec.Gated
@@ -584,9 +585,10 @@ func (p *Process) waitChild() {
 	// cgroup.go); one abandoned at its gate does not: its step is started
 	// again under the same tag.
 	handOn := p.opened && !p.killedCgroup && p.next != "" && sameRun(p.tag, p.next)
+	empty := p.emptyCgroup
 	p.mu.Unlock()
 	if p.cgroup != "" {
-		p.releaseCgroup(handOn)
+		p.releaseCgroup(handOn, empty)
 	}
 	close(p.done)
 }
@@ -595,8 +597,8 @@ func (p *Process) waitChild() {
 // have left it, or, when handOn, keeps it for the run's next step: only
 // once nothing is left in it, so that a leftover of this step that is slow
 // to die is never taken for a process of the next.
-func (p *Process) releaseCgroup(handOn bool) {
-	if handOn && emptyCgroup(p.cgroup) {
+func (p *Process) releaseCgroup(handOn, empty bool) {
+	if handOn && (empty || emptyCgroup(p.cgroup)) {
 		fd, err := unix.Open(p.cgroup, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err == nil {
 			offerCgroup(p.next, p.cgroup, fd)
@@ -620,7 +622,10 @@ func (p *Process) killEscaped(sig syscall.Signal) int {
 		if sig == unix.SIGKILL {
 			if populated(p.cgroup) == 0 {
 				// Nothing to kill: and the cgroup stays fit for the run's
-				// next step (see killedCgroup).
+				// next step (see killedCgroup). It can be empty only once
+				// its leader has exited, and then nothing can enter it but
+				// a step this daemon starts in it.
+				p.emptyCgroup = true
 				return 0
 			}
 			if killCgroup(p.cgroup) {
