@@ -318,15 +318,16 @@ func stepCgroup(pid int, tag string) string {
 // for a fleet worker, "loopd-step:<run>:<seq>:e<epoch>", around its seq.
 // ok is false for a tag of another form, whose cgroup is never shared.
 func splitTag(tag string) (head, tail string, ok bool) {
-	f := strings.Split(tag, ":")
-	i := len(f) - 1
-	if i >= 2 && len(f[i]) > 1 && f[i][0] == 'e' && digits(f[i][1:]) {
-		i--
+	// Without allocating: it runs at every step's end.
+	rest := tag
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 && len(rest)-i > 2 && rest[i+1] == 'e' && digits(rest[i+2:]) {
+		tail, rest = rest[i+1:], rest[:i]
 	}
-	if i < 1 || !digits(f[i]) {
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 || !digits(rest[i+1:]) {
 		return "", "", false
 	}
-	return strings.Join(f[:i], ":"), strings.Join(f[i+1:], ":"), true
+	return rest[:i], tail, true
 }
 
 func digits(s string) bool {

@@ -251,6 +251,20 @@ func TestRunCgroupNames(t *testing.T) {
 			t.Errorf("runCgroup(%q, %q) = %v, want %v", tt.name, tt.tag, got, tt.want)
 		}
 	}
+	for _, tt := range []struct{ tag, head, tail string }{
+		{"loopd-step:R:5", "loopd-step:R", ""},
+		{"loopd-step:R:5:e12", "loopd-step:R", "e12"},
+		{"a:1:e2", "a", "e2"},
+		{"x:e5", "", ""},
+		{"loopd-step:test:/tmp/x", "", ""},
+		{"loopd-step:R:5:e", "", ""},
+		{"loopd-step:R:", "", ""},
+	} {
+		head, tail, ok := splitTag(tt.tag)
+		if head != tt.head || tail != tt.tail || ok != (tt.head != "") {
+			t.Errorf("splitTag(%q) = %q, %q, %v; want %q, %q", tt.tag, head, tail, ok, tt.head, tt.tail)
+		}
+	}
 	if !sameRun("loopd-step:R:1", "loopd-step:R:2") || !sameRun("loopd-step:R:1:e4", "loopd-step:R:9:e4") {
 		t.Error("the steps of one run are not of one run")
 	}
