@@ -64,7 +64,8 @@ func TestFleetAgentEnvHasNoCredentials(t *testing.T) {
 
 // gitFleetRun starts an API node (worker 0 of f) and, through LOOPD_URL
 // as a user would, a fleet run from a clone whose origin is a new bare
-// file:// remote; vars go into the clone's .env (ignored by git). It
+// file:// remote; vars go into the clone's .env, committed: the fleet's
+// workers have only what is committed. It
 // returns the run's id, the remote's path and the base commit; f.user
 // and f.userEnv are the user and their LOOPD_URL and LOOPD_TOKEN.
 func (f *fleet) gitFleetRun(vars ...string) (id, remote, base string) {
@@ -76,7 +77,6 @@ func (f *fleet) gitFleetRun(vars ...string) (id, remote, base string) {
 	remote = filepath.Join(t.TempDir(), "remote.git")
 	gitIn(t, t.TempDir(), "init", "-q", "--bare", "-b", "main", remote)
 	u.config("agent=command", "agent_command="+scriptedAgent(), "max_iterations=8")
-	u.writeFile(".gitignore", ".env\n", 0o644)
 	u.fakeAgent(vars...)
 	gitIn(t, u.ws, "init", "-q", "-b", "main")
 	gitIn(t, u.ws, "remote", "add", "origin", "file://"+remote)

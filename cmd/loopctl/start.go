@@ -92,6 +92,33 @@ func (o *startOptions) run(cmd *cobra.Command, args []string) error {
 			return err
 		}
 		req.RepoURL, req.BaseCommit = src.RepoURL, src.BaseCommit
+		if o.Tasks != "" {
+			return usageErrorf("--tasks: a backlog run cannot be started through LOOPD_URL yet; start it on your own daemon (unset LOOPD_URL)")
+		}
+		// The API node cannot see the clone: it gets the files the run is
+		// made of, as committed at the base commit.
+		snap, warnings, err := fleetSnapshot(ctx, ws, src.BaseCommit,
+			snapshotNamed(ws, []string{req.PromptFile, req.SpecFile, req.PlanFile, req.StopFile}, req.Set))
+		if err != nil {
+			return err
+		}
+		if st, err := git.Uncommitted(ctx, ws); err == nil && len(st) > 0 {
+			// The run's own files were checked above; the rest (the
+			// project's code) just does not go with it.
+			warnings = append(warnings, fmt.Sprintf("the clone %s has uncommitted changes (%d files); they are not part of this run, which starts from %s as pushed",
+				ws, len(st), src.BaseCommit[:12]))
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(o.Err, "warning: %s\n", termtext.Quote(w))
+		}
+		req.Snapshot = snap
+		req.BaseBranch, _ = git.Cmd{Dir: ws}.Output(ctx, "symbolic-ref", "--short", "-q", "HEAD")
+		// Named as the API node names the clone: its canonical path,
+		// under which trust is recorded.
+		for _, p := range []*string{&req.PromptFile, &req.SpecFile, &req.PlanFile, &req.StopFile} {
+			*p = canonicalIn(ws, *p)
+		}
+		req.Workspace = canonicalIn(ws, ws)
 	}
 	c, err := o.client(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/termtext"
 )
 
@@ -99,6 +100,29 @@ func (o *trustOptions) run(cmd *cobra.Command, _ []string) error {
 		}
 		if req.TasksFile, err = filepath.Abs(p); err != nil {
 			return usageErrorf("%v", err)
+		}
+	}
+	if o.fleetURL() != "" {
+		// The API node cannot see the clone: it judges, and trusts, the
+		// files as committed at HEAD, which is what a run started from
+		// here is made of.
+		if o.Tasks != "" {
+			return usageErrorf("--tasks: a backlog's task list cannot be trusted through LOOPD_URL yet: backlog runs start on your own daemon (unset LOOPD_URL)")
+		}
+		head, err := git.Cmd{Dir: ws}.Output(ctx, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+		if err != nil || head == "" {
+			return usageErrorf("%s: not a git clone with a commit: through LOOPD_URL a workspace's files are read from its commits", termtext.Quote(ws))
+		}
+		snap, warnings, err := fleetSnapshot(ctx, ws, head, nil)
+		if err != nil {
+			return err
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(o.Err, "warning: %s\n", termtext.Quote(w))
+		}
+		req.Snapshot, req.Workspace = snap, canonicalIn(ws, ws)
+		if !o.JSON {
+			fmt.Fprintf(o.Err, "the files as committed at %s (HEAD), which is what a run started from here is made of\n", head[:12])
 		}
 	}
 	rep, err := c.Trust(ctx, req)

@@ -22,6 +22,10 @@ type TrustRequest struct {
 	// workspace's files (loopctl trust --tasks FILE): a list that names
 	// commands is under trust like .loop/config.
 	TasksFile string `json:"tasks_file,omitempty"`
+	// Snapshot (loopctl through LOOPD_URL) holds the clone's files as
+	// committed at its HEAD: they are judged and trusted instead of
+	// Workspace's, which the API node never reads.
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
 }
 
 // TrustAgent is the command line loopd runs for an agent in a workspace.

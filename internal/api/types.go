@@ -347,6 +347,14 @@ type CreateRunRequest struct {
 	// TasksFile, when set, makes the run a backlog run working through the
 	// task list in that file (docs/backlogs.md).
 	TasksFile string `json:"tasks_file,omitempty"`
+	// BaseBranch is the clone's branch at BaseCommit (loopctl through
+	// LOOPD_URL), for land; empty on a detached HEAD.
+	BaseBranch string `json:"base_branch,omitempty"`
+	// Snapshot, sent with RepoURL and BaseCommit by loopctl through
+	// LOOPD_URL, holds the clone's files at BaseCommit: the API node
+	// builds the run from them and never reads Workspace, which names the
+	// clone on the user's machine.
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
 }
 
 // StopRequest asks for a run to stop: after the current step, or at once.

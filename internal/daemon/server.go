@@ -162,7 +162,47 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 // decode reads a JSON request body strictly: bounded size, no unknown
 // fields, nothing after the value.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, maxBody)
+	return decodeUpTo(w, r, v, maxBody)
+}
+
+// maxSnapshotBody bounds a start or trust request, which through
+// LOOPD_URL carries the clone's files (at most 4 MiB, base64 in JSON).
+const maxSnapshotBody = 8 << 20
+
+// decodeSnapshot decodes a request that may carry a snapshot of a
+// clone's files (start and trust through LOOPD_URL): up to
+// maxSnapshotBody when it does (hasSnapshot, asked once v is decoded),
+// else maxBody as every other request.
+func decodeSnapshot(w http.ResponseWriter, r *http.Request, v any, hasSnapshot func() bool) error {
+	n := &countingReader{r: r.Body}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{n, r.Body}
+	if err := decodeUpTo(w, r, v, maxSnapshotBody); err != nil {
+		return err
+	}
+	if n.n > maxBody && !hasSnapshot() {
+		return &http.MaxBytesError{Limit: maxBody}
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// decodeUpTo is decode with a body of at most limit bytes.
+func decodeUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return err
@@ -248,7 +288,7 @@ func (d *Daemon) handleDaemonStop(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateRunRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeSnapshot(w, r, &req, func() bool { return req.Snapshot != nil }); err != nil {
 		d.fail(w, r, err)
 		return
 	}

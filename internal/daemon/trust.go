@@ -11,7 +11,7 @@ import (
 // handleTrust records a workspace's files as trusted (loopctl trust).
 func (d *Daemon) handleTrust(w http.ResponseWriter, r *http.Request) {
 	var req api.TrustRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeSnapshot(w, r, &req, func() bool { return req.Snapshot != nil }); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -19,7 +19,17 @@ func (d *Daemon) handleTrust(w http.ResponseWriter, r *http.Request) {
 	if req.Show {
 		do = d.sched.ShowTrust // records nothing
 	}
-	if req.TasksFile != "" {
+	switch {
+	case req.Snapshot != nil && req.TasksFile != "":
+		d.fail(w, r, api.Errorf(api.CodeBadRequest, "a task list cannot be trusted through LOOPD_URL yet: backlog runs start on your own daemon"))
+		return
+	case req.Snapshot != nil:
+		// Through LOOPD_URL: the clone's files as committed, never a
+		// path of this node's disk.
+		do = func(ctx context.Context, ws string) (scheduler.TrustResult, error) {
+			return d.sched.TrustSnapshot(ctx, ws, req.Snapshot, !req.Show)
+		}
+	case req.TasksFile != "":
 		do = func(ctx context.Context, ws string) (scheduler.TrustResult, error) {
 			return d.sched.TrustTasks(ctx, ws, req.TasksFile, !req.Show)
 		}

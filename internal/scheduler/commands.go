@@ -73,22 +73,29 @@ func (s *Scheduler) CreateRun(ctx context.Context, req api.CreateRunRequest) (st
 }
 
 func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (storage.Run, []string, error) {
-	ws, err := resolveWorkspace(req.Workspace)
+	if req.Snapshot == nil {
+		return s.createIn(ctx, req, nil)
+	}
+	// Through LOOPD_URL: the clone is on the sender's machine, its files
+	// in the request (see snapshot.go).
+	if req.RepoURL == "" || req.BaseCommit != req.Snapshot.Commit {
+		return storage.Run{}, nil, &InputError{Msg: "invalid fleet run source; nothing was created",
+			Problems: []string{fmt.Sprintf("a snapshot needs repo_url, and base_commit %q must be the snapshot's commit %q", req.BaseCommit, req.Snapshot.Commit)}}
+	}
+	st, err := s.stage(req.Workspace, req.Snapshot)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
-	// Resolved as loopctl resolves it (a client that sent a subdirectory
-	// gets the same workspace as one that resolved it first).
-	// A .loop that is not the user's is refused here, not passed over
-	// silently: it would make another user's directory the workspace.
-	resolved, err := workspace.ResolveChecked(ctx, ws)
+	defer st.remove()
+	run, warnings, err := s.createIn(ctx, req, st)
+	return run, warnings, st.namedErr(err)
+}
+
+// createIn is createRun in the workspace req names, or, when st is not
+// nil, in the staged snapshot of a clone this node cannot see.
+func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *staged) (storage.Run, []string, error) {
+	ws, err := s.newRunWorkspace(ctx, req.Workspace, st)
 	if err != nil {
-		return storage.Run{}, nil, &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
-	}
-	if ws, err = resolveWorkspace(resolved); err != nil {
-		return storage.Run{}, nil, err
-	}
-	if err := s.refuseRunWorktree(ctx, ws); err != nil {
 		return storage.Run{}, nil, err
 	}
 	// Flags are the last layer, after --set: the goal given on the command
@@ -97,6 +104,11 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	for _, kv := range [][2]string{{"prompt_file", req.PromptFile}, {"spec_file", req.SpecFile},
 		{"plan_file", req.PlanFile}, {"stop_file", req.StopFile}, {"tasks_file", req.TasksFile}} {
 		if kv[1] != "" {
+			if st != nil {
+				if kv[1], err = st.inside(kv[0], kv[1]); err != nil {
+					return storage.Run{}, nil, err
+				}
+			}
 			sets = append(sets, kv[0]+"="+config.QuoteValue(kv[1]))
 		}
 	}
@@ -107,6 +119,9 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	// the trust check hashes. (An unreadable one is left to Load, which
 	// reports it as a config error.)
 	opts := config.LoadOptions{Workspace: ws, Sets: sets}
+	if st != nil {
+		opts.UserConfig = st.userConfig
+	}
 	switch data, err := trust.ReadFile(filepath.Join(ws, config.WorkspaceConfig)); {
 	case err == nil:
 		opts.WorkspaceConfigGiven, opts.WorkspaceConfigData = true, data
@@ -126,6 +141,12 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	if err != nil {
 		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
+	}
+	if st != nil && (cfg.TasksFile != "" || cfg.TasksCommand != "") {
+		// Its tasks_command would run here, on the API node, and its
+		// tasks land into a branch of the user's checkout.
+		return storage.Run{}, nil, &InputError{Msg: "a backlog run (a task list) cannot be started through LOOPD_URL yet; nothing was created",
+			Problems: []string{"start it on your own daemon (unset LOOPD_URL), or start its tasks one by one"}}
 	}
 	// A backlog run (a task list) is read here, once: the tasks stored
 	// are the bytes the trust check below hashes.
@@ -167,11 +188,19 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	if err != nil {
 		return storage.Run{}, nil, fmt.Errorf("encode conditions: %w", err)
 	}
-	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(cfgJSON),
-		Conditions: string(condJSON), Status: api.RunPending}
-	commonDir, warnings, err := s.isolate(ctx, &run, cfg)
-	if err != nil {
-		return storage.Run{}, nil, err
+	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(st.namedJSON(cfgJSON)),
+		Conditions: string(st.namedJSON(condJSON)), Status: api.RunPending}
+	var commonDir string
+	var warnings []string
+	if st == nil {
+		if commonDir, warnings, err = s.isolate(ctx, &run, cfg); err != nil {
+			return storage.Run{}, nil, err
+		}
+	} else {
+		// A fleet run is a worktree run of the worker's mirror; nothing
+		// of it is on this node (no git object to record here).
+		run.Workspace, run.Isolation = st.name, string(config.IsolationWorktree)
+		run.Worktree, run.Branch, run.BaseBranch = s.WorktreePath(run.ID), "loop/"+shortOf(run.ID), req.BaseBranch
 	}
 	if err := fleetSource(&run, req); err != nil {
 		return storage.Run{}, nil, err
@@ -184,16 +213,22 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	// are the ones checked.
 	in := trust.Inputs{Workspace: ws, Config: cfg, Sets: sets, Context: ctx,
 		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData}
-	if run.Isolation == string(config.IsolationWorktree) {
+	switch {
+	case st != nil:
+		// The staged files are the commit's already; the parents of the
+		// staging directory are nobody's run.
+		in.UserConfig, in.NoParents = st.userConfig, true
+	case run.Isolation == string(config.IsolationWorktree):
 		in.AgentCommit = run.BaseCommit
 	}
 	if bl != nil {
 		in.TasksFile, in.TasksData = cfg.TasksFile, bl.data
 	}
-	envTrust, err := s.checkTrust(ctx, in)
+	envTrust, err := s.checkTrust(ctx, in, st)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	envTrust = st.named(envTrust)
 	if bl != nil {
 		// tasks_command runs only now: a command from the workspace's
 		// config runs once the user has trusted it.
@@ -208,6 +243,10 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 		return storage.Run{}, nil, err
 	}
 	warnings = append(warnings, startWarnings(cfg, full)...)
+	for i, w := range warnings {
+		warnings[i] = st.named(w)
+	}
+	ws = run.Workspace
 	// The event has every warning; the response gets the unpriced budget
 	// from Describe, which says it as long as it holds.
 	recorded := warnings
@@ -222,6 +261,11 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	}
 	if run.CreatedBy != "" {
 		payload["created_by"] = run.CreatedBy
+	}
+	if st != nil {
+		// What the run was built from: the worker checks that the base
+		// commit holds exactly these files before anything of it runs.
+		payload["snapshot"] = snapshotManifest{Commit: st.commit, Files: st.manifest}
 	}
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
@@ -238,7 +282,7 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 		if err := tx.InsertRun(run, payload); err != nil {
 			return err
 		}
-		if run.Isolation == string(config.IsolationWorktree) {
+		if run.Isolation == string(config.IsolationWorktree) && commonDir != "" {
 			// Recorded before git creates them (at the run's start): loopd
 			// removes only what it recorded, and a crash in between leaves
 			// a record of what may exist, never an object it forgot.
@@ -268,6 +312,30 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 	s.Wake()
 	created, err := s.store.Run(ctx, run.ID)
 	return created, warnings, err
+}
+
+// newRunWorkspace resolves the workspace a new run is created in: the
+// staged snapshot when st is not nil (the name is the sender's), else ws
+// as loopctl resolves it (a client that sent a subdirectory gets the same
+// workspace as one that resolved it first). A .loop that is not the
+// user's is refused here, not passed over silently: it would make
+// another user's directory the workspace.
+func (s *Scheduler) newRunWorkspace(ctx context.Context, ws string, st *staged) (string, error) {
+	if st != nil {
+		return resolveWorkspace(st.dir)
+	}
+	ws, err := resolveWorkspace(ws)
+	if err != nil {
+		return "", err
+	}
+	resolved, err := workspace.ResolveChecked(ctx, ws)
+	if err != nil {
+		return "", &InputError{Msg: "refusing the workspace; nothing was created", Problems: []string{err.Error()}}
+	}
+	if ws, err = resolveWorkspace(resolved); err != nil {
+		return "", err
+	}
+	return ws, s.refuseRunWorktree(ctx, ws)
 }
 
 func loadStopFile(cfg config.Config) (stop.Set, error) {

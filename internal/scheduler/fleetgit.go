@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/git"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/trust"
 )
 
 // A fleet run comes from git (docs/fleet.md, "Workspaces from git"): it
@@ -107,6 +111,9 @@ func (r *runner) prepareFleetWorkspace() *decision {
 	point := r.ledgerPoint(ctx)
 	if git.IsWorktree(r.run.Worktree) {
 		if head, err := (git.Cmd{Dir: r.run.Worktree}).Output(ctx, "rev-parse", "HEAD"); err == nil && head == point {
+			if d := r.checkSnapshot(ctx); d != nil {
+				return d
+			}
 			r.git.ready = true
 			return nil
 		}
@@ -121,6 +128,11 @@ func (r *runner) prepareFleetWorkspace() *decision {
 		return &decision{status: api.RunAborted, reason: "fatal:worktree_create", event: events.RunAborted,
 			description: fmt.Sprintf("could not make the run's worktree from %s at %s on this worker: %v; fix the problem, then `loopctl resume %s`",
 				r.run.RepoURL, shortOf(start), err, shortOf(r.id))}
+	}
+	// Before anything of the repository runs (setup_command, the agent
+	// and the project files it obeys, verify_command).
+	if d := r.checkSnapshot(ctx); d != nil {
+		return d
 	}
 	r.resetRemoteBranch(ctx, mirror)
 	if start != point {
@@ -191,4 +203,50 @@ func (r *runner) pushedPayload(st *storage.Step, p map[string]any) map[string]an
 		p["pushed_commit"] = r.git.pushCommit
 	}
 	return p
+}
+
+// checkSnapshot checks, for a run started through LOOPD_URL, that its
+// base commit holds exactly the files the run was built from: the API
+// node validated its config and judged its trust on the files loopctl
+// sent (the RUN_CREATED event keeps their hashes), and nothing but this
+// check ties them to the commit the worktree is made from. A sender that
+// sent a trusted config with another commit (one with a hook in
+// .claude/settings.json, say) gets its run stopped here, with nothing of
+// the commit run. A run created from a workspace path (a daemon that
+// sees the clone) has no snapshot: its files were read there.
+func (r *runner) checkSnapshot(ctx context.Context) *decision {
+	stop := func(why string) *decision {
+		return &decision{status: api.RunAborted, reason: "fatal:snapshot_mismatch", event: events.RunAborted,
+			description: fmt.Sprintf("the run's base commit %s of %s is not what the run was created from: %s; nothing of it was run. "+
+				"Start the run again from a clone at the commit you mean (loopctl start -C CLONE)", shortOf(r.run.BaseCommit), r.run.RepoURL, why)}
+	}
+	evs, err := r.s.store.EventsOfType(ctx, r.id, events.RunCreated)
+	if err != nil {
+		return stop("its RUN_CREATED event cannot be read: " + err.Error())
+	}
+	var man *snapshotManifest
+	for _, ev := range evs {
+		var p struct {
+			Snapshot *snapshotManifest `json:"snapshot"`
+		}
+		if err := json.Unmarshal([]byte(ev.Payload), &p); err != nil {
+			return stop("its RUN_CREATED event cannot be decoded: " + err.Error())
+		}
+		man = p.Snapshot
+	}
+	if man == nil {
+		return nil
+	}
+	if man.Commit != r.run.BaseCommit {
+		return stop(fmt.Sprintf("its files were read at commit %s", shortOf(man.Commit)))
+	}
+	got, err := trust.ReadCommitted(ctx, r.run.Worktree, man.Commit, slices.Sorted(maps.Keys(man.Files)))
+	if err != nil {
+		return stop("its files cannot be read there: " + err.Error())
+	}
+	if probs := trust.SnapshotMismatch(got, man.Files); len(probs) > 0 {
+		r.log.Warn("a fleet run's commit is not what it was created from", zap.Strings("files", probs))
+		return stop(strings.Join(probs, "; "))
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -60,11 +61,19 @@ func (s *Scheduler) LandVerification(ctx context.Context, run storage.Run, dir s
 		return landing.Verification{}, err
 	}
 	r := &runner{s: s, id: run.ID, run: run, cfg: cfg, log: s.opts.Logger.Named("land").With(zap.String("run", run.ID)),
-		secrets: secretsOf(cfg)}
+		secrets: secretsOf(cfg), workdir: dir}
 	if r.envTrust, err = s.store.RunEnvTrust(ctx, run.ID); err != nil {
 		return landing.Verification{}, err
 	}
-	env, err := r.envWithFile()
+	var env []string
+	if r.fromGit() && !git.IsWorktree(dir) {
+		// A fleet run's env file is its worktree's, on its worker: this
+		// node has none, and refuses the land (worktree_gone) when it
+		// would have to verify.
+		env = withoutFleetCredentials(os.Environ())
+	} else {
+		env, err = r.envWithFile()
+	}
 	if err != nil {
 		err = fmt.Errorf("run %s: %w", run.ID, err)
 		if _, ok := errors.AsType[*untrustedEnvError](err); ok {

@@ -1,10 +1,14 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -65,8 +69,10 @@ func (s *Scheduler) records(ctx context.Context, ws string) (map[string]trust.Re
 // file that sets nothing now needs no trust to start, but is guarded all
 // the same: whatever writes into it later (the agent) is not loaded
 // untrusted.
-func (s *Scheduler) checkTrust(ctx context.Context, in trust.Inputs) (string, error) {
-	ws := in.Workspace
+//
+// With st (a staged snapshot), the files are named and looked up as the
+// clone's: its path is what trust records are keyed by.
+func (s *Scheduler) checkTrust(ctx context.Context, in trust.Inputs, st *staged) (string, error) {
 	files, env, err := trust.InspectRun(in)
 	if err != nil {
 		return "", &InputError{Msg: "cannot read the workspace's files; nothing was created", Problems: []string{err.Error()}}
@@ -74,6 +80,8 @@ func (s *Scheduler) checkTrust(ctx context.Context, in trust.Inputs) (string, er
 	if len(files) == 0 {
 		return env, nil
 	}
+	st.nameFiles(files)
+	ws := st.named(in.Workspace)
 	recs, err := s.records(ctx, ws)
 	if err != nil {
 		return "", err
@@ -114,6 +122,20 @@ func (s *Scheduler) Trust(ctx context.Context, workspace string) (TrustResult, e
 	return s.trust(ctx, workspace, true, "")
 }
 
+// TrustSnapshot is Trust (record) or ShowTrust of a clone this node
+// cannot see, judged on its files as committed (loopctl trust through
+// LOOPD_URL): they are staged, judged as a workspace's, and recorded
+// under the clone's path, which is all that is kept of them.
+func (s *Scheduler) TrustSnapshot(ctx context.Context, workspace string, snap *api.Snapshot, record bool) (TrustResult, error) {
+	st, err := s.stage(workspace, snap)
+	if err != nil {
+		return TrustResult{}, err
+	}
+	defer st.remove()
+	res, err := s.trustIn(ctx, st.dir, record, "", st)
+	return res, st.namedErr(err)
+}
+
 // TrustTasks is Trust (record) or ShowTrust with a backlog's task list
 // given on the command line (loopctl trust --tasks FILE) judged too.
 func (s *Scheduler) TrustTasks(ctx context.Context, workspace, tasksFile string, record bool) (TrustResult, error) {
@@ -127,6 +149,10 @@ func (s *Scheduler) ShowTrust(ctx context.Context, workspace string) (TrustResul
 }
 
 func (s *Scheduler) trust(ctx context.Context, workspace string, record bool, tasksFile string) (TrustResult, error) {
+	return s.trustIn(ctx, workspace, record, tasksFile, nil)
+}
+
+func (s *Scheduler) trustIn(ctx context.Context, workspace string, record bool, tasksFile string, st *staged) (TrustResult, error) {
 	ws, err := resolveWorkspace(workspace)
 	if err != nil {
 		return TrustResult{}, err
@@ -136,7 +162,11 @@ func (s *Scheduler) trust(ctx context.Context, workspace string, record bool, ta
 	if _, err := loopdir.LoopDir(ws); err != nil {
 		return TrustResult{}, &InputError{Msg: "refusing the workspace; nothing was trusted", Problems: []string{err.Error()}}
 	}
-	cfg, err := loadForTrust(ws)
+	userConfig := ""
+	if st != nil {
+		userConfig = st.userConfig
+	}
+	cfg, err := loadForTrust(ws, userConfig)
 	if err != nil {
 		return TrustResult{}, &InputError{Msg: "invalid configuration; nothing was trusted", Problems: problems(err)}
 	}
@@ -147,10 +177,12 @@ func (s *Scheduler) trust(ctx context.Context, workspace string, record bool, ta
 	if err := file.Validate(ws); err != nil {
 		return TrustResult{}, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was trusted", Problems: problems(err)}
 	}
-	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg, TasksFile: tasksFile})
+	files, err := trust.Inspect(trust.Inputs{Workspace: ws, Config: cfg, TasksFile: tasksFile, UserConfig: userConfig, NoParents: st != nil})
 	if err != nil {
 		return TrustResult{}, &InputError{Msg: "cannot read the workspace's files; nothing was trusted", Problems: []string{err.Error()}}
 	}
+	st.nameFiles(files)
+	ws = st.named(ws)
 	recs, err := s.records(ctx, ws)
 	if err != nil {
 		return TrustResult{}, err
@@ -158,6 +190,9 @@ func (s *Scheduler) trust(ctx context.Context, workspace string, record bool, ta
 	res := TrustResult{Workspace: ws, Verdicts: trust.Check(files, recs), Recorded: record}
 	if !record {
 		res.Agents = agentLines(cfg)
+		for i := range res.Agents {
+			res.Agents[i].Command = st.named(res.Agents[i].Command)
+		}
 		return res, nil
 	}
 	rows := make([]storage.TrustedFile, len(files))
@@ -190,15 +225,17 @@ func (s *Scheduler) trust(ctx context.Context, workspace string, record bool, ta
 // agent_command or a model given at start (agent=command, agent=codex
 // without a model) as if they were given: none of this changes the files
 // that need trust. Other errors are reported as start reports them.
-func loadForTrust(ws string) (config.Config, error) {
-	cfg, err := config.Load(config.LoadOptions{Workspace: ws})
+//
+// userConfig is the user config file ("": the daemon's user's).
+func loadForTrust(ws, userConfig string) (config.Config, error) {
+	cfg, err := config.Load(config.LoadOptions{Workspace: ws, UserConfig: userConfig})
 	if err == nil {
 		return cfg, nil
 	}
 	goal := "prompt=loopctl trust"
 	for _, sets := range [][]string{{goal}, {goal, "agent_command=" + atStart}, {goal, "model=" + atStart},
 		{goal, "agent_command=" + atStart, "model=" + atStart}} {
-		if cfg, err2 := config.Load(config.LoadOptions{Workspace: ws, Sets: sets}); err2 == nil {
+		if cfg, err2 := config.Load(config.LoadOptions{Workspace: ws, Sets: sets, UserConfig: userConfig}); err2 == nil {
 			return cfg, nil
 		}
 	}
@@ -229,10 +266,20 @@ func agentLines(cfg config.Config) []AgentLine {
 
 // Revoke forgets every trusted file of a workspace and returns their
 // paths (none when nothing was trusted).
+//
+// A clean absolute path this node cannot see is taken as it is: a clone
+// trusted through LOOPD_URL is on the sender's machine, and forgetting
+// its records reads nothing.
 func (s *Scheduler) Revoke(ctx context.Context, workspace string) (string, []string, error) {
 	ws, err := resolveWorkspace(workspace)
 	if err != nil {
-		return "", nil, err
+		if !filepath.IsAbs(workspace) || filepath.Clean(workspace) != workspace {
+			return "", nil, err
+		}
+		if _, serr := os.Lstat(workspace); !errors.Is(serr, fs.ErrNotExist) {
+			return "", nil, err
+		}
+		ws = workspace
 	}
 	var paths []string
 	err = s.store.Write(ctx, func(tx *storage.Tx) error {
@@ -268,11 +315,23 @@ func (e *untrustedEnvError) Error() string {
 // trust (an empty .env at the run's start); once something writes a
 // variable into it, it is refused until trusted. An env file the user
 // named since (resume --set env_file=…) is the user's choice.
+//
+// A fleet run's env file inside its workspace is read from the run's
+// worktree, as committed at its base commit: the workspace is the
+// sender's clone, on another machine. It is named, and its trust looked
+// up, as the workspace's, like the agents' files.
 func (r *runner) loadEnvFile() ([]string, error) {
-	if r.envTrust == "" || r.envTrust != r.cfg.EnvFile {
-		return config.LoadEnvFile(r.cfg.EnvFile)
+	read := r.cfg.EnvFile
+	if r.fromGit() {
+		dir := cmp.Or(r.workdir, r.run.Worktree) // a land's verification: its worktree
+		if rel, err := filepath.Rel(r.run.Workspace, read); err == nil && filepath.IsLocal(rel) {
+			read = filepath.Join(dir, rel)
+		}
 	}
-	data, err := trust.ReadFile(r.envTrust)
+	if r.envTrust == "" || r.envTrust != r.cfg.EnvFile {
+		return config.LoadEnvFile(read)
+	}
+	data, err := trust.ReadFile(read)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,11 @@ type Inputs struct {
 	// needs trust, whoever named it: its content is the repository's.
 	TasksFile string
 	TasksData []byte
+	// NoParents leaves out the agents' files of the workspace's parent
+	// directories: a fleet run's workspace is staged from a snapshot on
+	// the API node, whose parents are nobody's run (the worker checks its
+	// worktree's before every step).
+	NoParents bool
 }
 
 // Inspect reads the workspace's files that need trust and describes them,
@@ -164,6 +169,9 @@ func InspectRun(in Inputs) ([]File, string, error) {
 	// The parents as they are on disk: a worktree run's agent finds the
 	// repository's part of them as committed, which the check before
 	// every step compares (InspectAgentsIn).
+	if in.NoParents {
+		return append(files, agents...), env, nil
+	}
 	parents, err := inspectParents(in.Workspace, func(d string) string { return d })
 	if err != nil {
 		return nil, "", err
