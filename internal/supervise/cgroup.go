@@ -141,10 +141,16 @@ func newCgroup(tag string) (string, int) {
 		}
 		dir := filepath.Join(parent, cgroupName(tag))
 		// A directory left by an earlier attempt of the same step (a daemon
-		// that died before removing it) is reused; it holds nothing alive,
-		// or that attempt's step would still be running and this one not
-		// started.
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		// that died before removing it) holds nothing alive, or that
+		// attempt's step would still be running and this one not started.
+		// It is made anew: one that was killed (cgroup.kill) would kill
+		// every process cloned into it on this kernel (see killedCgroup);
+		// reused as it is only when it cannot be removed.
+		err := os.Mkdir(dir, 0o755)
+		if errors.Is(err, os.ErrExist) && os.Remove(dir) == nil {
+			err = os.Mkdir(dir, 0o755)
+		}
+		if err != nil && !errors.Is(err, os.ErrExist) {
 			continue
 		}
 		if kill == killUnknown {

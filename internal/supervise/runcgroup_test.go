@@ -273,3 +273,27 @@ func TestRunCgroupNames(t *testing.T) {
 		t.Error("steps of different runs or epochs are of one run")
 	}
 }
+
+// A step whose cgroup directory an earlier attempt left behind, killed
+// (its daemon died after cgroup.kill, before removing it), runs: a process
+// cloned into a cgroup that was ever killed is killed at once on this
+// kernel, so the directory is made anew.
+func TestAStepRunsWhereAKilledCgroupWasLeft(t *testing.T) {
+	needCgroups(t)
+	spec := specIn(t.TempDir(), "true")
+	dir := filepath.Join(cgroupMount(), cgroupOf("self"), cgroupName(spec.Tag))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if !killCgroup(dir) {
+		t.Fatal("cgroup.kill cannot be written")
+	}
+	p, err := Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := waitDone(t, p); ex.Code != 0 || !ex.Recorded {
+		t.Errorf("exit %+v, want 0 recorded", ex)
+	}
+}
