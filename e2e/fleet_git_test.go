@@ -76,7 +76,7 @@ func (f *fleet) gitFleetRun(vars ...string) (id, remote, base string) {
 	f.user, f.userEnv = u, []string{"LOOPD_URL=" + url, "LOOPD_TOKEN=" + token}
 	remote = filepath.Join(t.TempDir(), "remote.git")
 	gitIn(t, t.TempDir(), "init", "-q", "--bare", "-b", "main", remote)
-	u.config("agent=command", "agent_command="+scriptedAgent(), "max_iterations=8")
+	u.config(append([]string{"agent=command", "agent_command=" + scriptedAgent(), "max_iterations=8"}, f.config...)...)
 	u.fakeAgent(vars...)
 	gitIn(t, u.ws, "init", "-q", "-b", "main")
 	gitIn(t, u.ws, "remote", "add", "origin", "file://"+remote)

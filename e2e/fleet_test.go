@@ -46,6 +46,7 @@ type fleet struct {
 	lead    []time.Duration   // how long before its run's takeover each lost agent was dead
 	user    *env              // a user with a clone (gitFleetRun)
 	userEnv []string          // the user's LOOPD_URL and LOOPD_TOKEN
+	config  []string          // more .loop/config lines for gitFleetRun
 }
 
 func newFleet(t *testing.T, n int) *fleet {

@@ -85,8 +85,11 @@ func (o *cleanOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	for _, w := range res.Removed {
 		how := "removed"
-		if w.Gone {
+		switch {
+		case w.Gone:
 			how = "forgotten (it had been removed by hand)"
+		case w.Worker != "":
+			how = "marked cleaned: worker " + termtext.Quote(w.Worker) + " removes it at its next sweep"
 		}
 		fmt.Fprintf(o.Out, "%s  %s %s; branch %s stays\n", shortID(w.RunID), termtext.Quote(w.Worktree), how, termtext.Quote(w.Branch))
 	}

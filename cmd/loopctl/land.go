@@ -45,7 +45,11 @@ URL or a path; default: the base branch's upstream remote, else origin), after
 the same verification, with --force-with-lease on where loopd last pushed it
 (a new branch must not exist there yet); your checkout is not touched. Then
 pr_command runs, when configured, to open a pull request; the first URL it
-prints is recorded and shown.`,
+prints is recorded and shown.
+
+A fleet run (through LOOPD_URL) is landed, or pushed, by loopctl itself in
+the clone it runs in (-C CLONE): the run's branch is fetched from its
+repository and a combination is tested in a temporary worktree of the clone.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 && o.Push {
 				return nil
@@ -88,6 +92,17 @@ func (o *landOptions) run(cmd *cobra.Command, arg, remote string) error {
 	if err != nil {
 		return err
 	}
+	if c.Remote() {
+		// A fleet run lands (or is pushed) from the user's clone, by
+		// loopctl itself (fleetland.go): the API node need not see it.
+		run, err := c.GetRun(ctx, ref, false)
+		if err != nil {
+			return err
+		}
+		if run.RepoURL != "" {
+			return o.landFleet(ctx, c, ref, run, remote)
+		}
+	}
 	progress := func(msg string) {
 		if !o.JSON {
 			fmt.Fprintln(o.Err, termtext.Quote(msg)) // names the branches and the checkout: a repository's bytes
@@ -113,19 +128,29 @@ func (o *landOptions) run(cmd *cobra.Command, arg, remote string) error {
 		return err
 	}
 	if refusal != nil {
-		if o.JSON {
-			_ = printJSON(o.Out, map[string]any{"refusal": refusal})
-		} else {
-			printRefusal(o, refusal)
-		}
-		if o.Push {
-			return &exitError{code: exitUsage, msg: "push refused: nothing was pushed"}
-		}
-		return &exitError{code: exitUsage, msg: "land refused: nothing was changed"}
+		return o.refused(refusal)
 	}
 	if res.Push != nil {
 		return o.printPush(res)
 	}
+	return o.printLanded(res)
+}
+
+// refused prints a land's refusal; its error is the exit.
+func (o *landOptions) refused(refusal *api.LandRefusal) error {
+	if o.JSON {
+		_ = printJSON(o.Out, map[string]any{"refusal": refusal})
+	} else {
+		printRefusal(o, refusal)
+	}
+	if o.Push {
+		return &exitError{code: exitUsage, msg: "push refused: nothing was pushed"}
+	}
+	return &exitError{code: exitUsage, msg: "land refused: nothing was changed"}
+}
+
+// printLanded prints what a land did.
+func (o *landOptions) printLanded(res *api.LandResult) error {
 	if o.JSON {
 		return printJSON(o.Out, map[string]any{"result": res})
 	}

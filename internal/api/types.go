@@ -556,6 +556,9 @@ type CleanedWorktree struct {
 	Branch   string `json:"branch"`         // stays
 	Gone     bool   `json:"gone,omitempty"` // it had been removed by hand; only git's entry was left
 	Reason   string `json:"reason,omitempty"`
+	// Worker is, for a fleet run, the worker whose worktree it is: the
+	// clean is recorded, and that worker removes it at its next sweep.
+	Worker string `json:"worker,omitempty"`
 }
 
 // WorktreeDisk is how much disk the run worktrees take (`loopctl daemon

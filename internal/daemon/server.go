@@ -52,6 +52,8 @@ func (d *Daemon) routes() http.Handler {
 	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log, d.stepGap))
 	mux.HandleFunc("GET /v1/runs/{ref}/diff", d.handleDiff)
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
+	mux.HandleFunc("GET /v1/runs/{ref}/land/local", d.handleLocalLand)
+	mux.HandleFunc("POST /v1/runs/{ref}/landed", d.handleLanded)
 	mux.HandleFunc("POST /v1/worktrees/clean", d.handleClean)
 	mux.HandleFunc("POST /v1/dashboard/login", d.handleDashboardLogin)
 	mux.HandleFunc("POST /v1/tokens", d.handleCreateToken)

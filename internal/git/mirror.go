@@ -186,3 +186,49 @@ func (m Mirrors) AddRunWorktree(ctx context.Context, w RunWorktree) (string, err
 	}
 	return mirror, nil
 }
+
+// RemoveRunWorktree removes a run's worktree at path from the worker's
+// mirror of url, under the mirror's lock (a run of the same repository
+// may be adding its own), then the run's branch in the mirror: the
+// branch's home is the repository, where the run pushed it; the mirror's
+// copy is only the worktree's. A path that is not a worktree of that
+// mirror is left alone (loopd removes only what it made), and so is a
+// worktree whose .git file is missing: what is there was not made by
+// AddRunWorktree, or was made only in part.
+func (m Mirrors) RemoveRunWorktree(ctx context.Context, url, path, branch string) error {
+	unlock, err := m.lock(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	mirror := m.Path(url)
+	common, err := Cmd{Dir: path}.Output(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return fmt.Errorf("%s is not a worktree: %w", path, err)
+	}
+	if !sameDir(common, mirror) {
+		return fmt.Errorf("%s is a worktree of %s, not of the mirror %s of %s: left alone", path, common, mirror, url)
+	}
+	if err := RemoveWorktree(ctx, mirror, path); err != nil {
+		return err
+	}
+	c := Cmd{Dir: mirror}
+	if _, err := c.Run(ctx, "worktree", "prune"); err != nil {
+		return err
+	}
+	if branch != "" {
+		if _, err := c.Run(ctx, "rev-parse", "-q", "--verify", "refs/heads/"+branch); err == nil {
+			if _, err := c.Run(ctx, "update-ref", "-d", "refs/heads/"+branch); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sameDir reports whether a and b name one directory.
+func sameDir(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}

@@ -27,7 +27,37 @@ func (l *Lander) CleanRun(ctx context.Context, run storage.Run) (api.CleanResult
 		return api.CleanResult{}, api.Errorf(api.CodeConflict, "run %s is %s: its worktree is removed only once it has ended (loopctl stop %s)",
 			run.ID, run.Status, shortID(run.ID))
 	}
+	if run.RepoURL != "" {
+		res := api.CleanResult{Removed: []api.CleanedWorktree{}, Skipped: []api.CleanedWorktree{}}
+		return res, l.cleanFleet(ctx, run, &res)
+	}
 	return l.clean(ctx, []string{run.ID})
+}
+
+// cleanFleet cleans a fleet run: its worktree is on the worker that ran
+// it, which no other node can reach, so the clean is recorded (the run's
+// worktree_state becomes "removed") and every worker removes, at its next
+// sweep, its worktree of a cleaned run (docs/fleet.md, "Cleaning").
+func (l *Lander) cleanFleet(ctx context.Context, run storage.Run, res *api.CleanResult) error {
+	branch := run.Branch
+	if branch == "" {
+		branch = "loop/" + shortID(run.ID)
+	}
+	item := api.CleanedWorktree{RunID: run.ID, Worktree: filepath.Join("LOOPD_HOME", "worktrees", run.ID), Branch: branch, Worker: run.Worker}
+	if run.WorktreeState == "removed" {
+		item.Reason = "cleaned already"
+		res.Skipped = append(res.Skipped, item)
+		return nil
+	}
+	if item.Worker == "" {
+		item.Worker = "(none: the run never ran)"
+	}
+	if err := l.store.Write(ctx, func(tx *storage.Tx) error { return tx.SetWorktreeState(run.ID, "removed") }); err != nil {
+		return err
+	}
+	l.log.Info("fleet run cleaned: its worker removes its worktree", zap.String("run_id", run.ID), zap.String("worker", run.Worker))
+	res.Removed = append(res.Removed, item)
+	return nil
 }
 
 // CleanEnded removes the worktrees of every run that ended more than age
@@ -37,7 +67,20 @@ func (l *Lander) CleanEnded(ctx context.Context, age time.Duration) (api.CleanRe
 	if err != nil {
 		return api.CleanResult{}, err
 	}
-	return l.clean(ctx, ids)
+	res, err := l.clean(ctx, ids)
+	if err != nil {
+		return res, err
+	}
+	fleet, err := l.store.EndedFleetRuns(ctx, l.store.Now()-age.Milliseconds())
+	if err != nil {
+		return api.CleanResult{}, err
+	}
+	for _, run := range fleet {
+		if err := l.cleanFleet(ctx, run, &res); err != nil {
+			return api.CleanResult{}, err
+		}
+	}
+	return res, nil
 }
 
 func (l *Lander) clean(ctx context.Context, ids []string) (api.CleanResult, error) {

@@ -61,6 +61,8 @@ type leaseBook struct {
 	checkpointed map[int64]time.Time
 	renewed      time.Time // when the last successful renewal was sent (monotonic clock)
 	fenced       bool      // the watchdog has stopped every agent and no renewal succeeded since
+	// swept is when sweepWorktrees last ran (the claim loop's own).
+	swept time.Time
 }
 
 func newLeaseBook(f Fleet) *leaseBook {
@@ -137,7 +139,11 @@ func (s *Scheduler) claimLeased(ctx context.Context) (time.Time, error) {
 	s.lease.mu.Lock()
 	fenced := s.lease.fenced
 	s.lease.mu.Unlock()
-	if free <= 0 || s.isStopping() || fenced {
+	if s.isStopping() || fenced {
+		return next, nil
+	}
+	s.sweepWorktrees(ctx)
+	if free <= 0 {
 		return next, nil
 	}
 	me := s.lease.f.WorkerID

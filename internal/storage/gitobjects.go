@@ -55,6 +55,21 @@ func (s *Store) EndedWorktreeRuns(ctx context.Context, endedBefore int64) ([]str
 	return ids, nil
 }
 
+// EndedFleetRuns lists the fleet runs (with a repo_url) that ended at or
+// before endedBefore and were not cleaned yet: their worktrees are on
+// their workers, which remove them once the run is marked cleaned.
+func (s *Store) EndedFleetRuns(ctx context.Context, endedBefore int64) ([]Run, error) {
+	var runs []Run
+	err := s.sel(ctx, &runs, `SELECT `+runColumns+` FROM runs
+		WHERE status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED') AND ended_at <= ?
+		AND repo_url <> '' AND worktree_state <> 'removed'
+		ORDER BY ended_at, id`, endedBefore)
+	if err != nil {
+		return nil, fmt.Errorf("list ended fleet runs: %w", err)
+	}
+	return runs, nil
+}
+
 // MarkWorktreeGone records that a worktree loopd made was removed by
 // someone else; the run's worktree_state becomes "gone" unless loopd has
 // already removed it.
@@ -95,6 +110,21 @@ func (t *Tx) RecordPushed(runID string, payload any) error {
 		return fmt.Errorf("run %s: %w", runID, ErrNotFound)
 	}
 	_, err := t.Event(runID, nil, events.RunLanded, payload)
+	return err
+}
+
+// RecordLandedOnce is RecordLanded of a run not landed yet: a land
+// recorded already is ErrConflict (two lands of one fleet run from two
+// clones: the second record is refused, not a second RUN_LANDED).
+func (t *Tx) RecordLandedOnce(runID, commit string, payload any) error {
+	res, err := t.exec(`UPDATE runs SET landed_commit = ?, updated_at = ? WHERE id = ? AND landed_commit = ''`, commit, t.now, runID)
+	if err != nil {
+		return fmt.Errorf("record landed commit: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("run %s: landed already or gone: %w", runID, ErrConflict)
+	}
+	_, err = t.Event(runID, nil, events.RunLanded, payload)
 	return err
 }
 
