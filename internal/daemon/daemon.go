@@ -207,7 +207,8 @@ func Run(ctx context.Context, opts Options) error {
 			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
 		},
 		// d.httpAddr is set below, before the notifier runs.
-		Dashboard: func() bool { return d.httpAddr != "" }})
+		Dashboard: func() bool { return d.httpAddr != "" },
+		Claim:     d.notifyClaim()})
 	d.store.SetEventHook(d.notify.Hook)
 
 	ln, err := listenUnix(opts.Socket)

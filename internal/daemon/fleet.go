@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/notify"
 	"github.com/loopd/loopd/internal/scheduler"
 	"github.com/loopd/loopd/internal/storage"
 )
@@ -29,6 +30,16 @@ func (d *Daemon) schedulerFleet() *scheduler.Fleet {
 	f := d.opts.Fleet.WithDefaults()
 	return &scheduler.Fleet{WorkerID: f.WorkerID, TTL: f.LeaseTTL, Heartbeat: f.Heartbeat, FenceMargin: f.FenceMargin,
 		DeadlineFile: scheduler.DeadlineFile(d.opts.Home)}
+}
+
+// notifyClaim is how the notifier claims what it delivers: nil for the
+// embedded daemon; for every node of a fleet (worker or API node, which
+// all enqueue and all deliver) a claim under the node's id.
+func (d *Daemon) notifyClaim() *notify.Claim {
+	if d.opts.Fleet == nil {
+		return nil
+	}
+	return &notify.Claim{Owner: d.opts.Fleet.WorkerID}
 }
 
 // runsSteps reports whether this daemon claims and runs runs: the
