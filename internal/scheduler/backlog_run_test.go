@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -310,5 +311,58 @@ func TestBacklogStopHoldsItsTaskRunsAndResumeContinuesThem(t *testing.T) {
 		if tasks[id].Run != held[id] || err != nil || k.Status != api.RunCompleted {
 			t.Errorf("task %s: run %s (%v, %s); want its held run %s, COMPLETED", id, tasks[id].Run, err, k.Status, held[id])
 		}
+	}
+}
+
+// A task whose run changed nothing is done with nothing to land; the
+// pull request's task list names every task with its state, and a run
+// that is not a backlog has none.
+func TestBacklogTaskThatChangesNothing(t *testing.T) {
+	w := newBacklogWorld(t, func(spec supervise.Spec) fakeStep {
+		if strings.Contains(promptOf(spec), "Leave the files as they are.") {
+			return fakeStep{output: "nothing to do\n<promise>COMPLETE</promise>\n"}
+		}
+		return taskWork(spec)
+	})
+	plan := w.writeTasks("- [ ] Check only {#check}\n  Leave the files as they are.\n- [ ] Build it {#build}\n")
+	run, _, err := w.s.CreateRun(context.Background(), api.CreateRunRequest{Workspace: w.checkout, TasksFile: plan, Goal: "the release",
+		Set: []string{"agent=command", "agent_command=agent", "max_iterations=2"}})
+	if err != nil {
+		t.Fatalf("create the backlog: %v", err)
+	}
+	w.run()
+	ended, _ := w.waitCompleted("the backlog", run.ID, "check", "build")
+	if files := gitIn(t, w.checkout, "ls-tree", "--name-only", ended.Branch); strings.Count(files, "work-") != 1 {
+		t.Errorf("the integration branch holds %q; want the build task's work only", files)
+	}
+	prs, err := w.s.PRTasks(context.Background(), ended)
+	if err != nil || len(prs) != 2 {
+		t.Fatalf("PRTasks = %+v, %v; want both tasks", prs, err)
+	}
+	for _, p := range prs {
+		if p.State != storage.TaskDone || p.RunID == "" || p.Title == "" {
+			t.Errorf("PR task %+v: want done, with its task run and title", p)
+		}
+	}
+	if prs, err := w.s.PRTasks(context.Background(), storage.Run{ID: "x"}); prs != nil || err != nil {
+		t.Errorf("PRTasks of a plain run = %+v, %v; want none", prs, err)
+	}
+}
+
+// Two in-place runs in one workspace would edit the same files: the
+// second start is refused, naming the active run, and creates nothing.
+func TestSecondInPlaceRunIsRefused(t *testing.T) {
+	h := newHarness(t, newFakeExec(t, func(api.Phase, int) fakeStep { return fakeStep{} }))
+	ws := t.TempDir()
+	first := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=1")
+	_, _, err := h.s.CreateRun(context.Background(), api.CreateRunRequest{Workspace: ws, Goal: "again",
+		Set: []string{"agent=command", "agent_command=agent"}})
+	var se *StateError
+	if !errors.As(err, &se) || !strings.Contains(se.Msg, "already has an active run "+shortOf(first)) || !strings.Contains(se.Msg, "isolation=worktree") {
+		t.Fatalf("a second in-place start = %v; want a StateError naming %s and the way out", err, shortOf(first))
+	}
+	runs, err := h.store.ListRuns(context.Background(), storage.RunFilter{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs after the refusal: %d (%v); want the first only", len(runs), err)
 	}
 }
