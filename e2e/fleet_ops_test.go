@@ -49,12 +49,13 @@ func newCountingReceiver(t *testing.T, holdFirst bool) *countingReceiver {
 		first := r.total == 0
 		r.total++
 		r.bySeq[m.Event.Seq]++
+		hold := r.hold // release sets it to nil under mu
 		r.mu.Unlock()
 		if first {
 			close(r.arrived)
-			if r.hold != nil {
+			if hold != nil {
 				select {
-				case <-r.hold:
+				case <-hold:
 				case <-req.Context().Done():
 				}
 			}
