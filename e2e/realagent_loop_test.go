@@ -122,6 +122,12 @@ func TestRealClaudeKilledStepKeepsItsTokens(t *testing.T) {
 			}
 			a.preset(e, keys...)
 			srv.Push(slowTool)
+			// When the kill's SIGTERM ends the tool before Claude Code
+			// itself, Claude may send its next request in its last
+			// moments; answered, it would be billed after Claude wrote its
+			// last line (a limit docs/agents.md names). Nothing answers it
+			// here: this test is about the responses Claude did log.
+			srv.SetDefault(fakemodel.Turn{Stall: true})
 			id := e.start("Run the slow step.")
 			e.waitForFile("started", 60*time.Second)
 			// The response's final usage is in the log once Claude Code

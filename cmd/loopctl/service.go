@@ -236,7 +236,7 @@ func (o *serviceOptions) warnEnvironment(c unitConfig) {
 	for _, s := range daemonconf.Settings {
 		if v := os.Getenv(s.Env); s.Env != "" && v != "" {
 			fmt.Fprintf(o.Err, "warning: %s=%s is set in this shell, but the service does not inherit it; "+
-				"to keep it, add %s = %s to %s\n", s.Env, v, s.Key, config.QuoteValue(v), c.Settings.Path)
+				"to keep it, add %s = %s to %s\n", s.Env, s.Redact(v), s.Key, config.QuoteValue(s.Redact(v)), c.Settings.Path)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loopd/loopd/internal/daemon"
+	"github.com/loopd/loopd/internal/fleet"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -41,17 +41,24 @@ func addFleetFlags(fs *flag.FlagSet) *fleetFlags {
 
 // options checks the fleet flags and returns the daemon's fleet settings:
 // nil without --store, where giving any of the others is a mistake.
-func (f *fleetFlags) options(fs *flag.FlagSet, home string) (*daemon.Fleet, error) {
+// fromFile names where the flags daemon.conf set come from, by flag.
+func (f *fleetFlags) options(fs *flag.FlagSet, home string, fromFile map[string]string) (*fleet.Node, error) {
+	name := func(flag string) string {
+		if at, ok := fromFile[flag]; ok {
+			return at
+		}
+		return "--" + flag
+	}
 	if *f.store == "" {
 		var given []string
 		fs.Visit(func(fl *flag.Flag) {
 			switch fl.Name {
 			case "worker", "worker-id", "lease-ttl", "heartbeat", "fence-margin", "drain-timeout":
-				given = append(given, "--"+fl.Name)
+				given = append(given, name(fl.Name))
 			}
 		})
 		if len(given) > 0 {
-			return nil, fmt.Errorf("%s need --store (or LOOPD_STORE): they configure a fleet worker", given[0])
+			return nil, fmt.Errorf("%s need --store (or LOOPD_STORE, or store in daemon.conf): they configure a fleet worker", given[0])
 		}
 		return nil, nil
 	}
@@ -61,16 +68,16 @@ func (f *fleetFlags) options(fs *flag.FlagSet, home string) (*daemon.Fleet, erro
 	}
 	switch {
 	case *f.leaseTTL < time.Second:
-		return nil, fmt.Errorf("--lease-ttl must be at least 1s, got %s", *f.leaseTTL)
+		return nil, fmt.Errorf("%s must be at least 1s, got %s", name("lease-ttl"), *f.leaseTTL)
 	case *f.fenceMargin <= 0 || *f.fenceMargin >= *f.leaseTTL:
-		return nil, fmt.Errorf("--fence-margin must be more than 0 and less than --lease-ttl (%s), got %s", *f.leaseTTL, *f.fenceMargin)
+		return nil, fmt.Errorf("%s must be more than 0 and less than the lease TTL (%s), got %s", name("fence-margin"), *f.leaseTTL, *f.fenceMargin)
 	case hb <= 0 || 2*hb > *f.leaseTTL-*f.fenceMargin:
 		// Two renewals must fit before the agents stop: one late or lost
 		// renewal must not stop every agent of the worker.
-		return nil, fmt.Errorf("--heartbeat must be more than 0 and at most half of --lease-ttl minus --fence-margin (%s), got %s",
-			(*f.leaseTTL-*f.fenceMargin)/2, hb)
+		return nil, fmt.Errorf("%s must be more than 0 and at most half of the lease TTL minus the fence margin (%s), got %s",
+			name("heartbeat"), (*f.leaseTTL-*f.fenceMargin)/2, hb)
 	case *f.drainTimeout <= 0:
-		return nil, fmt.Errorf("--drain-timeout must be more than 0, got %s", *f.drainTimeout)
+		return nil, fmt.Errorf("%s must be more than 0, got %s", name("drain-timeout"), *f.drainTimeout)
 	}
 	id := *f.workerID
 	if id == "" {
@@ -80,7 +87,7 @@ func (f *fleetFlags) options(fs *flag.FlagSet, home string) (*daemon.Fleet, erro
 		}
 		id = host + ":" + home
 	}
-	return &daemon.Fleet{Store: *f.store, Worker: *f.worker, WorkerID: id, LeaseTTL: *f.leaseTTL, Heartbeat: hb,
+	return &fleet.Node{Store: *f.store, Worker: *f.worker, WorkerID: id, LeaseTTL: *f.leaseTTL, Heartbeat: hb,
 		FenceMargin: *f.fenceMargin, DrainTimeout: *f.drainTimeout}, nil
 }
 

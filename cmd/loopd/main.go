@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/daemon"
 	"github.com/loopd/loopd/internal/daemonconf"
+	"github.com/loopd/loopd/internal/homeguard"
 )
 
 // Exit codes of loopd.
@@ -90,7 +92,8 @@ func run(args []string) int {
 			return exitUsage
 		}
 	}
-	if err := applySettings(fs, *home); err != nil {
+	fromFile, err := applySettings(fs, *home)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitUsage
 	}
@@ -115,7 +118,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitUsage
 	}
-	fleet, err := fleetf.options(fs, *home)
+	fleet, err := fleetf.options(fs, *home, fromFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitUsage
@@ -154,8 +157,8 @@ func run(args []string) int {
 		OnActiveRuns: onActive,
 	})
 	var (
-		locked *daemon.LockedError
-		unsafe *daemon.HomeOwnerError
+		locked *homeguard.LockedError
+		unsafe *homeguard.OwnerError
 	)
 	switch {
 	case err == nil:
@@ -179,23 +182,28 @@ func run(args []string) int {
 // LOOPD_* variable set the value of HOME/daemon.conf, so that a daemon
 // started by hand, by loopctl after a crash or by systemd runs with the
 // same settings. A bad file is refused whole: the daemon does not start
-// with half of what the user asked for.
-func applySettings(fs *flag.FlagSet, home string) error {
+// with half of what the user asked for. It returns where each flag it set
+// comes from ("file:line: key", by flag name), for the checks that follow
+// to name the file rather than a flag nobody gave.
+func applySettings(fs *flag.FlagSet, home string) (map[string]string, error) {
 	conf, err := daemonconf.Load(home)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	from := map[string]string{}
 	for _, v := range conf.Values {
 		if given[v.Flag] || (v.Env != "" && os.Getenv(v.Env) != "") {
 			continue
 		}
 		if err := fs.Set(v.Flag, v.Value); err != nil {
-			return fmt.Errorf("%s:%d: %s: %v", v.File, v.Line, v.Key, err)
+			// The flag's error quotes the value: a store URL's password too.
+			return nil, fmt.Errorf("%s:%d: %s: %v", v.File, v.Line, v.Key, strings.ReplaceAll(err.Error(), v.Value, v.Redact(v.Value)))
 		}
+		from[v.Flag] = fmt.Sprintf("%s:%d: %s", v.File, v.Line, v.Key)
 	}
-	return nil
+	return from, nil
 }
 
 func newLogger(lvl zapcore.Level, format string, w *os.File) *zap.Logger {

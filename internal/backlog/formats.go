@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/loopd/loopd/internal/editdist"
+	"github.com/loopd/loopd/internal/jsonpath"
 )
 
 var (
@@ -25,7 +26,7 @@ func (p *parser) tasksJSON(data []byte) {
 		return
 	}
 	for i, item := range items {
-		p.tasksJSONTask(item, index("tasks", i))
+		p.tasksJSONTask(item, jsonpath.Index("tasks", i))
 	}
 }
 
@@ -122,7 +123,7 @@ var settingKey = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 // checked for shape only; which keys a task may set is the config's
 // business, checked when the backlog starts.
 func (p *parser) settings(raw json.RawMessage, path string) map[string]string {
-	if kindOf(raw) == "null" {
+	if jsonpath.Kind(raw) == "null" {
 		return nil
 	}
 	ms, ok := p.object(raw, path)
@@ -164,7 +165,7 @@ func (p *parser) prdJSON(data []byte) {
 		return
 	}
 	for i, item := range items {
-		p.prdStory(item, index("userStories", i))
+		p.prdStory(item, jsonpath.Index("userStories", i))
 	}
 }
 
@@ -234,7 +235,7 @@ func (p *parser) githubJSON(data []byte) {
 		return
 	}
 	for i, item := range items {
-		p.githubIssue(item, index("", i))
+		p.githubIssue(item, jsonpath.Index("", i))
 	}
 }
 
@@ -273,7 +274,7 @@ func (p *parser) githubIssue(raw json.RawMessage, path string) {
 }
 
 func (p *parser) labels(raw json.RawMessage, path string) {
-	if kindOf(raw) == "null" {
+	if jsonpath.Kind(raw) == "null" {
 		return
 	}
 	items, ok := p.array(raw, path, "an array of labels")
@@ -281,7 +282,7 @@ func (p *parser) labels(raw json.RawMessage, path string) {
 		return
 	}
 	for i, item := range items {
-		lp := index(path, i)
+		lp := jsonpath.Index(path, i)
 		ms, ok := p.object(item, lp)
 		if !ok {
 			continue

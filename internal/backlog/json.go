@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/loopd/loopd/internal/jsonpath"
 	"github.com/loopd/loopd/internal/termtext"
 )
 
@@ -93,45 +93,22 @@ func field(path, key string) string {
 
 var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
-func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
-
 // top checks that data is exactly one JSON value.
 func (p *parser) top(data []byte) (json.RawMessage, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		p.syntax(data, err)
-		return nil, false
-	}
-	end := dec.InputOffset()
-	if _, err := dec.Token(); err != io.EOF {
-		rest := data[end:]
-		line, col := lineCol(data, end+int64(len(rest)-len(bytes.TrimLeft(rest, " \t\r\n"))))
-		p.add(line, "", "invalid JSON at column %d: more data after the top-level value", col)
-		return nil, false
-	}
-	return raw, true
-}
-
-func (p *parser) syntax(data []byte, err error) {
-	var se *json.SyntaxError
+	raw, se := jsonpath.Top(data)
 	switch {
-	case errors.As(err, &se):
-		line, col := lineCol(data, se.Offset-1) // Offset is just past the bad byte
-		p.add(line, "", "invalid JSON at column %d: %s", col, termtext.Quote(se.Error()))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case se == nil:
+		return raw, true
+	case se.Trailing:
+		p.add(se.Line, "", "invalid JSON at column %d: more data after the top-level value", se.Col)
+	case se.EOF:
 		p.fail("", "invalid JSON: unexpected end of input")
+	case se.Line > 0:
+		p.add(se.Line, "", "invalid JSON at column %d: %s", se.Col, termtext.Quote(se.Err.Error()))
 	default:
-		p.fail("", "invalid JSON: %s", termtext.Quote(err.Error()))
+		p.fail("", "invalid JSON: %s", termtext.Quote(se.Err.Error()))
 	}
-}
-
-func lineCol(data []byte, offset int64) (line, col int) {
-	offset = min(max(offset, 0), int64(len(data)))
-	before := data[:offset]
-	line = bytes.Count(before, []byte{'\n'}) + 1
-	col = int(offset) - (bytes.LastIndexByte(before, '\n') + 1) + 1
-	return line, col
+	return nil, false
 }
 
 type member struct {
@@ -143,7 +120,7 @@ type member struct {
 // object returns the members of the JSON object raw in document order,
 // refusing a non-object and duplicate keys (which one would win is a guess).
 func (p *parser) object(raw json.RawMessage, path string) ([]member, bool) {
-	if k := kindOf(raw); k != "object" {
+	if k := jsonpath.Kind(raw); k != "object" {
 		p.fail(path, "expected an object, got %s", describe(raw))
 		return nil, false
 	}
@@ -180,7 +157,7 @@ func (p *parser) object(raw json.RawMessage, path string) ([]member, bool) {
 }
 
 func (p *parser) array(raw json.RawMessage, path, what string) ([]json.RawMessage, bool) {
-	if k := kindOf(raw); k != "array" {
+	if k := jsonpath.Kind(raw); k != "array" {
 		p.fail(path, "expected %s, got %s", what, describe(raw))
 		return nil, false
 	}
@@ -193,7 +170,7 @@ func (p *parser) array(raw json.RawMessage, path, what string) ([]json.RawMessag
 }
 
 func (p *parser) string(raw json.RawMessage, path string) (string, bool) {
-	if kindOf(raw) != "string" {
+	if jsonpath.Kind(raw) != "string" {
 		p.fail(path, "expected a string, got %s", describe(raw))
 		return "", false
 	}
@@ -211,14 +188,14 @@ func (p *parser) string(raw json.RawMessage, path string) (string, bool) {
 
 // optString is string for a field that may be null (= absent).
 func (p *parser) optString(raw json.RawMessage, path string) (string, bool) {
-	if kindOf(raw) == "null" {
+	if jsonpath.Kind(raw) == "null" {
 		return "", true
 	}
 	return p.string(raw, path)
 }
 
 func (p *parser) strings(raw json.RawMessage, path string) ([]string, bool) {
-	if kindOf(raw) == "null" {
+	if jsonpath.Kind(raw) == "null" {
 		return nil, true
 	}
 	items, ok := p.array(raw, path, "an array of strings")
@@ -227,7 +204,7 @@ func (p *parser) strings(raw json.RawMessage, path string) ([]string, bool) {
 	}
 	out := make([]string, 0, len(items))
 	for i, item := range items {
-		s, good := p.string(item, index(path, i))
+		s, good := p.string(item, jsonpath.Index(path, i))
 		ok = ok && good
 		out = append(out, s)
 	}
@@ -235,7 +212,7 @@ func (p *parser) strings(raw json.RawMessage, path string) ([]string, bool) {
 }
 
 func (p *parser) integer(raw json.RawMessage, path string) (int64, bool) {
-	if kindOf(raw) != "number" {
+	if jsonpath.Kind(raw) != "number" {
 		p.fail(path, "expected an integer, got %s", describe(raw))
 		return 0, false
 	}
@@ -253,7 +230,7 @@ func (p *parser) integer(raw json.RawMessage, path string) (int64, bool) {
 
 // priority reads a priority: null or a positive integer.
 func (p *parser) priority(raw json.RawMessage, path string) (int, bool) {
-	if kindOf(raw) == "null" {
+	if jsonpath.Kind(raw) == "null" {
 		return 0, true
 	}
 	n, ok := p.integer(raw, path)
@@ -278,39 +255,18 @@ func (p *parser) bool(raw json.RawMessage, path string) (bool, bool) {
 	return false, false
 }
 
-// kindOf names the JSON type of a valid raw value.
-func kindOf(raw json.RawMessage) string {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
 // describe names the JSON type of raw for "got …", with the value of short
 // strings and numbers (quoted: they are bytes from the list).
 func describe(raw json.RawMessage) string {
-	k := kindOf(raw)
-	raw = bytes.TrimSpace(raw)
+	k := jsonpath.Kind(raw)
+	raw, short := jsonpath.Short(raw)
 	switch {
-	case k == "string" && len(raw) <= 40:
+	case k == "string" && short:
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			return "string " + q(s)
 		}
-	case k == "number" && len(raw) <= 40:
+	case k == "number" && short:
 		return "number " + string(raw)
 	}
 	return k

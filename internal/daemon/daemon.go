@@ -24,6 +24,8 @@ import (
 	"github.com/loopd/loopd/internal/dashboard"
 	"github.com/loopd/loopd/internal/dashsource"
 	"github.com/loopd/loopd/internal/events"
+	"github.com/loopd/loopd/internal/fleet"
+	"github.com/loopd/loopd/internal/homeguard"
 	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/metrics"
 	"github.com/loopd/loopd/internal/notify"
@@ -31,6 +33,7 @@ import (
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/supervise"
 	"github.com/loopd/loopd/internal/tcpguard"
+	"github.com/loopd/loopd/internal/tokens"
 )
 
 // Options configure the daemon.
@@ -67,8 +70,8 @@ type Options struct {
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
 	// Fleet, when set, stores everything in a shared PostgreSQL database
-	// and makes the daemon a fleet worker or API node (fleet.go).
-	Fleet *Fleet
+	// and makes the daemon a fleet worker or API node (docs/fleet.md).
+	Fleet *fleet.Node
 	// FollowPoll is how often a node on a PostgreSQL store re-reads the
 	// event log when no notification came (storage.DefaultFollowPoll).
 	FollowPoll time.Duration
@@ -102,6 +105,7 @@ type Daemon struct {
 	closing   chan struct{} // closed when shutdown begins, whatever asked for it: ends streams
 
 	lander *landing.Lander // land, diff and clean of runs' branches and worktrees
+	tokens *tokens.Service // users' bearer tokens (api_tokens)
 
 	stepGap prometheus.Histogram // loopd_step_gap_seconds (metrics.NewStepGap)
 
@@ -121,7 +125,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	// A home another user could change is refused before anything is
 	// written to it: its owner could swap http.token or the database.
-	if err := checkHome(opts.Home, opts.Socket); err != nil {
+	if err := homeguard.Check(opts.Home, opts.Socket); err != nil {
 		return err
 	}
 	// Only create the home before taking the lock: a second daemon that
@@ -129,7 +133,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
 		return fmt.Errorf("create LOOPD_HOME %s: %w", opts.Home, err)
 	}
-	lockFile, err := lock(opts.Home, opts.Logger.Named("daemon"))
+	lockFile, err := homeguard.Lock(opts.Home, opts.Logger.Named("daemon"))
 	if err != nil {
 		return err
 	}
@@ -137,22 +141,22 @@ func Run(ctx context.Context, opts Options) error {
 	// Close the home to others first, then check it again: while it was
 	// open (an existing home of mode 0777), another user could have added
 	// an entry after the first check (runs/ as a symlink to a directory of
-	// ours, whose mode prepareHome would change). Nothing else is written
+	// ours, whose mode homeguard.Prepare would change). Nothing else is written
 	// before that second check.
-	if err := tightenHome(opts.Home); err != nil {
+	if err := homeguard.Tighten(opts.Home); err != nil {
 		return err
 	}
-	if err := checkHome(opts.Home, opts.Socket); err != nil {
-		if he := (*HomeOwnerError)(nil); errors.As(err, &he) {
+	if err := homeguard.Check(opts.Home, opts.Socket); err != nil {
+		if he := (*homeguard.OwnerError)(nil); errors.As(err, &he) {
 			he.Wrote = "loopd.lock was taken and the home made owner-only; no token, database or socket was written"
 		}
 		return err
 	}
-	if err := prepareHome(opts.Home); err != nil {
+	if err := homeguard.Prepare(opts.Home); err != nil {
 		return err
 	}
 	if opts.LogFile != "" && opts.LogCore != nil {
-		f, err := openLogFile(opts.LogFile)
+		f, err := homeguard.OpenLogFile(opts.LogFile)
 		if err != nil {
 			return err
 		}
@@ -171,6 +175,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("read event log: %w", err)
 	}
+	d.tokens = tokens.New(d.store, d.log)
 	d.bus = events.NewBus(seq)
 	d.busStart = seq
 	d.store.SetNotifyRuns(d.bus.PublishRuns)
@@ -202,7 +207,8 @@ func Run(ctx context.Context, opts Options) error {
 			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
 		},
 		// d.httpAddr is set below, before the notifier runs.
-		Dashboard: func() bool { return d.httpAddr != "" }})
+		Dashboard: func() bool { return d.httpAddr != "" },
+		Claim:     d.notifyClaim()})
 	d.store.SetEventHook(d.notify.Hook)
 
 	ln, err := listenUnix(opts.Socket)
@@ -288,7 +294,9 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	g.Go(func() error { return d.notify.Run(schedCtx) })
 	// Every node on PostgreSQL wakes its followers on the other nodes'
 	// commits too.
-	g.Go(func() error { return d.followFleet(schedCtx, d.busStart) })
+	g.Go(func() error {
+		return fleet.Follow(schedCtx, d.store, d.busStart, d.opts.FollowPoll, d.bus.PublishRuns, d.log.Named("follow"))
+	})
 	for _, s := range []struct {
 		srv *http.Server
 		l   net.Listener
@@ -338,43 +346,6 @@ func (d *Daemon) serve(ctx context.Context, ln, tcp net.Listener) error {
 	err := g.Wait()
 	d.log.Info("loopd stopped")
 	return err
-}
-
-// tightenHome makes LOOPD_HOME owner-only (an existing home that others
-// can read is tightened, because it holds the socket and every run's
-// output). Called with the lock held; the home was checked to be the
-// daemon's user's.
-func tightenHome(home string) error {
-	fi, err := os.Stat(home)
-	if err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(home, 0o700); err != nil {
-			return fmt.Errorf("make %s owner-only: %w", home, err)
-		}
-	}
-	return nil
-}
-
-// prepareHome makes LOOPD_HOME/runs owner-only. Called with the lock held
-// on an owner-only home whose entries were checked: runs/ is not another
-// user's symlink.
-func prepareHome(home string) error {
-	runs := filepath.Join(home, "runs")
-	if err := os.MkdirAll(runs, 0o700); err != nil {
-		return fmt.Errorf("create LOOPD_HOME %s: %w", home, err)
-	}
-	fi, err := os.Stat(runs)
-	if err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(runs, 0o700); err != nil {
-			return fmt.Errorf("make %s owner-only: %w", runs, err)
-		}
-	}
-	return nil
 }
 
 func (d *Daemon) requestStop(killSteps bool) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loopd/loopd/internal/homeguard"
 )
 
 // A home, a directory above it or a file in it that another user could
@@ -56,9 +58,9 @@ func TestRunRefusesAHomeAnotherUserCanChange(t *testing.T) {
 			home := tt.setup(t, root)
 			before := tree(t, root)
 			err := Run(context.Background(), Options{Home: home})
-			var he *HomeOwnerError
+			var he *homeguard.OwnerError
 			if !errors.As(err, &he) {
-				t.Fatalf("Run = %v, want a HomeOwnerError", err)
+				t.Fatalf("Run = %v, want a homeguard.OwnerError", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -106,43 +108,6 @@ func tree(t *testing.T, root string) string {
 	return b.String()
 }
 
-// Only a user-private group makes a group-writable directory above the
-// home safe: a group of the user's name with no other member and no other
-// account in it by its primary gid.
-func TestPrivateGroup(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the fixtures name the user root (uid 0)")
-	}
-	passwd := "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-	for _, tt := range []struct {
-		name, group, passwd string
-		gid                 int
-		want                bool
-	}{
-		{"own group, no members", "root:x:0:\nusers:x:100:\n", passwd, 0, true},
-		{"own group, the user listed", "root:x:0:root\n", passwd, 0, true},
-		{"own group with another member", "root:x:0:root,nobody\n", passwd, 0, false},
-		{"another account's primary group", "root:x:0:\n", passwd + "op:x:1001:0::/home/op:/bin/sh\n", 0, false},
-		{"a shared group", "root:x:0:\nusers:x:100:\n", passwd, 100, false},
-		{"a group of another name", "wheel:x:0:\n", passwd, 0, false},
-		{"a group not in the file", "users:x:100:\n", passwd, 0, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			g, p := filepath.Join(dir, "group"), filepath.Join(dir, "passwd")
-			if err := os.WriteFile(g, []byte(tt.group), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(tt.passwd), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if got := privateGroup(tt.gid, 0, g, p); got != tt.want {
-				t.Errorf("privateGroup(%d) = %v, want %v", tt.gid, got, tt.want)
-			}
-		})
-	}
-}
-
 // A home given as a symlink counts only when the link is the user's too:
 // another user's link (in /tmp) to a directory of the user's passes every
 // check of its target, then can be pointed at a directory of theirs.
@@ -163,9 +128,9 @@ func TestRunRefusesAHomeLinkOfAnotherUser(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // a daemon that starts stops at once
 	err := Run(ctx, Options{Home: link})
-	var he *HomeOwnerError
+	var he *homeguard.OwnerError
 	if !errors.As(err, &he) || !strings.Contains(err.Error(), "a symlink") || !strings.Contains(err.Error(), "uid 65534") {
-		t.Fatalf("Run on another user's link to a home = %v, want a HomeOwnerError naming the link's owner", err)
+		t.Fatalf("Run on another user's link to a home = %v, want a homeguard.OwnerError naming the link's owner", err)
 	}
 	if entries, _ := os.ReadDir(target); len(entries) != 0 {
 		t.Errorf("the refused daemon wrote %d entries into the home", len(entries))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/git"
-	"github.com/loopd/loopd/internal/humantime"
 	"github.com/loopd/loopd/internal/landing"
 	"github.com/loopd/loopd/internal/scheduler"
 )
@@ -36,28 +34,8 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	// The dashboard's Land button never skips verification: a session
-	// (perhaps another user's page driving it) must not fast-forward
-	// unverified agent code into the user's checkout. Only loopctl land
-	// --no-verify (or the bearer token) may.
-	if req.NoVerify && d.sessionOnly(r) {
-		d.fail(w, r, api.Errorf(api.CodeForbidden, "refused: the dashboard lands only verified work; "+
-			"skipping verification needs `loopctl land --no-verify`"))
-		return
-	}
-	// A push sends the user's code to a remote with the user's
-	// credentials and runs pr_command: only loopctl land --push (or the
-	// bearer token) may ask for one, never a dashboard session.
-	if req.Push && d.sessionOnly(r) {
-		d.fail(w, r, api.Errorf(api.CodeForbidden, "refused: the dashboard does not push; use `loopctl land RUN --push`"))
-		return
-	}
-	if req.Push && (req.Squash || req.Message != "") {
-		d.fail(w, r, api.Errorf(api.CodeBadRequest, "--push pushes the run's branch as it is: --squash and --message apply to a land into your checkout only"))
-		return
-	}
-	if !req.Push && req.Remote != "" {
-		d.fail(w, r, api.Errorf(api.CodeBadRequest, "a remote (%q) is only used with --push", req.Remote))
+	if err := landing.CheckLandRequest(req, (req.NoVerify || req.Push) && d.sessionOnly(r)); err != nil {
+		d.fail(w, r, err)
 		return
 	}
 	run, err := d.resolve(r)
@@ -65,7 +43,7 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if err := d.taskRunRefusal(r, run.ID, "land", "`loopctl land BACKLOG` once the backlog has ended"); err != nil {
+	if err := d.sched.TaskRunRefusal(r.Context(), run.ID, "land", "`loopctl land BACKLOG` once the backlog has ended"); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -102,13 +80,7 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	progress := func(msg string) { send(api.LandMessage{Progress: msg}) }
-	var res *api.LandResult
-	if req.Push {
-		res, err = d.lander.Push(ctx, run, landing.PushOptions{Remote: req.Remote, NoVerify: req.NoVerify, Progress: progress})
-	} else {
-		res, err = d.lander.Land(ctx, run, landing.LandOptions{Squash: req.Squash, Message: req.Message, NoVerify: req.NoVerify,
-			Progress: progress})
-	}
+	res, err := d.lander.LandRequest(ctx, run, req, progress)
 	var ref *landing.Refusal
 	switch {
 	case err == nil:
@@ -124,55 +96,17 @@ func (d *Daemon) handleLand(w http.ResponseWriter, r *http.Request) {
 
 // handleClean removes the worktrees of ended runs (`loopctl clean`): only
 // worktrees loopd created and recorded, after reconciling the records with
-// git; their branches stay.
+// git; their branches stay unless asked for.
 func (d *Daemon) handleClean(w http.ResponseWriter, r *http.Request) {
 	var req api.CleanRequest
 	if err := decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	ctx := r.Context()
-	var res api.CleanResult
-	var err error
-	var runID string // the one run cleaned, when a RUN was given
-	switch {
-	case req.Run != "" && req.Ended:
-		err = api.Errorf(api.CodeBadRequest, "give a RUN or --ended, not both")
-	case req.Run != "" && req.OlderThan != "":
-		err = api.Errorf(api.CodeBadRequest, "--older-than goes with --ended")
-	case req.Run != "":
-		ws := req.Workspace
-		if ws != "" {
-			ws = scheduler.CanonicalWorkspace(ws)
-		}
-		run, rerr := d.store.ResolveRun(ctx, req.Run, ws)
-		if err = rerr; err == nil {
-			runID = run.ID
-			res, err = d.lander.CleanRun(ctx, run)
-		}
-	case req.Ended:
-		var age time.Duration
-		if req.OlderThan != "" {
-			if age, err = humantime.Parse(req.OlderThan); err != nil || age < 0 {
-				d.fail(w, r, api.Errorf(api.CodeBadRequest, "--older-than %q: give a duration such as 7d or 12h", req.OlderThan))
-				return
-			}
-		}
-		res, err = d.lander.CleanEnded(ctx, age)
-	default:
-		err = api.Errorf(api.CodeBadRequest, "clean needs a RUN or --ended")
+	if req.Workspace != "" {
+		req.Workspace = scheduler.CanonicalWorkspace(req.Workspace)
 	}
-	if err == nil && req.Branches {
-		// After the worktrees: a branch checked out in one cannot go.
-		var ids []string
-		var age time.Duration
-		if runID != "" {
-			ids = []string{runID}
-		} else if req.OlderThan != "" {
-			age, _ = humantime.Parse(req.OlderThan) // checked above
-		}
-		res.Branches, err = d.lander.CleanBranches(ctx, ids, age)
-	}
+	res, err := d.lander.Clean(r.Context(), req)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -191,14 +125,10 @@ func (d *Daemon) handleDiff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	var iteration *int
-	if s := q.Get("iteration"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			d.fail(w, r, api.Errorf(api.CodeBadRequest, "iteration must be a number from 1, got %q", s))
-			return
-		}
-		iteration = &n
+	iteration, err := landing.ParseIteration(q.Get("iteration"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
 	}
 	from, to, err := d.lander.DiffRange(r.Context(), run, iteration)
 	if err != nil {

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 
+	"github.com/loopd/loopd/internal/homeguard"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +20,7 @@ func listenUnix(path string) (*net.UnixListener, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create socket directory: %w", err)
 	}
-	if err := checkSocketDir(dir); err != nil {
+	if err := homeguard.CheckSocketDir(dir); err != nil {
 		return nil, err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -41,54 +40,6 @@ func listenUnix(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("chmod socket: %w", err)
 	}
 	return l, nil
-}
-
-// checkSocketDir refuses a socket directory that another user could
-// change. The home's check at start saw it only if it existed then; made
-// afterwards by another user (LOOPD_SOCKET in /tmp: they win the race to
-// mkdir it), or open to others, they could remove the daemon's socket and
-// bind their own in its place, and loopctl would talk to them.
-func checkSocketDir(dir string) error {
-	uid := os.Geteuid()
-	refuse := func(reason, fix string) error {
-		return &HomeOwnerError{Path: "socket directory " + dir, Reason: reason, Fix: fix,
-			Wrote: "no socket was bound in it"}
-	}
-	li, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("socket directory: %w", err)
-	}
-	if li.Mode()&fs.ModeSymlink != 0 {
-		if owner := fileUID(li); owner != uid {
-			return refuse(fmt.Sprintf("is a symlink of %s, not of %s that runs loopd", describeUID(owner), describeUID(uid)),
-				"Use a socket path in a directory of your own (unset LOOPD_SOCKET for LOOPD_HOME/loopd.sock).")
-		}
-		if li, err = os.Stat(dir); err != nil {
-			return fmt.Errorf("socket directory: %w", err)
-		}
-	}
-	switch owner := fileUID(li); {
-	case !li.IsDir():
-		return fmt.Errorf("socket directory %s is not a directory", dir)
-	case owner != uid && owner != 0: // root's: /tmp, /run/user
-		return refuse(fmt.Sprintf("belongs to %s, not to %s that runs loopd or root: its owner could put a socket of their own in the daemon's place",
-			describeUID(owner), describeUID(uid)),
-			"Use a socket path in a directory of your own (unset LOOPD_SOCKET for LOOPD_HOME/loopd.sock).")
-	// Sticky (/tmp itself): others cannot remove or rename the daemon's
-	// socket there, and loopctl checks whose process serves it.
-	case li.Mode()&fs.ModeSticky == 0 && (li.Mode().Perm()&0o002 != 0 || li.Mode().Perm()&0o020 != 0 && !groupWriteOK(li)):
-		return refuse(fmt.Sprintf("is writable by others (mode %04o, not sticky): they could put a socket of their own in the daemon's place", li.Mode().Perm()),
-			fmt.Sprintf("Run `chmod go-w %s` (0700 is best), or use a socket path elsewhere.", dir))
-	}
-	return nil
-}
-
-// fileUID is the owner of a file; -1 when unknown.
-func fileUID(fi fs.FileInfo) int {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid)
-	}
-	return -1
 }
 
 type peerKey struct{}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loopd/loopd/internal/homeguard"
 )
 
 // The socket's directory is checked when the socket is bound, not only at
@@ -37,7 +39,7 @@ func TestListenUnixRefusesADirectoryOthersControl(t *testing.T) {
 				l.Close()
 				t.Fatalf("listenUnix in a directory %s: bound", tt.name)
 			}
-			var he *HomeOwnerError
+			var he *homeguard.OwnerError
 			if !errors.As(err, &he) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("listenUnix = %v, want a refusal saying %q", err, tt.want)
 			}

@@ -385,7 +385,7 @@ func (d *Daemon) handleStop(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 	d.command(w, r, &struct{}{}, func(id string) error {
-		if err := d.taskRunRefusal(r, id, "pause", "`loopctl pause BACKLOG`"); err != nil {
+		if err := d.sched.TaskRunRefusal(r.Context(), id, "pause", "`loopctl pause BACKLOG`"); err != nil {
 			return err
 		}
 		return d.sched.Pause(r.Context(), id)
@@ -395,7 +395,7 @@ func (d *Daemon) handlePause(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) handleResume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
 	d.command(w, r, &req, func(id string) error {
-		if err := d.taskRunRefusal(r, id, "resume", "`loopctl resume BACKLOG`, or `loopctl tasks BACKLOG --retry ID` for a blocked task"); err != nil {
+		if err := d.sched.TaskRunRefusal(r.Context(), id, "resume", "`loopctl resume BACKLOG`, or `loopctl tasks BACKLOG --retry ID` for a blocked task"); err != nil {
 			return err
 		}
 		if d.sessionOnly(r) {
@@ -470,8 +470,18 @@ func (d *Daemon) handleWait(w http.ResponseWriter, r *http.Request) {
 	// Only a commit of this run wakes the waiter; it reads only the run's
 	// status. A timeout, a client gone or a shutdown answers with the
 	// current state.
+	// Nor does it read while no commit changed any run's flags since it
+	// last read (storage.FlagsVersion): most of the run's commits are its
+	// steps'.
+	var seen uint64
+	known := false
 	_, err = follow.Until(ctx, d.bus, run.ID, func() (bool, error) {
+		v, covered := d.store.FlagsVersion()
+		if known && v == seen {
+			return false, nil
+		}
 		cur, err := d.store.RunFlags(r.Context(), run.ID)
+		seen, known = v, covered && err == nil
 		return err == nil && cur.Status.Terminal(), err
 	})
 	if err != nil {

@@ -1,29 +1,12 @@
 package daemon
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"net/http"
-	"regexp"
-	"strings"
-
-	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/storage"
 	"github.com/loopd/loopd/internal/tcpguard"
 )
-
-// tokenPrefix starts every token `loopctl token create` makes, so that a
-// leaked one is recognizable (secret scanners, logs).
-const tokenPrefix = "loopd_"
-
-// maxTokenLen bounds what is hashed and looked up per request.
-const maxTokenLen = 256
-
-// tokenName is a user's name as tokens carry it.
-var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$`)
 
 // bearerOK reports whether r carries a bearer token this node accepts:
 // the node's own LOOPD_HOME/http.token (compared in constant time), or a
@@ -38,21 +21,9 @@ func (d *Daemon) bearerOK(r *http.Request) bool {
 }
 
 // userToken returns the api_tokens row of r's bearer token, if it is one
-// in use. Whoever knocks with a wrong token learns nothing else.
+// in use.
 func (d *Daemon) userToken(r *http.Request) (storage.APIToken, bool) {
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	got = strings.TrimLeft(got, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(got, tokenPrefix) || len(got) > maxTokenLen {
-		return storage.APIToken{}, false
-	}
-	tok, err := d.store.TokenInUse(r.Context(), storage.TokenHash(got))
-	if err != nil {
-		if !errors.Is(err, storage.ErrNotFound) {
-			d.log.Warn("could not look up a bearer token", zap.String("error", storage.Explain(err)))
-		}
-		return storage.APIToken{}, false
-	}
-	return tok, true
+	return d.tokens.InUse(r.Context(), r.Header.Get("Authorization"))
 }
 
 // createdBy is who a run created by r belongs to: the name of its user
@@ -82,15 +53,6 @@ func (d *Daemon) tokenAdmin(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func wireToken(t storage.APIToken) api.Token {
-	out := api.Token{ID: t.ID, Name: t.Name, CreatedAt: api.Millis(t.CreatedAt)}
-	if t.RevokedAt != nil {
-		at := api.Millis(*t.RevokedAt)
-		out.RevokedAt = &at
-	}
-	return out
-}
-
 // handleCreateToken makes a token for a user (`loopctl token create
 // NAME`): the answer is the only place its secret appears.
 func (d *Daemon) handleCreateToken(w http.ResponseWriter, r *http.Request) {
@@ -102,34 +64,12 @@ func (d *Daemon) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if !tokenName.MatchString(req.Name) {
-		d.fail(w, r, api.Errorf(api.CodeBadRequest, "token name %q: use 1 to 64 letters, digits and . _ @ + - (a user's name), starting with a letter or digit", req.Name))
-		return
-	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	secret := tokenPrefix + hex.EncodeToString(raw)
-	var tok storage.APIToken
-	err := d.store.Write(r.Context(), func(tx *storage.Tx) error {
-		var err error
-		tok, err = tx.InsertToken(req.Name, storage.TokenHash(secret))
-		return err
-	})
-	if errors.Is(err, storage.ErrConflict) {
-		d.fail(w, r, api.Errorf(api.CodeConflict, "%s already has a token in use; revoke it first (loopctl token revoke %s)", req.Name, req.Name))
-		return
-	}
+	tok, err := d.tokens.Create(r.Context(), req.Name)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.log.Info("token created", zap.String("name", tok.Name), zap.String("id", tok.ID))
-	out := wireToken(tok)
-	out.Secret = secret
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusCreated, tok)
 }
 
 // handleTokens lists the tokens without their secrets.
@@ -137,16 +77,12 @@ func (d *Daemon) handleTokens(w http.ResponseWriter, r *http.Request) {
 	if !d.tokenAdmin(w, r) {
 		return
 	}
-	toks, err := d.store.Tokens(r.Context())
+	toks, err := d.tokens.List(r.Context())
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	out := []api.Token{}
-	for _, t := range toks {
-		out = append(out, wireToken(t))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, toks)
 }
 
 // handleRevokeToken revokes a user's token in use: from the next request
@@ -155,21 +91,10 @@ func (d *Daemon) handleRevokeToken(w http.ResponseWriter, r *http.Request) {
 	if !d.tokenAdmin(w, r) {
 		return
 	}
-	name := r.PathValue("name")
-	var tok storage.APIToken
-	err := d.store.Write(r.Context(), func(tx *storage.Tx) error {
-		var err error
-		tok, err = tx.RevokeToken(name)
-		return err
-	})
-	if errors.Is(err, storage.ErrNotFound) {
-		d.fail(w, r, api.Errorf(api.CodeNotFound, "%s has no token in use (loopctl token list)", name))
-		return
-	}
+	tok, err := d.tokens.Revoke(r.Context(), r.PathValue("name"))
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.log.Info("token revoked", zap.String("name", tok.Name), zap.String("id", tok.ID))
-	writeJSON(w, http.StatusOK, wireToken(tok))
+	writeJSON(w, http.StatusOK, tok)
 }

@@ -22,8 +22,10 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,10 +49,36 @@ type Setting struct {
 	Flag string // loopd's flag, without dashes
 	Env  string // its LOOPD_* variable, "" when it has none
 
+	// Secret says the value may hold a password (the store URL): it is
+	// shown only through Redact.
+	Secret bool
+
 	// check validates a value and returns it in the form loopd's flag
 	// parses, or a problem worded for "key: problem".
 	check func(v string) (string, string)
 }
+
+// Redact is v as it may be shown (a summary, a warning, a log): for a
+// Secret setting, a store URL's password (postgres://user:xxxxx@…, or a
+// key=value string's password=xxxxx) hidden.
+func (s Setting) Redact(v string) string {
+	if !s.Secret {
+		return v
+	}
+	return RedactStore(v)
+}
+
+// RedactStore hides the password of a PostgreSQL URL or key=value
+// connection string. (internal/storage has its own, beside the driver;
+// this one keeps loopctl, which reads daemon.conf, free of it.)
+func RedactStore(v string) string {
+	if u, err := url.Parse(v); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	return passwordKV.ReplaceAllString(v, "${1}xxxxx")
+}
+
+var passwordKV = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
 
 // Settings are the keys of daemon.conf, in the order docs/service.md lists
 // them (a test holds the two together).
@@ -68,7 +96,20 @@ var Settings = []Setting{
 	{Key: "retry_backoff", Flag: "retry-backoff", check: checkPositive},
 	{Key: "notify_backoff", Flag: "notify-backoff", Env: "LOOPD_NOTIFY_BACKOFF", check: checkPositive},
 	{Key: "api_backoff", Flag: "api-backoff", Env: "LOOPD_API_BACKOFF", check: checkPositive},
+	// A fleet worker's (docs/fleet.md). The URL is better given without a
+	// password (~/.pgpass, PGPASSFILE): the file is readable by its owner
+	// only, but a password in it is one more copy.
+	{Key: "store", Flag: "store", Env: "LOOPD_STORE", Secret: true, check: checkStore},
+	{Key: "worker", Flag: "worker", check: checkBool},
+	{Key: "worker_id", Flag: "worker-id", check: checkWorkerID},
+	{Key: "lease_ttl", Flag: "lease-ttl", check: checkLeaseTTL},
+	{Key: "heartbeat", Flag: "heartbeat", check: checkPositive},
+	{Key: "fence_margin", Flag: "fence-margin", check: checkPositive},
+	{Key: "drain_timeout", Flag: "drain-timeout", check: checkPositive},
 }
+
+// FleetKeys are the settings that make sense only with a store.
+var FleetKeys = []string{"worker", "worker_id", "lease_ttl", "heartbeat", "fence_margin", "drain_timeout"}
 
 // Value is one setting as the file gives it.
 type Value struct {
@@ -101,7 +142,7 @@ func (f *File) Get(key string) (string, bool) {
 func (f *File) Summary() string {
 	parts := make([]string, len(f.Values))
 	for i, v := range f.Values {
-		parts[i] = v.Key + "=" + config.QuoteValue(v.Value)
+		parts[i] = v.Key + "=" + config.QuoteValue(v.Redact(v.Value))
 	}
 	return strings.Join(parts, " ")
 }
@@ -146,6 +187,7 @@ func Load(home string) (*File, error) {
 			errs = append(errs, fmt.Errorf("%s:%d: http: %s is not a loopback address; set http_allow_remote=true to serve the API beyond this machine (docs/security.md)", h.File, h.Line, h.Value))
 		}
 	}
+	errs = append(errs, checkFleet(byKey)...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("bad daemon settings (nothing was started or changed):\n%w", errors.Join(errs...))
 	}
@@ -322,6 +364,72 @@ func checkPositive(v string) (string, string) {
 		return "", fmt.Sprintf("must be more than 0, got %q", v)
 	}
 	return d.String(), ""
+}
+
+// checkStore accepts what the PostgreSQL driver does: a postgres:// or
+// postgresql:// URL, or a key=value connection string. The database is
+// reached only when loopd starts.
+func checkStore(v string) (string, string) {
+	if strings.HasPrefix(v, "postgres://") || strings.HasPrefix(v, "postgresql://") {
+		u, err := url.Parse(v)
+		if err != nil {
+			// url's error quotes the URL, password and all.
+			return "", "not a valid postgres:// URL"
+		}
+		if u.Host == "" && u.Query().Get("host") == "" {
+			return "", "the URL names no host, such as postgres://loopd@db.internal/loopd"
+		}
+		return v, ""
+	}
+	if strings.Contains(v, "=") && !strings.Contains(v, "://") {
+		return v, "" // key=value: host=db.internal dbname=loopd
+	}
+	return "", "must be a PostgreSQL URL (postgres://user@host/db) or a key=value connection string (host=… dbname=…)"
+}
+
+func checkWorkerID(v string) (string, string) {
+	if v == "" || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "", fmt.Sprintf("must be a name without spaces or control characters (a pod name, a host name), got %q", v)
+	}
+	return v, ""
+}
+
+func checkLeaseTTL(v string) (string, string) {
+	d, problem := parseDuration(v)
+	if problem != "" {
+		return "", problem
+	}
+	if d < time.Second {
+		return "", fmt.Sprintf("must be at least 1s, got %q", v)
+	}
+	return d.String(), ""
+}
+
+// checkFleet checks the fleet keys the file sets against each other, as
+// loopd checks its flags: the lease's margin within its TTL, two
+// heartbeats within TTL − margin. Keys the file does not set take loopd's
+// defaults here; a flag or LOOPD_* variable that overrides one is checked
+// again by loopd.
+func checkFleet(byKey map[string]Value) []error {
+	dur := func(key string, def time.Duration) (time.Duration, bool) {
+		v, ok := byKey[key]
+		if !ok {
+			return def, false
+		}
+		d, _ := time.ParseDuration(v.Value)
+		return d, true
+	}
+	ttl, _ := dur("lease_ttl", 30*time.Second)
+	margin, marginSet := dur("fence_margin", 5*time.Second)
+	hb, hbSet := dur("heartbeat", ttl/6)
+	var errs []error
+	at := func(key string) string { v := byKey[key]; return fmt.Sprintf("%s:%d: %s", v.File, v.Line, key) }
+	if marginSet && margin >= ttl {
+		errs = append(errs, fmt.Errorf("%s: must be less than the lease TTL (%s), got %s", at("fence_margin"), ttl, margin))
+	} else if hbSet && 2*hb > ttl-margin {
+		errs = append(errs, fmt.Errorf("%s: must be at most half of the lease TTL minus the fence margin (%s), got %s", at("heartbeat"), (ttl-margin)/2, hb))
+	}
+	return errs
 }
 
 func checkTTL(v string) (string, string) {

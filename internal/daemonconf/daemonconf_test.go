@@ -160,3 +160,57 @@ func TestServiceDocListsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// The fleet keys: a store URL is kept as given but shown without its
+// password; bad values and a margin or heartbeat that does not fit the
+// lease are refused naming file, line and key, and never quote the
+// password.
+func TestFleetSettings(t *testing.T) {
+	dir := home(t,
+		"store = postgres://loopd:s3cret@db.internal:5432/loopd?sslmode=verify-full",
+		"worker = yes",
+		"worker_id = pod-0",
+		"lease_ttl = 15s",
+		"heartbeat = 2s",
+		"fence_margin = 5s",
+		"drain_timeout = 2m")
+	f, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.Get("store"); v != "postgres://loopd:s3cret@db.internal:5432/loopd?sslmode=verify-full" {
+		t.Errorf("store = %q, want the URL as given", v)
+	}
+	want := "store=postgres://loopd:xxxxx@db.internal:5432/loopd?sslmode=verify-full worker=true worker_id=pod-0 " +
+		"lease_ttl=15s heartbeat=2s fence_margin=5s drain_timeout=2m0s"
+	if got := f.Summary(); got != want {
+		t.Errorf("Summary = %q\nwant      %q", got, want)
+	}
+	if got := RedactStore("host=db password='a b' dbname=loopd"); got != "host=db password=xxxxx dbname=loopd" {
+		t.Errorf("RedactStore of a key=value string = %q", got)
+	}
+
+	for _, c := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"store = mysql://root:s3cret@db/x"}, ":1: store: must be a PostgreSQL URL"},
+		{[]string{"store = postgres://u:s3cret@/db"}, ":1: store: the URL names no host"},
+		{[]string{"worker = sometimes"}, `:1: worker: must be true or false, got "sometimes"`},
+		{[]string{"worker_id = pod 0"}, ":1: worker_id: must be a name without spaces"},
+		{[]string{"lease_ttl = 500ms"}, `:1: lease_ttl: must be at least 1s, got "500ms"`},
+		{[]string{"heartbeat = soon"}, ":1: heartbeat: must be a duration"},
+		{[]string{"drain_timeout = 0s"}, ":1: drain_timeout: must be more than 0"},
+		{[]string{"lease_ttl = 10s", "fence_margin = 10s"}, ":2: fence_margin: must be less than the lease TTL (10s), got 10s"},
+		{[]string{"lease_ttl = 15s", "heartbeat = 6s"}, ":2: heartbeat: must be at most half of the lease TTL minus the fence margin (5s), got 6s"},
+		{[]string{"leasettl = 15s"}, "unknown setting (did you mean lease_ttl?)"},
+	} {
+		_, err := Load(home(t, c.lines...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load of %q = %v; want %q", c.lines, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Load of %q quotes the password: %v", c.lines, err)
+		}
+	}
+}

@@ -50,6 +50,11 @@ type Ledger struct {
 	Index string // in-place: the private index file; "" for a worktree (its own index)
 	RunID string
 	Short string // the run's short id, in commit messages
+	// Epoch, for a fleet run, is the lease epoch its commits are made
+	// under: each commit then also carries "Loop-Lease: <epoch>", by which
+	// a push a worker made after it lost the run is told from a person's
+	// (StalePush). 0: no such trailer.
+	Epoch int64
 
 	// Merging makes CommitWorktree look for a merge in progress (left by
 	// MergeBase with conflicts) and complete it: the commit gets the
@@ -74,6 +79,14 @@ func SnapshotRef(runID string, iteration int) string {
 }
 
 func (l *Ledger) trailer(seq int) string { return fmt.Sprintf("Loop-Step: %s/%d", l.RunID, seq) }
+
+// trailers are the trailer lines of step seq's commit.
+func (l *Ledger) trailers(seq int) string {
+	if l.Epoch > 0 {
+		return l.trailer(seq) + "\n" + leaseTrailer + strconv.FormatInt(l.Epoch, 10)
+	}
+	return l.trailer(seq)
+}
 
 func (l *Ledger) cmd(ctx context.Context) Cmd {
 	c := Cmd{Dir: l.Dir}
@@ -134,7 +147,7 @@ func (l *Ledger) CommitWorktree(ctx context.Context, seq, n int, before string) 
 		// A merge in progress is completed even when the resolution
 		// kept the branch's tree: the commit records the base as merged.
 		if tree != string(headTree) || mergeHead != "" {
-			msg := fmt.Sprintf("loop %s: iteration %d\n\n%s\n", l.Short, n, l.trailer(seq))
+			msg := fmt.Sprintf("loop %s: iteration %d\n\n%s\n", l.Short, n, l.trailers(seq))
 			args := []string{"commit-tree", tree, "-p", after}
 			if mergeHead != "" {
 				args = append(args, "-p", mergeHead)
@@ -229,7 +242,7 @@ func (l *Ledger) snapshot(ctx context.Context, seq, n int, before string, fresh 
 			return Change{Files: []string{}}, nil
 		}
 	}
-	msg := fmt.Sprintf("loop %s: iteration %d\n\n%s\n", l.Short, n, l.trailer(seq))
+	msg := fmt.Sprintf("loop %s: iteration %d\n\n%s\n", l.Short, n, l.trailers(seq))
 	commit, err := l.commitTree(ctx, tree, before, msg)
 	if err != nil {
 		return Change{}, err

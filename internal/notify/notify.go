@@ -67,6 +67,34 @@ type Options struct {
 	Environ func() []string
 	// Parallel bounds deliveries in flight (default 4).
 	Parallel int
+	// Claim makes deliveries claimed (a fleet node over PostgreSQL, where
+	// other workers and API nodes deliver the same outbox): nil for the
+	// embedded daemon, its outbox's only sender.
+	Claim *Claim
+}
+
+// Claim is how a fleet node claims the notifications it delivers. Every
+// node of a fleet enqueues rows (in the transactions of its own events)
+// and any of them may send a due one, so a row is claimed first — one
+// FOR UPDATE SKIP LOCKED statement (storage.ClaimNotifications) — and its
+// attempt recorded only under that claim. A node sends nothing once its
+// claim may have expired: each delivery is cut off at the claim's TTL less
+// Margin, by the node's own clock, measured from before the claim. So two
+// nodes never send one notification at once; a node that dies mid-delivery
+// leaves the row to another after TTL (that one delivery may then be made
+// twice, as on one machine when the daemon dies between a delivery and its
+// record).
+type Claim struct {
+	Owner string // the node's stable id (a worker's --worker-id)
+	// TTL is how long a claim lasts (default: CommandTimeout plus a
+	// minute, so that the longest delivery fits with room to spare).
+	TTL time.Duration
+	// Margin is how long before its claim expires a delivery is cut off
+	// (default TTL/4): room for clock drift and the record's commit.
+	Margin time.Duration
+	// Poll is how often the outbox is looked at for rows other nodes
+	// enqueued (their commits do not wake this node's bus; default 2s).
+	Poll time.Duration
 }
 
 // Notifier delivers the notification outbox. Create it with New, install
@@ -115,6 +143,19 @@ func New(opts Options) *Notifier {
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
+	}
+	if c := opts.Claim; c != nil {
+		cc := *c
+		if cc.TTL <= 0 {
+			cc.TTL = opts.CommandTimeout + time.Minute
+		}
+		if cc.Margin <= 0 || cc.Margin >= cc.TTL {
+			cc.Margin = cc.TTL / 4
+		}
+		if cc.Poll <= 0 {
+			cc.Poll = 2 * time.Second
+		}
+		opts.Claim = &cc
 	}
 	return &Notifier{opts: opts, log: opts.Logger.Named("notify"), inflight: map[int64]bool{}, done: make(chan struct{}, 1)}
 }
@@ -250,6 +291,9 @@ func (n *Notifier) startDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 	// record refused as a conflict).
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.opts.Claim != nil {
+		return n.startClaimed(ctx, wg, now)
+	}
 	pending, err := n.opts.Store.PendingNotifications(ctx, batch)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -276,9 +320,61 @@ func (n *Notifier) startDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 			}
 			continue
 		}
+		n.start(ctx, wg, row)
+	}
+	if len(pending) == batch && next.IsZero() {
+		next = now.Add(100 * time.Millisecond) // more rows than one batch
+	}
+	return next
+}
+
+// start delivers row in the background; n.mu is held.
+func (n *Notifier) start(ctx context.Context, wg *sync.WaitGroup, row storage.Notification) {
+	n.inflight[row.ID] = true
+	wg.Go(func() {
+		n.deliver(ctx, row)
+		n.mu.Lock()
+		delete(n.inflight, row.ID)
+		n.mu.Unlock()
+		select {
+		case n.done <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// startClaimed is startDue for a fleet node: it claims as many due rows
+// as it has free slots and delivers each under its claim, with a deadline
+// before the claim can expire. n.mu is held. Rows other nodes enqueue do
+// not wake this node, so it looks again at least every Poll.
+func (n *Notifier) startClaimed(ctx context.Context, wg *sync.WaitGroup, now time.Time) time.Time {
+	c := n.opts.Claim
+	next := now.Add(c.Poll)
+	free := n.opts.Parallel - len(n.inflight)
+	if free <= 0 {
+		return time.Time{} // a delivery ending wakes us
+	}
+	// The deadline is taken before the claim: the claim's expiry is on the
+	// database's clock, from a moment after this one.
+	deadline := time.Now().Add(c.TTL - c.Margin)
+	rows, err := n.opts.Store.ClaimNotifications(ctx, c.Owner, c.TTL, now.UnixMilli(), free)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("claim notifications", zap.String("problem", storage.Explain(err)))
+		}
+		return now.Add(time.Second)
+	}
+	for _, row := range rows {
+		if n.inflight[row.ID] {
+			// Cannot be: a row in flight here is claimed by this node
+			// until its record. Never send it twice.
+			continue
+		}
+		dctx, cancel := context.WithDeadline(ctx, deadline)
 		n.inflight[row.ID] = true
 		wg.Go(func() {
-			n.deliver(ctx, row)
+			defer cancel()
+			n.deliver(dctx, row)
 			n.mu.Lock()
 			delete(n.inflight, row.ID)
 			n.mu.Unlock()
@@ -288,8 +384,16 @@ func (n *Notifier) startDue(ctx context.Context, wg *sync.WaitGroup) time.Time {
 			}
 		})
 	}
-	if len(pending) == batch && next.IsZero() {
-		next = now.Add(100 * time.Millisecond) // more rows than one batch
+	if len(rows) == free {
+		return time.Time{} // maybe more due: a delivery ending wakes us
+	}
+	if at, err := n.opts.Store.NextNotificationAt(ctx); err == nil && at > 0 {
+		if due := time.UnixMilli(at); due.Before(next) {
+			next = due
+			if next.Before(now) {
+				next = now
+			}
+		}
 	}
 	return next
 }
@@ -315,6 +419,12 @@ func (n *Notifier) deliver(ctx context.Context, row storage.Notification) {
 		// Cut short by the shutdown: the row stays due for the next
 		// daemon. A delivery that succeeded is recorded all the same (the
 		// store outlives Run), or the next daemon would send it again.
+		// (A fleet node's delivery cut off at its claim's deadline is the
+		// same: another node, or this one, claims it again once the claim
+		// expires.)
+		if n.opts.Claim != nil && ctx.Err() == context.DeadlineExceeded {
+			log.Warn("notification delivery cut off before its claim expires; it is sent again later", zap.Error(err))
+		}
 		return
 	}
 	payload := map[string]any{"run_id": row.RunID, "channel": row.Channel, "event": row.EventType,
@@ -336,7 +446,7 @@ func (n *Notifier) deliver(ctx context.Context, row storage.Notification) {
 		}
 	}
 	err = n.opts.Store.Write(context.WithoutCancel(ctx), func(tx *storage.Tx) error {
-		if err := tx.RecordNotificationAttempt(row.ID, attempt, state, nextAt, lastErr); err != nil {
+		if err := tx.RecordNotificationAttempt(row, attempt, state, nextAt, lastErr); err != nil {
 			return err
 		}
 		_, err := tx.Event(row.RunID, nil, typ, payload)

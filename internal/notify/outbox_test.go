@@ -118,7 +118,7 @@ func TestHookEnqueuesInTheEventsTransaction(t *testing.T) {
 	rows, _ := s.Notifications(t.Context(), "failedonly")
 	record := func() error {
 		return s.Write(t.Context(), func(tx *storage.Tx) error {
-			return tx.RecordNotificationAttempt(rows[0].ID, 1, storage.NotificationSent, 0, "")
+			return tx.RecordNotificationAttempt(rows[0], 1, storage.NotificationSent, 0, "")
 		})
 	}
 	if err := record(); err != nil {

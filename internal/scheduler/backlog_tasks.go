@@ -15,6 +15,35 @@ import (
 	"github.com/loopd/loopd/internal/views"
 )
 
+// BacklogOf is the backlog a request about run is about: a task run
+// stands for its backlog (`loopctl tasks last` right after a task run
+// started is about the backlog); any other run for itself.
+func (s *Scheduler) BacklogOf(ctx context.Context, run storage.Run) (storage.Run, error) {
+	if run.Parent == "" {
+		return run, nil
+	}
+	return s.store.Run(ctx, run.Parent)
+}
+
+// TaskRunRefusal refuses a request that would steer a task run around its
+// backlog's coordinator: the run's work must reach the user's checkout only
+// through the backlog's land queue and integration branch, and the
+// coordinator's record of the task must keep matching the run. A land or
+// push of a task run would put its work outside the integration branch; a
+// resume (or --onto-base) would restart a run the coordinator took for
+// ended or held; a pause would leave the task `running` with no way back
+// but the backlog's own resume. The coordinator itself calls the scheduler
+// directly and never comes through here. verb is the refused command;
+// instead, what to run in its place (BACKLOG stands for the backlog's id).
+func (s *Scheduler) TaskRunRefusal(ctx context.Context, id, verb, instead string) error {
+	run, err := s.store.Run(ctx, id)
+	if err != nil || run.Parent == "" {
+		return err
+	}
+	return api.Errorf(api.CodeConflict, "refused: run %s is a task run of backlog %s, which %ss it; use %s",
+		id, run.Parent, verb, strings.ReplaceAll(instead, "BACKLOG", run.Parent))
+}
+
 // BacklogTasks is a backlog run's tasks with their task runs' numbers
 // (`loopctl tasks`, GET /v1/runs/{id}/tasks). A run that is not a backlog
 // is an *InputError.
@@ -91,9 +120,20 @@ func (s *Scheduler) taskRunSteps(ctx context.Context, runID string, at *api.Task
 // --retry ID`): it and the tasks skipped because of it go back to pending
 // (the task gets a new task run from the integration branch's tip), sets
 // change the task's settings, and a backlog that had ended is resumed —
-// all in one transaction. Refusals are *InputError or *StateError and
-// change nothing.
-func (s *Scheduler) RetryTask(ctx context.Context, backlogID, taskID string, sets []string) error {
+// all in one transaction. It answers with the backlog's tasks as they are
+// then. Refusals are *InputError or *StateError and change nothing.
+func (s *Scheduler) RetryTask(ctx context.Context, backlogID, taskID string, sets []string) (api.BacklogTasks, error) {
+	if err := s.retryTask(ctx, backlogID, taskID, sets); err != nil {
+		return api.BacklogTasks{}, err
+	}
+	run, err := s.store.Run(ctx, backlogID)
+	if err != nil {
+		return api.BacklogTasks{}, err
+	}
+	return s.BacklogTasks(ctx, run)
+}
+
+func (s *Scheduler) retryTask(ctx context.Context, backlogID, taskID string, sets []string) error {
 	run, err := s.store.Run(ctx, backlogID)
 	if err != nil {
 		return err

@@ -92,12 +92,107 @@ func (s *Scheduler) createRun(ctx context.Context, req api.CreateRunRequest) (st
 }
 
 // createIn is createRun in the workspace req names, or, when st is not
-// nil, in the staged snapshot of a clone this node cannot see.
+// nil, in the staged snapshot of a clone this node cannot see. Each step
+// refuses with an *InputError (or a *StateError) before anything is
+// written; insertRun writes the run at the end, in one transaction.
 func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *staged) (storage.Run, []string, error) {
 	ws, err := s.newRunWorkspace(ctx, req.Workspace, st)
 	if err != nil {
 		return storage.Run{}, nil, err
 	}
+	in, err := loadStartConfig(ws, req, st)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	cfg := &in.Config
+	if st != nil && (cfg.TasksFile != "" || cfg.TasksCommand != "") {
+		// Its tasks_command would run here, on the API node, and its
+		// tasks land into a branch of the user's checkout.
+		return storage.Run{}, nil, &InputError{Msg: "a backlog run (a task list) cannot be started through LOOPD_URL yet; nothing was created",
+			Problems: []string{"start it on your own daemon (unset LOOPD_URL), or start its tasks one by one"}}
+	}
+	// A backlog run (a task list) is read here, once: the tasks stored
+	// are the bytes the trust check below hashes.
+	bl, err := s.prepareBacklog(ctx, ws, cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	goal, err := startGoal(*cfg, bl)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	file, full, stopData, err := startConditions(ws, *cfg)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	run, err := newPendingRun(req.Name, ws, goal, cfg, file, st)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	commonDir, warnings, err := s.placeRun(ctx, &run, *cfg, req, st)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	// After placeRun: a worktree run's agent reads the agents' own files
+	// (.claude/settings.json…) as committed in its base commit, so those
+	// are the ones checked.
+	in.Context, in.StopData = ctx, stopData
+	switch {
+	case st != nil:
+		// The staged files are the commit's already; the parents of the
+		// staging directory are nobody's run.
+		in.UserConfig, in.NoParents = st.userConfig, true
+	case run.Isolation == string(config.IsolationWorktree):
+		in.AgentCommit = run.BaseCommit
+	}
+	if bl != nil {
+		in.TasksFile, in.TasksData = cfg.TasksFile, bl.data
+	}
+	envTrust, err := s.checkTrust(ctx, in, st)
+	if err != nil {
+		return storage.Run{}, nil, err
+	}
+	envTrust = st.named(envTrust)
+	if bl != nil {
+		// tasks_command runs only now: a command from the workspace's
+		// config runs once the user has trusted it.
+		if err := bl.read(ctx, ws, *cfg); err != nil {
+			return storage.Run{}, nil, err
+		}
+		run.Kind = storage.KindBacklog
+	}
+	// After the trust check: the PATH an untrusted env file sets says
+	// nothing until the user has reviewed it.
+	if err := checkAgentAtStart(*cfg, ws); err != nil {
+		return storage.Run{}, nil, err
+	}
+	warnings = append(warnings, startWarnings(*cfg, full)...)
+	for i, w := range warnings {
+		warnings[i] = st.named(w)
+	}
+	// The event has every warning; the response gets the unpriced budget
+	// from Describe, which says it as long as it holds.
+	recorded := warnings
+	if w := unpricedBudget(*cfg, full); w != "" {
+		recorded = append(recorded[:len(recorded):len(recorded)], w)
+	}
+	if err := s.insertRun(ctx, run, recorded, commonDir, bl, envTrust, st); err != nil {
+		return storage.Run{}, nil, err
+	}
+	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", run.Workspace), zap.String("isolation", run.Isolation))
+	s.Wake()
+	created, err := s.store.Run(ctx, run.ID)
+	return created, warnings, err
+}
+
+// loadStartConfig loads a start's config from every layer, the request's
+// flags last, and returns it as the trust check's inputs (the bytes of
+// .loop/config it was built from, the sets). A staged snapshot's files
+// are named inside it, with the sender's user config. A backlog's goal is
+// optional (each task brings its own): a config whose only problem is the
+// missing goal loads with the backlog's default one, when it is a
+// backlog.
+func loadStartConfig(ws string, req api.CreateRunRequest, st *staged) (trust.Inputs, error) {
 	// Flags are the last layer, after --set: the goal given on the command
 	// line wins over prompt/prompt_file from any file.
 	sets := append([]string(nil), req.Set...)
@@ -105,8 +200,9 @@ func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *
 		{"plan_file", req.PlanFile}, {"stop_file", req.StopFile}, {"tasks_file", req.TasksFile}} {
 		if kv[1] != "" {
 			if st != nil {
+				var err error
 				if kv[1], err = st.inside(kv[0], kv[1]); err != nil {
-					return storage.Run{}, nil, err
+					return trust.Inputs{}, err
 				}
 			}
 			sets = append(sets, kv[0]+"="+config.QuoteValue(kv[1]))
@@ -130,9 +226,6 @@ func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *
 	}
 	cfg, err := config.Load(opts)
 	if err != nil && strings.TrimSpace(req.Goal) == "" {
-		// A backlog's goal is optional (each task brings its own): a
-		// config whose only problem is the missing goal loads with the
-		// backlog's default one, when it is a backlog.
 		retry := opts
 		retry.Sets = append(slices.Clip(opts.Sets), "prompt="+config.QuoteValue(backlogGoal))
 		if c2, err2 := config.Load(retry); err2 == nil && (c2.TasksFile != "" || c2.TasksCommand != "") {
@@ -140,122 +233,100 @@ func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *
 		}
 	}
 	if err != nil {
-		return storage.Run{}, nil, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
+		return trust.Inputs{}, &InputError{Msg: "invalid configuration; nothing was created", Problems: problems(err)}
 	}
-	if st != nil && (cfg.TasksFile != "" || cfg.TasksCommand != "") {
-		// Its tasks_command would run here, on the API node, and its
-		// tasks land into a branch of the user's checkout.
-		return storage.Run{}, nil, &InputError{Msg: "a backlog run (a task list) cannot be started through LOOPD_URL yet; nothing was created",
-			Problems: []string{"start it on your own daemon (unset LOOPD_URL), or start its tasks one by one"}}
-	}
-	// A backlog run (a task list) is read here, once: the tasks stored
-	// are the bytes the trust check below hashes.
-	bl, err := s.prepareBacklog(ctx, ws, &cfg)
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
+	return trust.Inputs{Workspace: ws, Config: cfg, Sets: sets,
+		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData}, nil
+}
+
+// startGoal is a new run's goal: the prompt, else prompt_file's content,
+// else a backlog's default goal; none is an *InputError.
+func startGoal(cfg config.Config, bl *newBacklog) (string, error) {
 	goal := cfg.Prompt
 	if goal == "" && cfg.PromptFile != "" {
+		var err error
 		if goal, err = readPromptFile("", cfg.PromptFile); err != nil {
-			return storage.Run{}, nil, &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
+			return "", &InputError{Msg: "cannot read the goal; nothing was created", Problems: []string{err.Error()}}
 		}
 	}
 	if goal == "" && bl != nil {
 		goal = bl.defaultGoal()
 	}
 	if goal == "" {
-		return storage.Run{}, nil, &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
+		return "", &InputError{Msg: "no goal: pass one (loopctl start \"…\"), set prompt or prompt_file, or add PROMPT.md to the workspace"}
 	}
-	file, stopData, err := readStopFile(cfg)
+	return goal, nil
+}
+
+// startConditions reads a start's stop file and validates it with the
+// shorthands merged in: file is what is stored, full what is evaluated,
+// data the bytes the trust check hashes.
+func startConditions(ws string, cfg config.Config) (file, full stop.Set, data []byte, err error) {
+	file, data, err = readStopFile(cfg)
 	if err != nil {
-		return storage.Run{}, nil, err
+		return stop.Set{}, stop.Set{}, nil, err
 	}
-	full := shorthandsOf(cfg).Set()
+	full = shorthandsOf(cfg).Set()
 	full.Merge(file)
 	if err := errors.Join(file.Validate(ws), full.ValidateModels(pricesOf(cfg))); err != nil {
-		return storage.Run{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
+		return stop.Set{}, stop.Set{}, nil, &InputError{Msg: "invalid stop conditions in " + cfg.StopFile + "; nothing was created", Problems: problems(err)}
 	}
-	// The goal is stored, shown and sent to the model: a secret pasted
-	// into it, or read from a file that holds one, is redacted like the
-	// steps' output. (The frozen config holds a goal given as text too.)
-	secrets := secretsOf(cfg)
+	return file, full, data, nil
+}
+
+// newPendingRun is the row of a new run, its config frozen (with a staged
+// snapshot's paths named as the sender knows them). The goal is stored,
+// shown and sent to the model: a secret pasted into it, or read from a
+// file that holds one, is redacted like the steps' output (the frozen
+// config holds a goal given as text too, so cfg.Prompt is redacted in
+// place).
+func newPendingRun(name, ws, goal string, cfg *config.Config, file stop.Set, st *staged) (storage.Run, error) {
+	secrets := secretsOf(*cfg)
 	goal, cfg.Prompt = secrets.String(goal), secrets.String(cfg.Prompt)
-	cfgJSON, err := json.Marshal(cfg)
+	cfgJSON, err := json.Marshal(*cfg)
 	if err != nil {
-		return storage.Run{}, nil, fmt.Errorf("encode config: %w", err)
+		return storage.Run{}, fmt.Errorf("encode config: %w", err)
 	}
 	condJSON, err := json.Marshal(file)
 	if err != nil {
-		return storage.Run{}, nil, fmt.Errorf("encode conditions: %w", err)
+		return storage.Run{}, fmt.Errorf("encode conditions: %w", err)
 	}
-	run := storage.Run{ID: newID(), Name: req.Name, Workspace: ws, Goal: goal, Config: string(st.namedJSON(cfgJSON)),
-		Conditions: string(st.namedJSON(condJSON)), Status: api.RunPending}
-	var commonDir string
-	var warnings []string
+	return storage.Run{ID: newID(), Name: name, Workspace: ws, Goal: goal, Config: string(st.namedJSON(cfgJSON)),
+		Conditions: string(st.namedJSON(condJSON)), Status: api.RunPending}, nil
+}
+
+// placeRun decides where a new run works: its isolation in the workspace
+// (commonDir is the repository whose worktree and branch it will create),
+// or, for a staged snapshot, a worktree of the worker's mirror, nothing
+// of which is on this node; then the fleet source req names. The warnings
+// say what the user should know of the place (a dirty checkout).
+func (s *Scheduler) placeRun(ctx context.Context, run *storage.Run, cfg config.Config, req api.CreateRunRequest, st *staged) (commonDir string, warnings []string, err error) {
 	if st == nil {
-		if commonDir, warnings, err = s.isolate(ctx, &run, cfg); err != nil {
-			return storage.Run{}, nil, err
+		if commonDir, warnings, err = s.isolate(ctx, run, cfg); err != nil {
+			return "", nil, err
 		}
 	} else {
-		// A fleet run is a worktree run of the worker's mirror; nothing
-		// of it is on this node (no git object to record here).
 		run.Workspace, run.Isolation = st.name, string(config.IsolationWorktree)
 		run.Worktree, run.Branch, run.BaseBranch = s.WorktreePath(run.ID), "loop/"+shortOf(run.ID), req.BaseBranch
 	}
-	if err := fleetSource(&run, req); err != nil {
-		return storage.Run{}, nil, err
+	if err := fleetSource(run, req); err != nil {
+		return "", nil, err
 	}
 	if cfg.VerifyBaseline && len(cfg.VerifyCommands) == 0 {
 		warnings = append(warnings, "verify_baseline is ignored: there is no verify_command to run before iteration 1")
 	}
-	// After isolate: a worktree run's agent reads the agents' own files
-	// (.claude/settings.json…) as committed in its base commit, so those
-	// are the ones checked.
-	in := trust.Inputs{Workspace: ws, Config: cfg, Sets: sets, Context: ctx,
-		ConfigGiven: opts.WorkspaceConfigGiven, ConfigData: opts.WorkspaceConfigData, StopData: stopData}
-	switch {
-	case st != nil:
-		// The staged files are the commit's already; the parents of the
-		// staging directory are nobody's run.
-		in.UserConfig, in.NoParents = st.userConfig, true
-	case run.Isolation == string(config.IsolationWorktree):
-		in.AgentCommit = run.BaseCommit
-	}
-	if bl != nil {
-		in.TasksFile, in.TasksData = cfg.TasksFile, bl.data
-	}
-	envTrust, err := s.checkTrust(ctx, in, st)
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
-	envTrust = st.named(envTrust)
-	if bl != nil {
-		// tasks_command runs only now: a command from the workspace's
-		// config runs once the user has trusted it.
-		if err := bl.read(ctx, ws, cfg); err != nil {
-			return storage.Run{}, nil, err
-		}
-		run.Kind = storage.KindBacklog
-	}
-	// After the trust check: the PATH an untrusted env file sets says
-	// nothing until the user has reviewed it.
-	if err := checkAgentAtStart(cfg, ws); err != nil {
-		return storage.Run{}, nil, err
-	}
-	warnings = append(warnings, startWarnings(cfg, full)...)
-	for i, w := range warnings {
-		warnings[i] = st.named(w)
-	}
-	ws = run.Workspace
-	// The event has every warning; the response gets the unpriced budget
-	// from Describe, which says it as long as it holds.
-	recorded := warnings
-	if w := unpricedBudget(cfg, full); w != "" {
-		recorded = append(recorded[:len(recorded):len(recorded)], w)
-	}
+	return commonDir, warnings, nil
+}
+
+// insertRun writes a new run in one transaction with its RUN_CREATED
+// event (warnings in its payload, and a snapshot's manifest, which the
+// worker checks the base commit against), the git objects a worktree run
+// will create here, a backlog's tasks and the env trust it waits for.
+func (s *Scheduler) insertRun(ctx context.Context, run storage.Run, warnings []string, commonDir string, bl *newBacklog, envTrust string, st *staged) error {
+	ws := run.Workspace
 	payload := map[string]any{"run_id": run.ID, "name": run.Name, "workspace": ws, "isolation": run.Isolation,
 		"worktree": run.Worktree, "branch": run.Branch, "base_branch": run.BaseBranch, "base_commit": run.BaseCommit,
-		"warnings": recorded}
+		"warnings": warnings}
 	if run.RepoURL != "" {
 		payload["repo_url"] = run.RepoURL
 	}
@@ -263,11 +334,9 @@ func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *
 		payload["created_by"] = run.CreatedBy
 	}
 	if st != nil {
-		// What the run was built from: the worker checks that the base
-		// commit holds exactly these files before anything of it runs.
 		payload["snapshot"] = snapshotManifest{Commit: st.commit, Files: st.manifest}
 	}
-	err = s.store.Write(ctx, func(tx *storage.Tx) error {
+	return s.store.Write(ctx, func(tx *storage.Tx) error {
 		if run.Isolation == string(config.IsolationInPlace) {
 			// Checked in the inserting transaction (one writer, BEGIN
 			// IMMEDIATE): of two racing starts exactly one wins.
@@ -305,13 +374,6 @@ func (s *Scheduler) createIn(ctx context.Context, req api.CreateRunRequest, st *
 		}
 		return nil
 	})
-	if err != nil {
-		return storage.Run{}, nil, err
-	}
-	s.log.Info("run created", zap.String("run", run.ID), zap.String("workspace", ws), zap.String("isolation", run.Isolation))
-	s.Wake()
-	created, err := s.store.Run(ctx, run.ID)
-	return created, warnings, err
 }
 
 // newRunWorkspace resolves the workspace a new run is created in: the

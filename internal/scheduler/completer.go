@@ -188,9 +188,14 @@ func (r *runner) record(st *storage.Step, typ events.Type, ev *stop.Evaluation, 
 			// A stop or pause asked for while the conditions were being
 			// evaluated (a script may take seconds) comes before the next
 			// step: the runner's loop acts on it instead.
-			f, err := tx.Flags(r.id)
-			if err != nil {
-				return err
+			// The flags as evaluateAndRecord read them are the ones here
+			// while no commit changed any run's since (reloadFlags).
+			f := storage.Flags{StopRequest: r.run.StopRequest, PauseRequest: r.run.PauseRequest}
+			if !r.flagsCurrent(r.s.store.FlagsVersion()) {
+				var err error
+				if f, err = tx.Flags(r.id); err != nil {
+					return err
+				}
 			}
 			if f.StopRequest == "" && !f.PauseRequest {
 				// The aggregates insertStep records are st's with the

@@ -36,6 +36,11 @@ type fakeStep struct {
 // environment the runner built for it).
 type fakeExec struct {
 	script func(phase api.Phase, seq int) fakeStep
+	// bySpec, when set, replaces script: for steps that differ by what
+	// the spec says (the directory a task run's worktree is in, the
+	// prompt). It is asked when the step is opened, once the prompt is
+	// written, as a real agent reads it only then.
+	bySpec func(spec supervise.Spec) fakeStep
 	// onOpen, when set, runs when a step is opened, before it ends: a
 	// user's request arriving while the step runs.
 	onOpen func(phase api.Phase, seq int)
@@ -56,7 +61,10 @@ func envValue(env []string, key string) string { return lookupEnv(env, key) }
 func (fx *fakeExec) Start(spec supervise.Spec) (StepProcess, error) {
 	phase := api.Phase(envValue(spec.Env, "LOOP_PHASE"))
 	seq, _ := strconv.Atoi(envValue(spec.Env, "LOOP_STEP"))
-	st := fx.script(phase, seq)
+	var st fakeStep
+	if fx.bySpec == nil {
+		st = fx.script(phase, seq)
+	}
 	if st.startErr != nil {
 		return nil, st.startErr
 	}
@@ -98,6 +106,9 @@ type fakeProc struct {
 }
 
 func (p *fakeProc) Open() error {
+	if p.fx.bySpec != nil {
+		p.step = p.fx.bySpec(p.spec)
+	}
 	p.fx.mu.Lock()
 	p.fx.ran = append(p.fx.ran, string(p.phase)+"/"+strconv.Itoa(p.seq))
 	p.fx.mu.Unlock()

@@ -91,18 +91,41 @@ func (s *Scheduler) finished(runID string) {
 }
 
 func (s *Scheduler) writePostmortem(runID string) error {
+	if s.lease != nil {
+		return s.writePostmortemLeased(runID)
+	}
 	ctx := context.Background()
 	run, err := s.store.Run(ctx, runID)
 	if err != nil || !run.Status.Terminal() || run.PostmortemAt != nil {
 		return err // gone, resumed, or already reported
 	}
-	view, err := s.Describe(ctx, run, DescribeOptions{})
+	md, err := s.writeReport(ctx, run)
 	if err != nil {
 		return err
 	}
+	if err := s.markPostmortem(ctx, run, md); errors.Is(err, storage.ErrConflict) {
+		return nil // resumed meanwhile, or already reported: nothing to announce
+	} else if err != nil {
+		return err
+	}
+	cfg, _, err := decodeFrozen(run)
+	if err == nil && cfg.PostmortemCommand != "" && !s.detached() {
+		s.runPostmortemCommand(run, cfg.PostmortemCommand, cfg.PostmortemTimeout.Std(), md)
+	}
+	return nil
+}
+
+// writeReport writes run's postmortem.md and summary.json under this
+// daemon's home and returns the markdown's path.
+func (s *Scheduler) writeReport(ctx context.Context, run storage.Run) (string, error) {
+	runID := run.ID
+	view, err := s.Describe(ctx, run, DescribeOptions{})
+	if err != nil {
+		return "", err
+	}
 	steps, err := s.store.Steps(ctx, runID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	in := postmortem.Input{Run: view}
 	var lastFail, lastVerifyFail *storage.Step
@@ -127,7 +150,7 @@ func (s *Scheduler) writePostmortem(runID string) error {
 	// a report shows, and loading them all would grow the daemon.
 	evs, total, err := s.store.EventEnds(ctx, runID, postmortem.TimelineEnds)
 	if err != nil {
-		return err
+		return "", err
 	}
 	for _, e := range evs {
 		in.Events = append(in.Events, views.Event(e))
@@ -135,25 +158,117 @@ func (s *Scheduler) writePostmortem(runID string) error {
 	in.EventCount = total
 	dir := filepath.Join(s.opts.Home, "runs", runID)
 	if _, err := postmortem.Write(dir, in); err != nil {
-		return err
+		return "", err
 	}
-	md := filepath.Join(dir, postmortem.MarkdownFile)
-	err = s.store.Write(ctx, func(tx *storage.Tx) error {
-		return tx.MarkPostmortem(runID, run.Status, map[string]any{"run_id": runID, "status": run.Status,
+	return filepath.Join(dir, postmortem.MarkdownFile), nil
+}
+
+// markPostmortem records the report written (POSTMORTEM_WRITTEN), once:
+// ErrConflict when the run was resumed meanwhile or is reported already.
+func (s *Scheduler) markPostmortem(ctx context.Context, run storage.Run, md string) error {
+	dir := filepath.Dir(md)
+	return s.store.Write(ctx, func(tx *storage.Tx) error {
+		return tx.MarkPostmortem(run.ID, run.Status, map[string]any{"run_id": run.ID, "status": run.Status,
 			"path": md, "summary": filepath.Join(dir, postmortem.SummaryFile)})
 	})
-	if errors.Is(err, storage.ErrConflict) {
-		return nil // resumed meanwhile, or already reported: nothing to announce
+}
+
+// writePostmortemLeased is writePostmortem for a fleet worker. Any worker
+// may end up writing a run's report — the one that ended it, or, when that
+// one died first, whichever claims it after the claim expired
+// (claimPostmortems) — so the report and the postmortem_command are
+// claimed (storage.ClaimPostmortem: owner, epoch, expiry on the database's
+// clock) and the claim released only once both are done: one worker at a
+// time sees to them, and a worker lost in the middle leaves them to
+// another, which runs what was not finished (the command again, if the
+// lost worker was running it: at least once across a crash, never twice
+// at once).
+func (s *Scheduler) writePostmortemLeased(runID string) error {
+	ctx := context.Background()
+	run, err := s.store.Run(ctx, runID)
+	if err != nil || !run.Status.Terminal() {
+		return err
 	}
+	c, ok, err := s.store.ClaimPostmortem(ctx, runID, s.lease.f.WorkerID, s.postmortemTTL(run))
+	if err != nil || !ok {
+		return err // done, or another worker's
+	}
+	return s.postmortemClaimed(ctx, c)
+}
+
+// postmortemTTL is how long a claim of run's postmortem lasts: its
+// command's timeout and a lease TTL more.
+func (s *Scheduler) postmortemTTL(run storage.Run) time.Duration {
+	cfg, _, err := decodeFrozen(run)
+	if err != nil || cfg.PostmortemCommand == "" {
+		return s.lease.f.TTL
+	}
+	return cfg.PostmortemTimeout.Std() + s.lease.f.TTL
+}
+
+// postmortemClaimed writes the report of a claimed postmortem (unless it
+// is written already), runs the postmortem_command, and releases the
+// claim.
+func (s *Scheduler) postmortemClaimed(ctx context.Context, c storage.PostmortemClaim) error {
+	run, err := s.store.Run(ctx, c.RunID)
+	if err != nil || !run.Status.Terminal() {
+		return err
+	}
+	// The report is on this worker's disk: written here, or written again
+	// here for the command when the worker that wrote it is gone.
+	md, err := s.writeReport(ctx, run)
 	if err != nil {
 		return err
 	}
+	if !c.Written {
+		if err := s.markPostmortem(ctx, run, md); errors.Is(err, storage.ErrConflict) {
+			return nil // resumed meanwhile
+		} else if err != nil {
+			return err
+		}
+	}
 	cfg, _, err := decodeFrozen(run)
-	if err == nil && cfg.PostmortemCommand != "" && !s.detached() {
+	if err == nil && cfg.PostmortemCommand != "" {
+		if s.detached() {
+			return nil // shutting down: the claim expires and another worker runs it
+		}
 		s.runPostmortemCommand(run, cfg.PostmortemCommand, cfg.PostmortemTimeout.Std(), md)
+	}
+	if _, err := s.store.ReleasePostmortem(ctx, s.lease.f.WorkerID, c); err != nil {
+		return err
 	}
 	return nil
 }
+
+// claimPostmortems, on every claim scan of a fleet worker, takes over the
+// postmortems other workers did not see to: runs that ended more than a
+// lease TTL ago whose report was never written, or whose claim expired
+// with its worker.
+func (s *Scheduler) claimPostmortems(ctx context.Context) {
+	if s.isStopping() {
+		return
+	}
+	cs, err := s.store.ClaimPostmortemsDue(ctx, s.lease.f.WorkerID, s.lease.f.TTL+postmortemCommandBound, time.Now().UnixMilli(), s.lease.f.TTL, 4)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("claim due postmortems", zap.String("problem", storage.Explain(err)))
+		}
+		return
+	}
+	for _, c := range cs {
+		s.log.Info("taking over a run's postmortem", zap.String("run", c.RunID), zap.Bool("report_written", c.Written))
+		s.runners.Go(func() {
+			if err := s.postmortemClaimed(context.Background(), c); err != nil {
+				s.log.Error("write postmortem", zap.String("run", c.RunID), zap.Error(err))
+			}
+		})
+	}
+}
+
+// postmortemCommandBound is the longest postmortem_timeout a claim taken
+// over by a scan covers (the key's default): a scan claims before it
+// reads the run's config.
+const postmortemCommandBound = 10 * time.Minute
 
 // runPostmortemCommand runs the user's analysis command after the run has
 // ended, bounded by its timeout, with output to runs/<id>/postmortem-command.log.

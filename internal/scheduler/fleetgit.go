@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/git"
@@ -177,24 +180,136 @@ func (r *runner) resetRemoteBranch(ctx context.Context, mirror string) {
 	r.log.Info("run branch set back to its recorded commit: a push whose record was lost", zap.String("from", tip), zap.String("to", r.git.pushed))
 }
 
+// holdBeforePushEnv names a test-only hook: when set to a directory, a
+// worker that finds the file hold-<worker-id>-<stage> there writes
+// held-<worker-id>-<stage>-<seq> and waits until the hold file is gone;
+// stage "check" is before its lease check, "push" after it, right before
+// the push of a run's branch. The end-to-end tests of a late push hold a
+// worker there while another takes its run over. Unset (production), it
+// costs one Getenv per push.
+const holdBeforePushEnv = "LOOPD_TEST_HOLD_BEFORE_PUSH"
+
+// staleResets bounds how often one push sets back a late push of a
+// worker that lost the run before it gives up for this step (the next
+// step's push tries again).
+const staleResets = 3
+
 // pushChange pushes a fleet run's branch after the ledger commit of step
 // seq. A refused lease stops the run (prepareFleetWorkspace, before the
-// next step); any other failure is logged and the next step's push
-// carries this commit too.
+// next step) — unless what moved the branch is a late push of a worker
+// that lost this run, which is set back and the push made again. Any
+// other failure is logged and the next step's push carries this commit
+// too.
 func (r *runner) pushChange(ctx context.Context, seq int, commit string) {
-	mirror := git.Mirrors{Dir: filepath.Join(r.s.opts.Home, "mirrors")}.Path(r.run.RepoURL)
-	_, err := git.Push(ctx, git.PushInput{Dir: mirror, Remote: git.Remote{URL: r.run.RepoURL}, Branch: r.run.Branch, Commit: commit, Expect: r.git.pushed})
-	var ref *git.Refusal
-	switch {
-	case err == nil:
-		r.git.pushed, r.git.pushSeq, r.git.pushCommit = commit, seq, commit
-		r.log.Debug("run branch pushed", zap.Int("seq", seq), zap.String("commit", commit))
-	case errors.As(err, &ref) && ref.Kind == git.RefusedRemoteMoved:
-		r.git.refused = err
-		r.log.Warn("run branch push refused: someone else moved it", zap.Int("seq", seq), zap.Error(err))
-	default:
-		r.log.Warn("push the run branch", zap.Int("seq", seq), zap.Error(err))
+	// A worker that lost the run pushes nothing: its push would move the
+	// branch under the run's new owner. The check and the push are not
+	// atomic (a worker can freeze between them): the owner's set-back
+	// below covers that.
+	r.holdBeforePush(ctx, "check", seq)
+	if !r.mayPush(ctx) {
+		return
 	}
+	r.holdBeforePush(ctx, "push", seq)
+	m := git.Mirrors{Dir: filepath.Join(r.s.opts.Home, "mirrors")}
+	mirror := m.Path(r.run.RepoURL)
+	rem := git.Remote{URL: r.run.RepoURL}
+	for resets := 0; ; resets++ {
+		_, err := git.Push(ctx, git.PushInput{Dir: mirror, Remote: rem, Branch: r.run.Branch, Commit: commit, Expect: r.git.pushed})
+		var ref *git.Refusal
+		switch {
+		case err == nil:
+			r.git.pushed, r.git.pushSeq, r.git.pushCommit = commit, seq, commit
+			r.log.Debug("run branch pushed", zap.Int("seq", seq), zap.String("commit", commit))
+			return
+		case errors.As(err, &ref) && ref.Kind == git.RefusedRemoteMoved:
+			if resets < staleResets && r.setBackStalePush(ctx, m, rem) {
+				continue
+			}
+			r.git.refused = err
+			r.log.Warn("run branch push refused: someone else moved it", zap.Int("seq", seq), zap.Error(err))
+			return
+		default:
+			r.log.Warn("push the run branch", zap.Int("seq", seq), zap.Error(err))
+			return
+		}
+	}
+}
+
+// mayPush reports whether this worker still holds the run's lease, by its
+// own book and then by the database, right before a push.
+func (r *runner) mayPush(ctx context.Context) bool {
+	if r.s.lease == nil {
+		return true
+	}
+	if e, held := r.s.lease.epoch(r.id); !held || e != r.epoch || r.s.guardFired() {
+		r.log.Warn("run branch not pushed: this worker no longer holds the run's lease", zap.Int64("epoch", r.epoch))
+		return false
+	}
+	ok, err := r.s.store.LeaseHeld(ctx, storage.Lease{RunID: r.id, Owner: r.s.lease.f.WorkerID, Epoch: r.epoch})
+	if err != nil || !ok {
+		// Unsure is no: the next step's push (if this worker still has
+		// the run then) carries this commit too.
+		r.log.Warn("run branch not pushed: the run's lease is not this worker's, or could not be checked",
+			zap.Int64("epoch", r.epoch), zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// holdBeforePush is the holdBeforePushEnv test hook.
+func (r *runner) holdBeforePush(ctx context.Context, stage string, seq int) {
+	dir := os.Getenv(holdBeforePushEnv)
+	if dir == "" || r.s.lease == nil {
+		return
+	}
+	hold := filepath.Join(dir, "hold-"+r.s.lease.f.WorkerID+"-"+stage)
+	if _, err := os.Stat(hold); err != nil {
+		return
+	}
+	_ = atomicfile.Write(filepath.Join(dir, fmt.Sprintf("held-%s-%s-%d", r.s.lease.f.WorkerID, stage, seq)), []byte(r.id+"\n"))
+	for {
+		if _, err := os.Stat(hold); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// setBackStalePush sets the run's branch on the remote back to the last
+// commit this worker recorded as pushed when what moved it is a late push
+// of a worker that lost the run (git.Mirrors.StalePush: ledger commits of
+// this run from an older lease epoch), with a lease on what it found. A
+// person's commit is never set back: false, and the run stops.
+func (r *runner) setBackStalePush(ctx context.Context, m git.Mirrors, rem git.Remote) bool {
+	if r.s.lease == nil || r.epoch == 0 {
+		return false
+	}
+	mirror := m.Path(r.run.RepoURL)
+	tip, err := git.RemoteBranch(ctx, mirror, rem, r.run.Branch)
+	if err != nil {
+		r.log.Warn("read the run branch on the remote", zap.Error(err))
+		return false
+	}
+	stale, err := m.StalePush(ctx, r.run.RepoURL, tip, r.git.pushed, r.run.BaseCommit, r.id, r.epoch)
+	if err != nil {
+		r.log.Warn("read what moved the run branch", zap.String("tip", tip), zap.Error(err))
+		return false
+	}
+	if !stale {
+		return false
+	}
+	if _, err := git.Push(ctx, git.PushInput{Dir: mirror, Remote: rem, Branch: r.run.Branch, Commit: r.git.pushed, Expect: tip}); err != nil {
+		r.log.Warn("set back a late push of a worker that lost the run", zap.String("from", tip), zap.Error(err))
+		// The branch may have moved again meanwhile: the next push reads it anew.
+		return true
+	}
+	r.log.Warn("run branch set back: a worker that lost the run pushed to it late", zap.String("from", tip),
+		zap.String("to", r.git.pushed), zap.Int64("epoch", r.epoch))
+	return true
 }
 
 // pushedPayload adds the commit pushed for st to its event's payload.

@@ -142,6 +142,7 @@ func (s *Scheduler) claimLeased(ctx context.Context) (time.Time, error) {
 	if s.isStopping() || fenced {
 		return next, nil
 	}
+	s.claimPostmortems(ctx)
 	s.sweepWorktrees(ctx)
 	if free <= 0 {
 		return next, nil
@@ -251,7 +252,8 @@ func (s *Scheduler) releaseLeased(r *runner) {
 // recoverLeased is recover for a fleet worker: it re-adopts the runs still
 // leased to it (a restart within the lease), exactly as an embedded daemon
 // adopts its RUNNING runs; runs whose lease expired are claimed like any
-// other. Postmortems are written by the worker that ends a run.
+// other. Postmortems are written by the worker that ends a run, or by
+// any worker's scan when that one was lost first (claimPostmortems).
 //
 // The leases are renewed before any of their runs runs, and the deadline
 // file moves only with that renewal. A worker restarted just before its

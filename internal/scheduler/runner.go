@@ -63,6 +63,11 @@ type runner struct {
 	// and with each step's environment.
 	secrets *redact.Redactor
 
+	// flagsAt is the store's FlagsVersion when reloadFlags last read the
+	// run's flags; flagsKnown says it may be trusted (see reloadFlags).
+	flagsAt    uint64
+	flagsKnown bool
+
 	// Where the steps run (the workspace, or the run's worktree) and the
 	// change ledger (nil when the workspace is not in git); set in load.
 	workdir    string

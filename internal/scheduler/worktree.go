@@ -52,7 +52,7 @@ func (r *runner) loadWorkspace() {
 				*p = filepath.Join(r.workdir, rel)
 			}
 		}
-		r.ledger = &git.Ledger{Dir: r.run.Worktree, RunID: r.id, Short: shortOf(r.id)}
+		r.ledger = &git.Ledger{Dir: r.run.Worktree, RunID: r.id, Short: shortOf(r.id), Epoch: r.epoch}
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, ledgerTimeout)

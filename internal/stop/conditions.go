@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loopd/loopd/internal/jsonpath"
 )
 
 // The condition types, in the order of Types (and of the reference). Each is a Type
@@ -112,10 +114,10 @@ var specificTestsPassKind = &kind[SpecificTestsPass]{
 		for i, t := range c.Tests {
 			switch {
 			case strings.TrimSpace(t) == "":
-				v.fail(index(join(p, "tests"), i), "empty test name")
+				v.fail(jsonpath.Index(join(p, "tests"), i), "empty test name")
 			case isGlob(t):
 				if _, err := path.Match(t, ""); err != nil {
-					v.fail(index(join(p, "tests"), i), "bad glob pattern %q", t)
+					v.fail(jsonpath.Index(join(p, "tests"), i), "bad glob pattern %q", t)
 				}
 			}
 		}

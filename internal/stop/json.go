@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/loopd/loopd/internal/editdist"
+	"github.com/loopd/loopd/internal/jsonpath"
 )
 
 // Encoding: every condition encodes as {"type":…} followed by its fields in the order
@@ -105,41 +105,20 @@ func (d *decoder) err() error { return errors.Join(d.errs...) }
 
 // top checks that data is exactly one JSON value.
 func (d *decoder) top(data []byte) (json.RawMessage, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		d.syntax(data, err)
-		return nil, false
-	}
-	end := dec.InputOffset()
-	if _, err := dec.Token(); err != io.EOF {
-		rest := data[end:]
-		line, col := lineCol(data, end+int64(len(rest)-len(bytes.TrimLeft(rest, " \t\r\n"))))
-		d.fail("", "invalid JSON at line %d, column %d: data after the top-level value", line, col)
-		return nil, false
-	}
-	return raw, true
-}
-
-func (d *decoder) syntax(data []byte, err error) {
-	var se *json.SyntaxError
+	raw, se := jsonpath.Top(data)
 	switch {
-	case errors.As(err, &se):
-		line, col := lineCol(data, se.Offset-1) // Offset is just past the bad byte
-		d.fail("", "invalid JSON at line %d, column %d: %v", line, col, err)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case se == nil:
+		return raw, true
+	case se.Trailing:
+		d.fail("", "invalid JSON at line %d, column %d: data after the top-level value", se.Line, se.Col)
+	case se.EOF:
 		d.fail("", "invalid JSON: unexpected end of input")
+	case se.Line > 0:
+		d.fail("", "invalid JSON at line %d, column %d: %v", se.Line, se.Col, se.Err)
 	default:
-		d.fail("", "invalid JSON: %v", err)
+		d.fail("", "invalid JSON: %v", se.Err)
 	}
-}
-
-func lineCol(data []byte, offset int64) (line, col int) {
-	offset = min(max(offset, 0), int64(len(data)))
-	before := data[:offset]
-	line = bytes.Count(before, []byte{'\n'}) + 1
-	col = int(offset) - (bytes.LastIndexByte(before, '\n') + 1) + 1
-	return line, col
+	return nil, false
 }
 
 type member struct {
@@ -150,7 +129,7 @@ type member struct {
 // object returns the members of the JSON object raw in document order, reporting a
 // non-object and duplicate keys.
 func (d *decoder) object(raw json.RawMessage, path string) []member {
-	if k := kindOf(raw); k != "object" {
+	if k := jsonpath.Kind(raw); k != "object" {
 		d.fail(path, "expected an object, got %s", describe(raw))
 		return nil
 	}
@@ -184,7 +163,7 @@ func (d *decoder) object(raw json.RawMessage, path string) []member {
 }
 
 func (d *decoder) conditions(raw json.RawMessage, path string, depth int) []Condition {
-	if k := kindOf(raw); k != "array" {
+	if k := jsonpath.Kind(raw); k != "array" {
 		d.fail(path, "expected an array of conditions, got %s", describe(raw))
 		return nil
 	}
@@ -195,7 +174,7 @@ func (d *decoder) conditions(raw json.RawMessage, path string, depth int) []Cond
 	}
 	cs := make([]Condition, 0, len(items))
 	for i, item := range items {
-		if c := d.condition(item, index(path, i), depth); c != nil {
+		if c := d.condition(item, jsonpath.Index(path, i), depth); c != nil {
 			cs = append(cs, c)
 		}
 	}
@@ -208,7 +187,7 @@ func (d *decoder) condition(raw json.RawMessage, path string, depth int) Conditi
 		d.fail(path, "conditions nested more than %d deep", maxDepth)
 		return nil
 	}
-	if k := kindOf(raw); k != "object" {
+	if k := jsonpath.Kind(raw); k != "object" {
 		d.fail(path, "expected a condition object such as {\"type\":\"max_iterations\",\"count\":5}, got %s", describe(raw))
 		return nil
 	}
@@ -275,7 +254,7 @@ func (d *decoder) field(k fieldKind, raw json.RawMessage, path string, depth int
 	case kindInt64:
 		return d.integer(raw, path, 64)
 	case kindFloat:
-		if kind := kindOf(raw); kind != "number" {
+		if kind := jsonpath.Kind(raw); kind != "number" {
 			d.fail(path, "expected a number, got %s", describe(raw))
 			return nil, false
 		}
@@ -290,7 +269,7 @@ func (d *decoder) field(k fieldKind, raw json.RawMessage, path string, depth int
 	case kindString:
 		return d.string(raw, path)
 	case kindStrings:
-		if kind := kindOf(raw); kind != "array" {
+		if kind := jsonpath.Kind(raw); kind != "array" {
 			d.fail(path, "expected an array of strings, got %s", describe(raw))
 			return nil, false
 		}
@@ -302,7 +281,7 @@ func (d *decoder) field(k fieldKind, raw json.RawMessage, path string, depth int
 		out := make([]string, 0, len(items))
 		ok := true
 		for i, item := range items {
-			s, good := d.string(item, index(path, i))
+			s, good := d.string(item, jsonpath.Index(path, i))
 			ok = ok && good
 			out = append(out, s)
 		}
@@ -330,7 +309,7 @@ func (d *decoder) field(k fieldKind, raw json.RawMessage, path string, depth int
 }
 
 func (d *decoder) integer(raw json.RawMessage, path string, bits int) (int64, bool) {
-	if kind := kindOf(raw); kind != "number" {
+	if kind := jsonpath.Kind(raw); kind != "number" {
 		d.fail(path, "expected an integer, got %s", describe(raw))
 		return 0, false
 	}
@@ -358,7 +337,7 @@ func (d *decoder) bool(raw json.RawMessage, path string) (bool, bool) {
 }
 
 func (d *decoder) string(raw json.RawMessage, path string) (string, bool) {
-	if kind := kindOf(raw); kind != "string" {
+	if kind := jsonpath.Kind(raw); kind != "string" {
 		d.fail(path, "expected a string, got %s", describe(raw))
 		return "", false
 	}
@@ -370,31 +349,10 @@ func (d *decoder) string(raw json.RawMessage, path string) (string, bool) {
 	return s, true
 }
 
-// kindOf names the JSON type of a valid raw value for error messages.
-func kindOf(raw json.RawMessage) string {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
 // describe names the JSON type of raw, with the value of short strings, for "got …".
 func describe(raw json.RawMessage) string {
-	k := kindOf(raw)
-	if raw = bytes.TrimSpace(raw); k == "string" && len(raw) <= 40 {
+	k := jsonpath.Kind(raw)
+	if raw, short := jsonpath.Short(raw); k == "string" && short {
 		return "string " + string(raw)
 	}
 	return k
@@ -406,8 +364,6 @@ func join(path, field string) string {
 	}
 	return path + "." + field
 }
-
-func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
 // closest returns the candidate most likely meant by word: one that starts like word
 // does, but for at most its last byte ("verify" → "verification"), else the nearest by

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/loopd/loopd/internal/jsonpath"
 )
 
 // kind describes one condition type T: its tag, JSON fields, priority, description,
@@ -99,7 +101,7 @@ func (k *kind[T]) decode(d *decoder, members []member, path string, depth int) C
 			continue
 		}
 		f := k.fields[i]
-		if f.optional && kindOf(m.value) == "null" {
+		if f.optional && jsonpath.Kind(m.value) == "null" {
 			continue
 		}
 		if v, ok := d.field(f.kind, m.value, join(path, f.name), depth); ok {
@@ -149,7 +151,7 @@ func (k *kind[T]) check(c Condition, v *validator, p string) {
 				v.fail(p, "%s needs at least one condition", k.typ)
 			}
 			for i, child := range cs {
-				v.check(child, index(join(p, f.name), i))
+				v.check(child, jsonpath.Index(join(p, f.name), i))
 			}
 		case kindCondition:
 			child, _ := f.get(&t).(Condition)
@@ -172,7 +174,7 @@ func (k *kind[T]) children(c Condition, p string) iter.Seq2[string, Condition] {
 			case kindConditions:
 				cs, _ := f.get(&t).([]Condition)
 				for i, child := range cs {
-					if !yield(index(join(p, f.name), i), child) {
+					if !yield(jsonpath.Index(join(p, f.name), i), child) {
 						return
 					}
 				}

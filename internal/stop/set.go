@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/loopd/loopd/internal/jsonpath"
 )
 
 // Set is the JSON of .loop/stop.json, and the whole configuration of an Evaluator.
@@ -155,7 +157,7 @@ func (s Set) Validate(workspace string) error {
 	v := validator{workspace: workspace}
 	for _, l := range s.lists() {
 		for i, c := range l.conds {
-			v.check(c, index(l.name, i))
+			v.check(c, jsonpath.Index(l.name, i))
 		}
 	}
 	return errors.Join(v.errs...)
@@ -166,7 +168,7 @@ func (s Set) ValidateModels(prices Prices) error {
 	var errs []error
 	for _, l := range s.lists() {
 		for i, c := range l.conds {
-			walk(c, index(l.name, i), func(c Condition, p string) bool {
+			walk(c, jsonpath.Index(l.name, i), func(c Condition, p string) bool {
 				if c, ok := c.(MaxCost); ok && c.Model != "" {
 					if _, ok := prices.Lookup(c.Model); !ok {
 						errs = append(errs, &ValidationError{Path: join(p, "model"), Msg: fmt.Sprintf(

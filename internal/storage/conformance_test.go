@@ -222,7 +222,7 @@ func TestNotificationsAndWaits(t *testing.T) {
 		}
 		record := func(attempts int, state string) error {
 			return s.Write(t.Context(), func(tx *Tx) error {
-				return tx.RecordNotificationAttempt(ns[0].ID, attempts, state, 9, "boom")
+				return tx.RecordNotificationAttempt(ns[0], attempts, state, 9, "boom")
 			})
 		}
 		if err := record(1, NotificationPending); err != nil {

@@ -109,7 +109,7 @@ func (t *Tx) ClaimRuns(owner string, ttl time.Duration, limit int, held []string
 		LIMIT $1
 		FOR UPDATE OF runs SKIP LOCKED)
 	UPDATE runs r SET status = 'RUNNING', reason = '', description = '', condition = '', exit_code = NULL,
-		ended_at = NULL, wait_until = NULL, postmortem_at = NULL, updated_at = $2,
+		ended_at = NULL, wait_until = NULL, postmortem_at = NULL, postmortem_owner = '', updated_at = $2,
 		started_at = COALESCE(r.started_at, $2),
 		lease_owner = $3, lease_epoch = r.lease_epoch + 1, lease_expires_at = now.ms + $4
 	FROM c, now WHERE r.id = c.id
@@ -226,6 +226,105 @@ func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 		return fmt.Errorf("release lease of %s: %w", l.RunID, err)
 	}
 	return nil
+}
+
+// LeaseHeld reports whether l is still the run's lease and has not
+// expired on the database's clock: what a worker checks right before an
+// action outside the database that a fenced transaction cannot undo (a
+// push of the run's branch).
+func (s *Store) LeaseHeld(ctx context.Context, l Lease) (bool, error) {
+	if !s.pg {
+		return false, ErrNotFleet
+	}
+	var n int
+	err := s.r.GetContext(ctx, &n, `SELECT count(*) FROM runs WHERE id = $1 AND lease_owner = $2
+		AND lease_epoch = $3 AND status = 'RUNNING' AND lease_expires_at > `+dbNowMS, l.RunID, l.Owner, l.Epoch)
+	if err != nil {
+		return false, fmt.Errorf("check the lease of %s: %w", l.RunID, err)
+	}
+	return n == 1, nil
+}
+
+// PostmortemClaim is a fleet worker's claim of an ended run's postmortem:
+// writing its report and running its postmortem_command, once.
+type PostmortemClaim struct {
+	RunID string `db:"id"`
+	Epoch int64  `db:"postmortem_epoch"`
+	// Written says the report is written already (postmortem_at set):
+	// only the postmortem_command is left, its worker lost before it ran
+	// it to the end.
+	Written bool `db:"written"`
+}
+
+// ClaimPostmortem claims the postmortem of ended run id for owner for
+// ttl (database clock): the worker that ended a run claims it at once.
+// ok is false when the report is written and its command done, the run
+// is not ended, or another worker holds an unexpired claim.
+func (s *Store) ClaimPostmortem(ctx context.Context, id, owner string, ttl time.Duration) (PostmortemClaim, bool, error) {
+	if !s.pg {
+		return PostmortemClaim{}, false, ErrNotFleet
+	}
+	var c []PostmortemClaim
+	err := s.w.SelectContext(ctx, &c, `UPDATE runs SET postmortem_owner = $2, postmortem_epoch = postmortem_epoch + 1,
+		postmortem_expires_at = `+dbNowMS+` + $3
+		WHERE id = $1 AND status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED')
+		AND (postmortem_at IS NULL OR postmortem_owner <> '')
+		AND (postmortem_owner = '' OR postmortem_expires_at <= `+dbNowMS+`)
+		RETURNING id, postmortem_epoch, postmortem_at IS NOT NULL AS written`, id, owner, ttl.Milliseconds())
+	if err != nil || len(c) == 0 {
+		if err != nil {
+			err = fmt.Errorf("claim the postmortem of %s: %w", id, err)
+		}
+		return PostmortemClaim{}, false, err
+	}
+	return c[0], true, nil
+}
+
+// ClaimPostmortemsDue claims, for owner, up to limit postmortems that no
+// worker is seeing to: of runs that ended (on any worker) more than
+// grace before now (Unix ms, the claimer's clock) whose report was never
+// written and nobody holds, or whose holder's claim expired — a worker
+// that died after it ended a run and before its report and
+// postmortem_command were done. One FOR UPDATE SKIP LOCKED statement.
+func (s *Store) ClaimPostmortemsDue(ctx context.Context, owner string, ttl time.Duration, now int64, grace time.Duration, limit int) ([]PostmortemClaim, error) {
+	if !s.pg {
+		return nil, ErrNotFleet
+	}
+	var cs []PostmortemClaim
+	err := s.w.SelectContext(ctx, &cs, `WITH c AS (
+		SELECT id FROM runs
+		WHERE status IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED')
+		  AND (postmortem_at IS NULL OR postmortem_owner <> '')
+		  AND (postmortem_owner = '' OR postmortem_expires_at <= `+dbNowMS+`)
+		  AND COALESCE(ended_at, 0) <= $1
+		ORDER BY ended_at
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED)
+	UPDATE runs r SET postmortem_owner = $3, postmortem_epoch = r.postmortem_epoch + 1,
+		postmortem_expires_at = `+dbNowMS+` + $4
+	FROM c WHERE r.id = c.id
+	RETURNING r.id, r.postmortem_epoch, r.postmortem_at IS NOT NULL AS written`,
+		now-grace.Milliseconds(), limit, owner, ttl.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim due postmortems: %w", err)
+	}
+	return cs, nil
+}
+
+// ReleasePostmortem ends owner's claim c: the report is written and its
+// command has run. A claim that expired and was taken by another worker
+// is left alone (false).
+func (s *Store) ReleasePostmortem(ctx context.Context, owner string, c PostmortemClaim) (bool, error) {
+	if !s.pg {
+		return false, ErrNotFleet
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE runs SET postmortem_owner = '', postmortem_expires_at = 0
+		WHERE id = $1 AND postmortem_owner = $2 AND postmortem_epoch = $3 AND postmortem_at IS NOT NULL`, c.RunID, owner, c.Epoch)
+	if err != nil {
+		return false, fmt.Errorf("release the postmortem of %s: %w", c.RunID, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 // RunnableRuns counts the runs a worker could claim now: what an

@@ -76,6 +76,7 @@ const runInsertColumns = `id, name, workspace, goal, config, conditions, status,
 
 // InsertRun creates a run and its RUN_CREATED event.
 func (t *Tx) InsertRun(r Run, payload any) error {
+	t.flags = true
 	r.CreatedAt, r.UpdatedAt = t.now, t.now
 	if r.Isolation == "" {
 		r.Isolation = "in_place"
@@ -131,7 +132,7 @@ func (t *Tx) TransitionRun(tr Transition) error {
 	}
 	// Any change of status makes the postmortem of an earlier ending stale.
 	set := []string{"status = ?", "reason = ?", "description = ?", "condition = ?", "exit_code = ?",
-		"ended_at = ?", "wait_until = ?", "updated_at = ?", "postmortem_at = NULL"}
+		"ended_at = ?", "wait_until = ?", "updated_at = ?", "postmortem_at = NULL", "postmortem_owner = ''"}
 	args := []any{tr.To, tr.Reason, tr.Description, tr.Condition, exit, ended, tr.WaitUntil, t.now}
 	if tr.To == api.RunRunning {
 		set = append(set, "started_at = COALESCE(started_at, ?)")
@@ -140,6 +141,7 @@ func (t *Tx) TransitionRun(tr Transition) error {
 	if tr.ClearRequests {
 		set = append(set, "stop_request = ''", "pause_request = 0")
 	}
+	t.flags = true
 	q := `UPDATE runs SET ` + strings.Join(set, ", ") + ` WHERE id = ? AND status IN (?` +
 		strings.Repeat(", ?", len(tr.From)-1) + `)`
 	args = append(args, tr.RunID)
@@ -190,6 +192,7 @@ func (t *Tx) UpdateConfig(id, config, conditions string) error {
 }
 
 func (t *Tx) updateLive(id, set string, args ...any) error {
+	t.flags = true // every caller sets one of the run's Flags
 	args = append(args, t.now, id)
 	res, err := t.exec(`UPDATE runs SET `+set+`, updated_at = ? WHERE id = ?
 		AND status NOT IN ('COMPLETED','FAILED','ABORTED','INTERRUPTED')`, args...)
@@ -361,6 +364,7 @@ func (s *Store) PostmortemsDue(ctx context.Context) ([]string, error) {
 
 // ClearUserSignal lowers a run's user_signal.
 func (t *Tx) ClearUserSignal(id string) error {
+	t.flags = true
 	_, err := t.exec(`UPDATE runs SET user_signal = 0, updated_at = ? WHERE id = ?`, t.now, id)
 	return err
 }

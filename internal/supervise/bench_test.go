@@ -1,9 +1,11 @@
 package supervise
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,5 +60,42 @@ func BenchmarkShTrue(b *testing.B) {
 		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRunSteps is a run's no-op steps one after the other, as the
+// scheduler starts them (gated, then opened): each in a new cgroup (no
+// next step named, so none is handed on), and in the run's cgroup handed
+// on from step to step (see offerCgroup).
+func BenchmarkRunSteps(b *testing.B) {
+	for _, handOn := range []bool{false, true} {
+		name := "new-cgroup"
+		if handOn {
+			name = "handed-on"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			run := fmt.Sprintf("bench%d-%d", os.Getpid(), time.Now().UnixNano())
+			seq := 0
+			for b.Loop() {
+				seq++
+				spec := runSpec(dir, run, seq, "true")
+				spec.Env = os.Environ()
+				if !handOn {
+					spec.Next = ""
+				}
+				p, err := Start(spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Open(); err != nil {
+					b.Fatal(err)
+				}
+				<-p.Done()
+				if p.Exit().Code != 0 {
+					b.Fatal(p.Exit())
+				}
+			}
+		})
 	}
 }

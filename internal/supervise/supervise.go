@@ -137,13 +137,30 @@ exit $__loopd_ec`
 // worker's deadline in $__loopd_f passes. It runs in the group (the
 // wrapper's subshell) with no gate and no stdin, and ends with the wrapper
 // ($$ in a subshell is the wrapper's pid) or with the group.
+//
+// It looks at the deadline when it is due, and at least every
+// guardEvery seconds: a worker only ever moves its deadline forward, so
+// the kill comes as soon after the deadline as with a look every second
+// (within a second of it: the deadline and date are whole seconds), and a
+// deadline moved back (a clock set back, a test) is seen within
+// guardEvery. Each look forks date and sleep — /bin/sh is dash on Debian,
+// with neither a clock nor a sleep of its own — and a look every second
+// cost each fleet step about 2 ms of CPU a second (BENCHMARKS.md, "The
+// step overhead, third pass").
 const guard = `( exec 3<&- </dev/null
   while kill -0 $$ 2>/dev/null; do
     __loopd_d=0; read -r __loopd_d <"$__loopd_f" 2>/dev/null
-    [ "$(date +%s)" -lt "${__loopd_d:-0}" ] 2>/dev/null || kill -KILL 0
-    sleep 1
+    __loopd_n=$(date +%s)
+    [ "$__loopd_n" -lt "${__loopd_d:-0}" ] 2>/dev/null || kill -KILL 0
+    __loopd_n=$((__loopd_d - __loopd_n))
+    [ "$__loopd_n" -le ` + guardEvery + ` ] || __loopd_n=` + guardEvery + `
+    sleep "$__loopd_n"
   done ) &
 `
+
+// guardEvery is the longest the guard sleeps between two looks at the
+// deadline, in seconds.
+const guardEvery = "5"
 
 // guardAt is where the guard goes in the wrapper: after the gate, before
 // the commands.
@@ -246,6 +263,13 @@ type Process struct {
 	pidfd   int       // for adopted processes with pidfd support; -1 otherwise
 	adopted bool      // started by an earlier daemon
 	cgroup  string    // the step's cgroup directory; "" when it has none (see cgroup.go)
+	// killedCgroup is set once cgroup.kill was written for the step's
+	// cgroup. Such a cgroup is not handed on: this kernel (6.18) kills
+	// every process later cloned into a cgroup that was ever killed
+	// (CLONE_INTO_CGROUP compares the kill count of the parent's cgroup
+	// with the target's), so the next step would die at its start.
+	killedCgroup bool
+	emptyCgroup  bool // the cgroup was found empty after the leader's exit
 
 	next   string   // Spec.Next
 	gated  bool     // started with Spec.Gated
@@ -320,7 +344,7 @@ func Start(spec Spec) (*Process, error) {
 		return cmd
 	}
 	cmd := newCmd()
-	cg, cgfd := stepCgroupFor(spec.Tag)
+	cg, cgfd, kept := stepCgroupFor(spec.Tag)
 	if cgfd >= 0 && testCgroupHook != nil {
 		testCgroupHook(cg)
 	}
@@ -329,6 +353,17 @@ func Start(spec Spec) (*Process, error) {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
 	}
 	err = startRegistered(cmd)
+	if err != nil && kept {
+		// The cgroup kept for it was removed meanwhile (PruneCgroups of
+		// another daemon under the same cgroup removes empty ones): a new
+		// one, as when none was kept.
+		unix.Close(cgfd)
+		if cg, cgfd = newStepCgroup(spec.Tag); cgfd >= 0 {
+			cmd = newCmd()
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgfd
+			err = startRegistered(cmd)
+		}
+	}
 	if err != nil && cgfd >= 0 {
 		// clone3 refused (a seccomp filter, an old kernel, a cgroup
 		// removed meanwhile): without the cgroup, the step's processes are
@@ -451,12 +486,14 @@ func (p *Process) Open() error {
 
 // PrepareNext makes the cgroup of the step expected after this one
 // (Spec.Next), to be called once this one is opened: while it runs, the
-// daemon has nothing else to do for its run.
+// daemon has nothing else to do for its run. A step that runs in a cgroup
+// hands that one on at its end instead (see waitChild), and nothing is
+// made.
 func (p *Process) PrepareNext() {
 	p.mu.Lock()
-	next := p.next
+	next, handOn := p.next, p.cgroup != "" && sameRun(p.tag, p.next)
 	p.mu.Unlock()
-	if next != "" {
+	if next != "" && !handOn {
 		prepareCgroup(next)
 	}
 }
@@ -544,11 +581,31 @@ func (p *Process) waitChild() {
 		p.logErr.Close()
 		p.logErr = nil
 	}
+	// A step that ran hands its cgroup on to its run's next step (see
+	// cgroup.go); one abandoned at its gate does not: its step is started
+	// again under the same tag.
+	handOn := p.opened && !p.killedCgroup && p.next != "" && sameRun(p.tag, p.next)
+	empty := p.emptyCgroup
 	p.mu.Unlock()
 	if p.cgroup != "" {
-		removeCgroup(p.cgroup) // once the killed leftovers have left it
+		p.releaseCgroup(handOn, empty)
 	}
 	close(p.done)
+}
+
+// releaseCgroup removes the ended step's cgroup once the killed leftovers
+// have left it, or, when handOn, keeps it for the run's next step: only
+// once nothing is left in it, so that a leftover of this step that is slow
+// to die is never taken for a process of the next.
+func (p *Process) releaseCgroup(handOn, empty bool) {
+	if handOn && (empty || emptyCgroup(p.cgroup)) {
+		fd, err := unix.Open(p.cgroup, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			offerCgroup(p.next, p.cgroup, fd)
+			return
+		}
+	}
+	removeCgroup(p.cgroup)
 }
 
 // killEscaped sends sig to the step's processes outside its process group
@@ -562,8 +619,19 @@ func (p *Process) waitChild() {
 // at the end of every step.
 func (p *Process) killEscaped(sig syscall.Signal) int {
 	if p.cgroup != "" {
-		if sig == unix.SIGKILL && killCgroup(p.cgroup) {
-			return 1
+		if sig == unix.SIGKILL {
+			if populated(p.cgroup) == 0 {
+				// Nothing to kill: and the cgroup stays fit for the run's
+				// next step (see killedCgroup). It can be empty only once
+				// its leader has exited, and then nothing can enter it but
+				// a step this daemon starts in it.
+				p.emptyCgroup = true
+				return 0
+			}
+			if killCgroup(p.cgroup) {
+				p.killedCgroup = true
+				return 1
+			}
 		}
 		return signalProcs(cgroupMembers(p.cgroup, p.Pid), sig)
 	}

@@ -262,7 +262,10 @@ func signalProcs(procs []procInfo, sig syscall.Signal) int {
 // Sweep kills whatever is left of a step whose leader ended while no
 // daemon watched it (the daemon was down): its processes by tag, and its
 // cgroup, found from them or by name under this daemon's cgroup, which it
-// then removes. started is when the step started: older processes are not
+// then removes. By name, that is every cgroup of the step's run (see
+// runCgroup): it is called before the run goes on, so none of them holds
+// a later step's processes — only a gated next step the dead daemon had
+// started and never opened, which would exit at its closed gate anyway. started is when the step started: older processes are not
 // looked at (zero: all are).
 func Sweep(tag string, started time.Time) {
 	procs := stepProcesses(-1, tag, "", ticksAt(started))
@@ -272,10 +275,8 @@ func Sweep(tag string, started time.Time) {
 			cgs[cg] = true
 		}
 	}
-	if mount, own := cgroupMount(), cgroupOf("self"); mount != "" && own != "" {
-		if dir := filepath.Join(mount, own, cgroupName(tag)); dirExists(dir) {
-			cgs[dir] = true
-		}
+	for _, dir := range runCgroups(tag) {
+		cgs[dir] = true
 	}
 	for cg := range cgs {
 		killCgroup(cg)

@@ -1,4 +1,11 @@
-package daemon
+// Package homeguard refuses a LOOPD_HOME, or a socket directory, that a
+// user other than the daemon's could change. Whoever can replace
+// http.token, the database or the socket in the home controls the daemon,
+// so the daemon checks before it writes anything (Check), makes the home
+// owner-only once it holds the lock (Tighten, then Check again, then
+// Prepare), and checks the socket's directory before it binds
+// (CheckSocketDir).
+package homeguard
 
 import (
 	"errors"
@@ -14,12 +21,12 @@ import (
 	"github.com/loopd/loopd/internal/termtext"
 )
 
-// HomeOwnerError is a LOOPD_HOME (or a file in it, or a directory above
+// OwnerError is a LOOPD_HOME (or a file in it, or a directory above
 // it) that someone other than the daemon's user could change. Whoever can
 // replace http.token, the database or the socket in it controls the
 // daemon: a root daemon on a home that uid 65534 owns would serve, with
 // root's rights, whoever holds the token that user wrote.
-type HomeOwnerError struct {
+type OwnerError struct {
 	Path   string // what is wrong
 	Reason string // why it is not safe, in words
 	Fix    string // what to do
@@ -31,7 +38,7 @@ type HomeOwnerError struct {
 
 // Error quotes the path's control characters: while the home was open to
 // others, they chose the names in it.
-func (e *HomeOwnerError) Error() string {
+func (e *OwnerError) Error() string {
 	wrote := "nothing was written"
 	if e.Wrote != "" {
 		wrote = e.Wrote
@@ -39,7 +46,7 @@ func (e *HomeOwnerError) Error() string {
 	return fmt.Sprintf("%s %s; refusing to start (%s). %s", termtext.Quote(e.Path), e.Reason, wrote, e.Fix)
 }
 
-// checkHome refuses a home that another user could change under the
+// Check refuses a home that another user could change under the
 // daemon. It writes nothing, so it runs before the home is created, locked
 // or tightened. It checks:
 //   - every existing directory above the home (and above the socket when
@@ -51,7 +58,7 @@ func (e *HomeOwnerError) Error() string {
 //     -wal/-shm, loopd.lock, runs/, worktrees/, …): owned by the daemon's
 //     user, and a symlink's target too. Another user could have put them
 //     there while the home was open to others.
-func checkHome(home, socket string) error {
+func Check(home, socket string) error {
 	uid := os.Geteuid()
 	if err := checkAncestors(home, uid); err != nil {
 		return err
@@ -139,7 +146,7 @@ func checkParent(dir string, fi fs.FileInfo, uid int, home string) error {
 		return nil
 	}
 	if int(st.Uid) != uid && st.Uid != 0 {
-		return &HomeOwnerError{Path: dir,
+		return &OwnerError{Path: dir,
 			Reason: fmt.Sprintf("(above LOOPD_HOME %s) belongs to %s, not to %s that runs loopd or root: its owner can replace the home with a directory of their own", home, describeUID(int(st.Uid)), describeUID(uid)),
 			Fix:    "Use a LOOPD_HOME in a directory of your own (unset LOOPD_HOME for the default)."}
 	}
@@ -147,11 +154,11 @@ func checkParent(dir string, fi fs.FileInfo, uid int, home string) error {
 	sticky := perm&fs.ModeSticky != 0
 	switch {
 	case perm&0o002 != 0 && !sticky:
-		return &HomeOwnerError{Path: dir,
+		return &OwnerError{Path: dir,
 			Reason: fmt.Sprintf("(above LOOPD_HOME %s) is writable by every user (mode %04o, not sticky): anyone can replace the home", home, perm.Perm()),
 			Fix:    fmt.Sprintf("Run `chmod o-w %s` (or `chmod +t` it), or use a LOOPD_HOME elsewhere.", dir)}
 	case perm&0o020 != 0 && !sticky && !groupWriteOK(fi):
-		return &HomeOwnerError{Path: dir,
+		return &OwnerError{Path: dir,
 			Reason: fmt.Sprintf("(above LOOPD_HOME %s) is writable by group %d (mode %04o, not sticky): its members can replace the home", home, st.Gid, perm.Perm()),
 			Fix:    fmt.Sprintf("Run `chmod g-w %s`, or use a LOOPD_HOME elsewhere.", dir)}
 	}
@@ -169,7 +176,7 @@ func checkOwned(path, label string, uid int, home string) error {
 	if !ok || int(st.Uid) == uid {
 		return nil
 	}
-	return &HomeOwnerError{Path: label,
+	return &OwnerError{Path: label,
 		Reason: fmt.Sprintf("belongs to %s, not to %s that runs loopd: its owner could replace the daemon's token, database or socket",
 			describeUID(int(st.Uid)), describeUID(uid)),
 		Fix: fmt.Sprintf("Use a LOOPD_HOME of your own (unset LOOPD_HOME for the default), or, if %s is yours, take it back: `chown -R %d %s`.", home, uid, home)}
@@ -267,4 +274,89 @@ func privateGroup(gid, uid int, groupFile, passwdFile string) bool {
 		}
 	}
 	return true
+}
+
+// Tighten makes LOOPD_HOME owner-only (an existing home that others
+// can read is tightened, because it holds the socket and every run's
+// output). Called with the lock held; the home was checked to be the
+// daemon's user's.
+func Tighten(home string) error {
+	fi, err := os.Stat(home)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(home, 0o700); err != nil {
+			return fmt.Errorf("make %s owner-only: %w", home, err)
+		}
+	}
+	return nil
+}
+
+// Prepare makes LOOPD_HOME/runs owner-only. Called with the lock held
+// on an owner-only home whose entries were checked: runs/ is not another
+// user's symlink.
+func Prepare(home string) error {
+	runs := filepath.Join(home, "runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return fmt.Errorf("create LOOPD_HOME %s: %w", home, err)
+	}
+	fi, err := os.Stat(runs)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(runs, 0o700); err != nil {
+			return fmt.Errorf("make %s owner-only: %w", runs, err)
+		}
+	}
+	return nil
+}
+
+// CheckSocketDir refuses a socket directory that another user could
+// change. The home's check at start saw it only if it existed then; made
+// afterwards by another user (LOOPD_SOCKET in /tmp: they win the race to
+// mkdir it), or open to others, they could remove the daemon's socket and
+// bind their own in its place, and loopctl would talk to them.
+func CheckSocketDir(dir string) error {
+	uid := os.Geteuid()
+	refuse := func(reason, fix string) error {
+		return &OwnerError{Path: "socket directory " + dir, Reason: reason, Fix: fix,
+			Wrote: "no socket was bound in it"}
+	}
+	li, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	if li.Mode()&fs.ModeSymlink != 0 {
+		if owner := fileUID(li); owner != uid {
+			return refuse(fmt.Sprintf("is a symlink of %s, not of %s that runs loopd", describeUID(owner), describeUID(uid)),
+				"Use a socket path in a directory of your own (unset LOOPD_SOCKET for LOOPD_HOME/loopd.sock).")
+		}
+		if li, err = os.Stat(dir); err != nil {
+			return fmt.Errorf("socket directory: %w", err)
+		}
+	}
+	switch owner := fileUID(li); {
+	case !li.IsDir():
+		return fmt.Errorf("socket directory %s is not a directory", dir)
+	case owner != uid && owner != 0: // root's: /tmp, /run/user
+		return refuse(fmt.Sprintf("belongs to %s, not to %s that runs loopd or root: its owner could put a socket of their own in the daemon's place",
+			describeUID(owner), describeUID(uid)),
+			"Use a socket path in a directory of your own (unset LOOPD_SOCKET for LOOPD_HOME/loopd.sock).")
+	// Sticky (/tmp itself): others cannot remove or rename the daemon's
+	// socket there, and loopctl checks whose process serves it.
+	case li.Mode()&fs.ModeSticky == 0 && (li.Mode().Perm()&0o002 != 0 || li.Mode().Perm()&0o020 != 0 && !groupWriteOK(li)):
+		return refuse(fmt.Sprintf("is writable by others (mode %04o, not sticky): they could put a socket of their own in the daemon's place", li.Mode().Perm()),
+			fmt.Sprintf("Run `chmod go-w %s` (0700 is best), or use a socket path elsewhere.", dir))
+	}
+	return nil
+}
+
+// fileUID is the owner of a file; -1 when unknown.
+func fileUID(fi fs.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
 }

@@ -1,4 +1,4 @@
-package daemon
+package homeguard
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ import (
 // does not carry the lock past its exec.
 func TestLockIsCloseOnExec(t *testing.T) {
 	home := t.TempDir()
-	f, err := lock(home, zap.NewNop())
+	f, err := Lock(home, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestLockHolders(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			f, err := lock(home, zap.NewNop())
+			f, err := Lock(home, zap.NewNop())
 			waited := time.Since(start)
 			var locked *LockedError
 			if !errors.As(err, &locked) {
@@ -126,7 +126,7 @@ func TestLockRefusesAPlantedLockFile(t *testing.T) {
 			if err := link(precious, path); err != nil {
 				t.Fatal(err)
 			}
-			f, err := lock(home, zap.NewNop())
+			f, err := Lock(home, zap.NewNop())
 			if err == nil {
 				f.Close()
 			}
@@ -180,7 +180,7 @@ func TestLockHolderPidReused(t *testing.T) {
 			if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 				t.Fatal(err)
 			}
-			f, err := lock(home, zap.NewNop())
+			f, err := Lock(home, zap.NewNop())
 			var locked *LockedError
 			if !errors.As(err, &locked) {
 				f.Close()
@@ -196,7 +196,7 @@ func TestLockHolderPidReused(t *testing.T) {
 // lock records the daemon's pid and start time.
 func TestLockRecordsPidAndStart(t *testing.T) {
 	home := t.TempDir()
-	f, err := lock(home, zap.NewNop())
+	f, err := Lock(home, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestLockRecordsPidAndStart(t *testing.T) {
 func TestOpenLogFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "loopd.log")
 	for i := range 2 {
-		f, err := openLogFile(path)
+		f, err := OpenLogFile(path)
 		if err != nil {
 			t.Fatalf("start %d: %v", i+1, err)
 		}
@@ -227,7 +227,7 @@ func TestOpenLogFile(t *testing.T) {
 	if err := os.Link(path, linked); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := openLogFile(linked); err == nil || !strings.Contains(err.Error(), "hard links") {
+	if f, err := OpenLogFile(linked); err == nil || !strings.Contains(err.Error(), "hard links") {
 		if f != nil {
 			f.Close()
 		}

@@ -1,4 +1,4 @@
-package daemon
+package homeguard
 
 import (
 	"bytes"

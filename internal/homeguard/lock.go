@@ -1,4 +1,4 @@
-package daemon
+package homeguard
 
 import (
 	"errors"
@@ -37,7 +37,7 @@ func (e *LockedError) Error() string {
 
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
-// lock takes the home's exclusive lock (flock on loopd.lock, released by
+// Lock takes the home's exclusive lock (flock on loopd.lock, released by
 // the kernel when the process dies, so a crash never leaves a stale lock)
 // and writes our pid into it. It refuses at once, changing nothing, when
 // another live daemon holds it; when the loopd whose pid the file records
@@ -46,7 +46,7 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 // The file is opened close-on-exec (os.OpenFile always asks for it; said
 // here so no refactoring loses it): a step, git or hook the daemon starts
 // must not carry the lock past its exec and keep the next daemon out.
-func lock(home string, log *zap.Logger) (*os.File, error) {
+func Lock(home string, log *zap.Logger) (*os.File, error) {
 	path := home + "/loopd.lock"
 	dir, err := openHome(home)
 	if err != nil {
@@ -87,7 +87,7 @@ func openHome(home string) (*os.File, error) {
 	}
 	if uid := os.Geteuid(); int(st.Uid) != uid {
 		dir.Close()
-		return nil, &HomeOwnerError{Path: "LOOPD_HOME " + home,
+		return nil, &OwnerError{Path: "LOOPD_HOME " + home,
 			Reason: fmt.Sprintf("belongs to %s, not to %s that runs loopd: its owner could replace the daemon's token, database or socket",
 				describeUID(int(st.Uid)), describeUID(uid)),
 			Fix: "Use a LOOPD_HOME of your own (unset LOOPD_HOME for the default)."}
@@ -106,7 +106,7 @@ func openHome(home string) (*os.File, error) {
 func openLockFile(dir *os.File, path string) (*os.File, error) {
 	fd, err := unix.Openat(int(dir.Fd()), "loopd.lock", unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.ELOOP) {
-		return nil, &HomeOwnerError{Path: path, Reason: "is a symlink: someone could make the daemon overwrite the file it leads to",
+		return nil, &OwnerError{Path: path, Reason: "is a symlink: someone could make the daemon overwrite the file it leads to",
 			Fix: "Remove it (`rm " + path + "`) and check who made it."}
 	}
 	if err != nil {
@@ -132,20 +132,20 @@ func openLockFile(dir *os.File, path string) (*os.File, error) {
 	}
 	if reason != "" {
 		f.Close()
-		return nil, &HomeOwnerError{Path: path, Reason: reason, Fix: "Remove it (`rm " + path + "`) and check who made it.",
+		return nil, &OwnerError{Path: path, Reason: reason, Fix: "Remove it (`rm " + path + "`) and check who made it.",
 			Wrote: "nothing was written but, perhaps, an empty loopd.lock"}
 	}
 	return f, nil
 }
 
-// openLogFile opens --log-file for appending, never through a symlink,
+// OpenLogFile opens --log-file for appending, never through a symlink,
 // and refuses it unless it is a regular file of the daemon's user with no
 // other link. In a sticky directory (/tmp) another user can create the
 // path first: as a file they can read (the daemon's log, run ids,
 // workspaces, errors), or as a symlink or hard link to a file of the
 // daemon's user that the log would grow into. Nothing is written before
 // these checks.
-func openLogFile(path string) (*os.File, error) {
+func OpenLogFile(path string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	fix := "Use a --log-file path in a directory of your own (LOOPD_HOME/loopd.log, say)."
 	if err != nil {
@@ -160,7 +160,7 @@ func openLogFile(path string) (*os.File, error) {
 				reason = fmt.Sprintf("belongs to %s, not to %s that runs loopd: its owner could read the daemon's log", describeUID(owner), describeUID(os.Geteuid()))
 			}
 			if reason != "" {
-				return nil, &HomeOwnerError{Path: "log file " + path, Reason: reason, Fix: fix, Wrote: "no log line was written"}
+				return nil, &OwnerError{Path: "log file " + path, Reason: reason, Fix: fix, Wrote: "no log line was written"}
 			}
 		}
 		return nil, fmt.Errorf("open log file: %w", err)
@@ -183,7 +183,7 @@ func openLogFile(path string) (*os.File, error) {
 	}
 	if reason != "" {
 		f.Close()
-		return nil, &HomeOwnerError{Path: "log file " + path, Reason: reason, Fix: fix, Wrote: "no log line was written"}
+		return nil, &OwnerError{Path: "log file " + path, Reason: reason, Fix: fix, Wrote: "no log line was written"}
 	}
 	return f, nil
 }
