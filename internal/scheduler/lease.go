@@ -387,7 +387,8 @@ func (s *Scheduler) checkpointUsage(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	now := time.Now()
-	var steps []storage.Step
+	var cps []storage.UsageCheckpoint
+	byRun := map[string]*runner{}
 	live := map[int64]bool{}
 	for _, r := range runners {
 		r.live.mu.Lock()
@@ -416,21 +417,35 @@ func (s *Scheduler) checkpointUsage(ctx context.Context) {
 				CacheWriteTokens: u.CacheWriteTokens, CacheWrite1hTokens: u.CacheWrite1hTokens}, price)
 			cp.PricedCostUSD = &cost
 		}
-		steps = append(steps, cp)
+		cps = append(cps, storage.UsageCheckpoint{Step: cp, Epoch: r.epoch})
+		byRun[r.id] = r
 	}
-	if len(steps) > 0 {
+	if len(cps) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, s.lease.f.Heartbeat)
-		err := s.store.CheckpointUsage(cctx, steps)
+		refused, err := s.store.CheckpointUsage(cctx, s.lease.f.WorkerID, cps)
 		cancel()
 		if err != nil {
 			s.log.Warn("checkpoint the running steps' usage", zap.String("problem", storage.Explain(err)))
 			return
 		}
+		if len(refused) > 0 {
+			// The fence refused the write: the run was taken over since
+			// the renewal a moment ago. The same as any fenced write
+			// refused: stop the agent, forget the run.
+			s.log.Warn("usage checkpoint refused by the lease: the run was taken over; stopping its agent",
+				zap.Int("refused", len(refused)), zap.Strings("runs", refused))
+			for _, id := range refused {
+				if r := byRun[id]; r != nil {
+					s.lease.forget(id, r.epoch)
+					r.fence(errLeaseLost)
+				}
+			}
+		}
 	}
 	s.lease.mu.Lock()
 	defer s.lease.mu.Unlock()
-	for _, st := range steps {
-		s.lease.checkpointed[st.ID] = now
+	for _, cp := range cps {
+		s.lease.checkpointed[cp.Step.ID] = now
 	}
 	for id := range s.lease.checkpointed {
 		if !live[id] {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,8 +62,24 @@ func WithFence(ctx context.Context, l Lease) context.Context {
 const dbNowMS = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT`
 
 // qFence is the first statement of every fenced transaction. It changes
-// nothing but takes the run's row lock.
-const qFence = `UPDATE runs SET lease_epoch = lease_epoch WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3`
+// nothing but takes the run's row lock, and names the lease the
+// transaction writes under (announceLease).
+const qFence = `UPDATE runs SET lease_epoch = lease_epoch WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3
+	RETURNING ` + announceLease
+
+// FencedSetting is the transaction-local PostgreSQL setting in which a
+// fenced transaction names the leases it writes under, " run@epoch" each:
+// an audit trigger (the fleet chaos test's, or an operator's) compares it
+// with the run's lease_epoch at each write, which tells a write under the
+// current epoch from one by the same worker under an older epoch — the
+// owner alone cannot. Set by the fenced statement itself, so it costs no
+// round trip; it ends with the transaction.
+const FencedSetting = "loopd.fenced"
+
+// announceLease appends the lease of the runs row at hand (alias-free:
+// id and lease_epoch) to FencedSetting.
+const announceLease = `set_config('` + FencedSetting + `', COALESCE(current_setting('` + FencedSetting +
+	`', true), '') || ' ' || id || '@' || lease_epoch, true)`
 
 // fence runs the fenced update of ctx's lease, if any, in tx.
 func (s *Store) fence(ctx context.Context, tx *Tx) error {
@@ -174,36 +191,79 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 	return renewed, nil
 }
 
-// CheckpointUsage records the token usage of RUNNING steps so far (what a
-// fleet worker's heartbeat parsed from their transcripts), on the lease
-// connection, in one transaction. A step that has ended meanwhile, or was
-// INTERRUPTED by a takeover, is left alone: its row has its final usage,
-// or another worker's account of it.
-func (s *Store) CheckpointUsage(ctx context.Context, steps []Step) error {
+// UsageCheckpoint is a running step's usage so far (what a fleet
+// worker's heartbeat parsed from its transcript) and the epoch of the
+// lease its worker runs the step's run under.
+type UsageCheckpoint struct {
+	Step  Step
+	Epoch int64
+}
+
+// CheckpointUsage records the token usage of owner's RUNNING steps so far,
+// on the lease connection, in one transaction, each step's write fenced by
+// its run's lease in the same statement: written only while the run is
+// still leased to owner under the checkpoint's epoch (the run's row
+// locked FOR KEY SHARE, so a takeover's claim cannot slip in between the
+// check and the write; the runner's own fenced updates do not wait for
+// it). A step that has ended meanwhile, or was INTERRUPTED by a takeover,
+// is left alone: its row has its final usage, or another worker's account
+// of it.
+//
+// It returns the ids of the runs whose lease was refused: taken over (or
+// ended and claimed again) since the worker's last renewal. Their agents
+// must stop, as after any fenced write that found its lease gone. A
+// worker that lost a run — frozen, cut off — could otherwise write its
+// stale account of a step into the step row while the new owner has not
+// yet marked it INTERRUPTED.
+func (s *Store) CheckpointUsage(ctx context.Context, owner string, cps []UsageCheckpoint) (refused []string, err error) {
 	if !s.pg {
-		return ErrNotFleet
+		return nil, ErrNotFleet
 	}
-	if len(steps) == 0 {
-		return nil
+	if len(cps) == 0 {
+		return nil, nil
 	}
 	tx, err := s.lease.BeginTxx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("checkpoint usage: %w", err)
+		return nil, fmt.Errorf("checkpoint usage: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit it does nothing
-	for _, st := range steps {
-		if _, err := tx.ExecContext(ctx, `UPDATE steps SET model = $1, input_tokens = $2, output_tokens = $3,
-			cache_read_tokens = $4, cache_write_tokens = $5, reasoning_tokens = $6, usage_found = $7,
-			reported_cost_usd = $8, priced_cost_usd = $9 WHERE id = $10 AND status = 'RUNNING'`,
+	for _, cp := range cps {
+		st := cp.Step
+		var res struct {
+			Held    bool   `db:"held"`
+			Written bool   `db:"written"`
+			RunID   string `db:"run_id"`
+		}
+		// f is the fence: the step's run, leased to owner under the
+		// epoch, locked; only then is the step written (u), and the
+		// lease it was written under named (FencedSetting) before the
+		// statement's triggers run.
+		if err := tx.GetContext(ctx, &res, `WITH f AS (
+				SELECT r.id, set_config('`+FencedSetting+`', COALESCE(current_setting('`+FencedSetting+`', true), '')
+					|| ' ' || r.id || '@' || r.lease_epoch, true) AS announced
+				FROM steps s JOIN runs r ON r.id = s.run_id
+				WHERE s.id = $10 AND r.lease_owner = $11 AND r.lease_epoch = $12
+				FOR KEY SHARE OF r),
+			u AS (
+				UPDATE steps SET model = $1, input_tokens = $2, output_tokens = $3, cache_read_tokens = $4,
+					cache_write_tokens = $5, reasoning_tokens = $6, usage_found = $7, reported_cost_usd = $8,
+					priced_cost_usd = $9
+				WHERE id = $10 AND status = 'RUNNING' AND EXISTS (SELECT 1 FROM f)
+				RETURNING id)
+			SELECT EXISTS (SELECT 1 FROM f) AS held, EXISTS (SELECT 1 FROM u) AS written,
+				COALESCE((SELECT run_id FROM steps WHERE id = $10), '') AS run_id`,
 			st.Model, st.InputTokens, st.OutputTokens, st.CacheReadTokens, st.CacheWriteTokens, st.ReasoningTokens,
-			boolInt(st.UsageFound), st.ReportedCostUSD, st.PricedCostUSD, st.ID); err != nil {
-			return fmt.Errorf("checkpoint usage of step %d: %w", st.ID, err)
+			boolInt(st.UsageFound), st.ReportedCostUSD, st.PricedCostUSD, st.ID, owner, cp.Epoch); err != nil {
+			return nil, fmt.Errorf("checkpoint usage of step %d: %w", st.ID, err)
+		}
+		if !res.Held {
+			refused = append(refused, cmp.Or(res.RunID, st.RunID))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("checkpoint usage: %w", err)
+		return nil, fmt.Errorf("checkpoint usage: %w", err)
 	}
-	return nil
+	return refused, nil
 }
 
 func boolInt(b bool) int64 {

@@ -227,6 +227,9 @@ func TestLeasesAreFleetOnly(t *testing.T) {
 	if !errors.Is(err, ErrNotFleet) {
 		t.Fatalf("claim on SQLite = %v, want ErrNotFleet", err)
 	}
+	if _, err := s.CheckpointUsage(t.Context(), "w", []UsageCheckpoint{{Step: Step{ID: 1, RunID: "r1"}, Epoch: 1}}); !errors.Is(err, ErrNotFleet) {
+		t.Fatalf("usage checkpoint on SQLite = %v, want ErrNotFleet", err)
+	}
 }
 
 // BenchmarkLeaseClaims is how fast a fleet claims runs: b.N PENDING runs,
@@ -411,5 +414,129 @@ func TestLeasesSessionBounds(t *testing.T) {
 				t.Errorf("%s = %q (%v), want %s", name, got, err, want)
 			}
 		}
+	}
+}
+
+// A usage checkpoint is fenced like any runner write: it lands only while
+// the step's run is leased to its worker under the checkpoint's epoch. A
+// worker that lost the run — to another worker, or to its own later claim
+// (a newer epoch of the same worker id) — writes nothing, and is told
+// which runs refused it. Each write names the lease it was made under in
+// FencedSetting, where an audit trigger reads it.
+func TestLeasesCheckpointUsageIsFenced(t *testing.T) {
+	url := pgDatabase(t)
+	a, b := openURL(t, url), openURL(t, url)
+	for _, q := range []string{
+		`CREATE TABLE fence_audit (step_id BIGINT, fenced TEXT, input_tokens BIGINT)`,
+		`CREATE FUNCTION fence_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO fence_audit VALUES (NEW.id, COALESCE(current_setting('` + FencedSetting + `', true), ''), NEW.input_tokens);
+			RETURN NULL;
+		END $$`,
+		`CREATE TRIGGER fence_audit AFTER UPDATE ON steps FOR EACH ROW EXECUTE FUNCTION fence_audit()`,
+	} {
+		if _, err := a.w.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastAudit := func() (string, int64) {
+		t.Helper()
+		var fenced string
+		var tokens int64
+		if err := a.r.QueryRowxContext(t.Context(), `SELECT fenced, input_tokens FROM fence_audit ORDER BY ctid DESC LIMIT 1`).Scan(&fenced, &tokens); err != nil {
+			t.Fatal(err)
+		}
+		return fenced, tokens
+	}
+	newRun(t, a, "r1")
+	newRun(t, a, "r2")
+	ca := claim(t, a, "wa", time.Hour, 2)
+	if len(ca) != 2 {
+		t.Fatalf("claimed %v", claimIDs(ca))
+	}
+	steps := map[string]*Step{}
+	for _, id := range []string{"r1", "r2"} {
+		st := &Step{RunID: id, Seq: 1, Phase: api.PhaseImplementation, Iteration: 1, LogPath: "/l/" + id}
+		if err := a.Write(WithFence(t.Context(), Lease{RunID: id, Owner: "wa", Epoch: 1}), func(tx *Tx) error { return tx.InsertStep(st, nil) }); err != nil {
+			t.Fatal(err)
+		}
+		steps[id] = st
+	}
+	usage := func(id string, tokens int64, epoch int64) UsageCheckpoint {
+		st := *steps[id]
+		st.InputTokens, st.UsageFound, st.Model = tokens, true, "m"
+		return UsageCheckpoint{Step: st, Epoch: epoch}
+	}
+	tokens := func(id string) int64 {
+		t.Helper()
+		st, err := b.Step(t.Context(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.InputTokens
+	}
+
+	// Under the live lease: written, and named in the setting.
+	refused, err := a.CheckpointUsage(t.Context(), "wa", []UsageCheckpoint{usage("r1", 100, 1), usage("r2", 200, 1)})
+	if err != nil || len(refused) != 0 {
+		t.Fatalf("checkpoint under live leases = %v, %v; want nothing refused", refused, err)
+	}
+	if tokens("r1") != 100 || tokens("r2") != 200 {
+		t.Fatalf("checkpointed input tokens = %d, %d; want 100, 200", tokens("r1"), tokens("r2"))
+	}
+	if fenced, n := lastAudit(); n != 200 || fenced != " r1@1 r2@1" {
+		t.Fatalf("the checkpoint of r2 named the leases %q (tokens %d); want \" r1@1 r2@1\"", fenced, n)
+	}
+
+	// r1's lease expires; b takes it over (epoch 2). a's checkpoint of
+	// r1 under epoch 1 is refused; r2's goes on.
+	if _, err := a.RenewLeases(t.Context(), "wa", 0, []Lease{{RunID: "r1", Owner: "wa", Epoch: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if over := claim(t, b, "wb", time.Hour, 10); len(over) != 1 || over[0].RunID != "r1" || over[0].Epoch != 2 {
+		t.Fatalf("takeover = %+v, want r1 at epoch 2", over)
+	}
+	refused, err = a.CheckpointUsage(t.Context(), "wa", []UsageCheckpoint{usage("r1", 999, 1), usage("r2", 300, 1)})
+	if err != nil || !slices.Equal(refused, []string{"r1"}) {
+		t.Fatalf("checkpoint after the takeover = %v, %v; want r1 refused", refused, err)
+	}
+	if tokens("r1") != 100 || tokens("r2") != 300 {
+		t.Fatalf("input tokens after the refused checkpoint = %d, %d; want r1 unchanged at 100, r2 300", tokens("r1"), tokens("r2"))
+	}
+
+	// The same worker id, an older epoch: a claims r1 back (epoch 3), and
+	// its checkpoint under epoch 1 — a runner of the lease it lost — is
+	// refused as well; under epoch 3 it lands.
+	if _, err := b.RenewLeases(t.Context(), "wb", 0, []Lease{{RunID: "r1", Owner: "wb", Epoch: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if back := claimHeld(t, a, "wa", []string{"r2"}); len(back) != 1 || back[0].Epoch != 3 {
+		t.Fatalf("claim back = %+v, want r1 at epoch 3", back)
+	}
+	refused, err = a.CheckpointUsage(t.Context(), "wa", []UsageCheckpoint{usage("r1", 999, 1)})
+	if err != nil || !slices.Equal(refused, []string{"r1"}) {
+		t.Fatalf("checkpoint under the same worker's older epoch = %v, %v; want r1 refused", refused, err)
+	}
+	if tokens("r1") != 100 {
+		t.Fatalf("r1's input tokens = %d after a stale-epoch checkpoint, want 100", tokens("r1"))
+	}
+	if refused, err = a.CheckpointUsage(t.Context(), "wa", []UsageCheckpoint{usage("r1", 400, 3)}); err != nil || len(refused) != 0 || tokens("r1") != 400 {
+		t.Fatalf("checkpoint under epoch 3 = %v, %v, tokens %d; want written (400)", refused, err, tokens("r1"))
+	}
+
+	// A step that ended is left alone, and is no lease lost.
+	st := *steps["r2"]
+	st.Status, st.InputTokens = api.StepSucceeded, 300
+	if err := a.Write(WithFence(t.Context(), Lease{RunID: "r2", Owner: "wa", Epoch: 1}), func(tx *Tx) error {
+		return tx.FinishStep(&st, events.StepFinished, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fenced, _ := lastAudit(); fenced != " r2@1" {
+		t.Fatalf("the fenced transaction named the leases %q; want \" r2@1\"", fenced)
+	}
+	refused, err = a.CheckpointUsage(t.Context(), "wa", []UsageCheckpoint{usage("r2", 777, 1)})
+	if err != nil || len(refused) != 0 || tokens("r2") != 300 {
+		t.Fatalf("checkpoint of an ended step = %v, %v, tokens %d; want nothing refused and 300 kept", refused, err, tokens("r2"))
 	}
 }
