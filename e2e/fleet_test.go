@@ -964,9 +964,14 @@ func TestFleetDrainTimeoutStopsTheStep(t *testing.T) {
 //   - afterwards: every run COMPLETED, no step FAILED, no two steps of a run
 //     overlapping in time, every step and event row written by the worker
 //     holding the run's lease at that moment (an audit trigger records the
-//     writing session's worker — its application_name — and the run's lease
-//     owner and epoch at each write: a stale worker's write would show
-//     another owner), and checkInvariants.
+//     writing session's worker — its application_name — the run's lease
+//     owner and epoch at each write, and the leases the writing
+//     transaction was fenced under, storage.FencedSetting: a stale
+//     worker's write would show another owner; a write by the same worker
+//     id under an older epoch — a runner of a lease its worker lost and
+//     then claimed again — names that older epoch; and a step row the
+//     owner writes while its run is RUNNING names the run's current epoch,
+//     or it was written unfenced), and checkInvariants.
 //
 // By default (CI) 20 faults on 10 runs, about 2–3 minutes.
 // LOOPD_FLEET_CHAOS=N runs N faults on LOOPD_FLEET_CHAOS_RUNS runs (default
@@ -1057,15 +1062,18 @@ func newFleetChaos(t *testing.T, runs int) *fleetChaos {
 	}
 	t.Cleanup(func() { db.Close() })
 	// The audit trigger: every step row written or changed, and every
-	// event, with the writing session's worker and the run's lease at that
-	// moment (the writer's own transaction sees its own claim).
+	// event, with the writing session's worker, the run's lease and status
+	// at that moment (the writer's own transaction sees its own claim),
+	// and the leases the writing transaction names as those it is fenced
+	// under (" run@epoch" each, storage.FencedSetting; "" unfenced).
 	for _, q := range []string{
 		`CREATE TABLE chaos_writes (id BIGSERIAL PRIMARY KEY, tbl TEXT, run_id TEXT, writer TEXT, owner TEXT,
-			epoch BIGINT, what TEXT, at TIMESTAMPTZ DEFAULT clock_timestamp())`,
+			epoch BIGINT, status TEXT, fenced TEXT, what TEXT, at TIMESTAMPTZ DEFAULT clock_timestamp())`,
 		`CREATE FUNCTION chaos_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-			INSERT INTO chaos_writes (tbl, run_id, writer, owner, epoch, what)
-			SELECT TG_TABLE_NAME, NEW.run_id, current_setting('application_name'), r.lease_owner, r.lease_epoch,
+			INSERT INTO chaos_writes (tbl, run_id, writer, owner, epoch, status, fenced, what)
+			SELECT TG_TABLE_NAME, NEW.run_id, current_setting('application_name'), r.lease_owner, r.lease_epoch, r.status,
+				COALESCE(current_setting('` + storage.FencedSetting + `', true), ''),
 				COALESCE(to_jsonb(NEW)->>'type', (to_jsonb(NEW)->>'seq') || ' ' || (to_jsonb(NEW)->>'status'))
 			FROM runs r WHERE r.id = NEW.run_id;
 			RETURN NULL;
@@ -1431,6 +1439,33 @@ func (c *fleetChaos) finish() {
 			tbl, id, what, writer, owner, epoch, at.Format("15:04:05.000"))
 	}
 	rows.Close()
+	// Stale epochs: a write by the run's own worker id, but fenced under
+	// an older lease of the run than the current one — or, for a step
+	// row of a RUNNING run, fenced under none (nothing then proves its
+	// epoch: the usage checkpoint was written so before it was fenced).
+	// The claim's own events are written by the statement that sets the
+	// epoch, and name none.
+	rows, err = c.db.QueryContext(ctx, `SELECT tbl, run_id, writer, epoch, fenced, what, at FROM chaos_writes
+		WHERE writer = ANY($1) AND writer = owner
+		AND position(' ' || run_id || '@' || epoch || ' ' IN fenced || ' ') = 0
+		AND (position(' ' || run_id || '@' IN fenced) > 0 OR (tbl = 'steps' AND status = 'RUNNING'))
+		ORDER BY id`, c.f.ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tbl, id, writer, fenced, what string
+		var epoch int64
+		var at time.Time
+		_ = rows.Scan(&tbl, &id, &writer, &epoch, &fenced, &what, &at)
+		c.violate("stale-epoch write", "%s of run %s (%s) written by its owner %s fenced under %q while the lease's epoch was %d at %s",
+			tbl, id, what, writer, fenced, epoch, at.Format("15:04:05.000"))
+	}
+	rows.Close()
+	var fencedWrites int
+	if err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM chaos_writes WHERE fenced <> ''`).Scan(&fencedWrites); err != nil || fencedWrites == 0 {
+		t.Errorf("the audit saw %d writes naming their lease (%v): the fenced transactions do not name it", fencedWrites, err)
+	}
 	var writerList string
 	_ = c.db.QueryRowContext(ctx, `SELECT COALESCE(string_agg(DISTINCT writer, ','), '') FROM chaos_writes`).Scan(&writerList)
 	for _, id := range c.f.ids {
