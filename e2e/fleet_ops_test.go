@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,10 +33,15 @@ type countingReceiver struct {
 	total   int
 	hold    chan struct{} // the first request blocks until it is closed
 	arrived chan struct{} // closed when the first request arrived
+	// gaveUp is closed when the held first request's client went away
+	// before it was released: that request was never answered.
+	gaveUp chan struct{}
+	// arrivals are when each request arrived, in order.
+	arrivals []time.Time
 }
 
 func newCountingReceiver(t *testing.T, holdFirst bool) *countingReceiver {
-	r := &countingReceiver{bySeq: map[int64]int{}, arrived: make(chan struct{})}
+	r := &countingReceiver{bySeq: map[int64]int{}, arrived: make(chan struct{}), gaveUp: make(chan struct{})}
 	if holdFirst {
 		r.hold = make(chan struct{})
 	}
@@ -49,6 +55,7 @@ func newCountingReceiver(t *testing.T, holdFirst bool) *countingReceiver {
 		first := r.total == 0
 		r.total++
 		r.bySeq[m.Event.Seq]++
+		r.arrivals = append(r.arrivals, time.Now())
 		hold := r.hold // release sets it to nil under mu
 		r.mu.Unlock()
 		if first {
@@ -57,6 +64,8 @@ func newCountingReceiver(t *testing.T, holdFirst bool) *countingReceiver {
 				select {
 				case <-hold:
 				case <-req.Context().Done():
+					close(r.gaveUp)
+					return
 				}
 			}
 		}
@@ -74,6 +83,13 @@ func (r *countingReceiver) release() {
 		close(r.hold)
 		r.hold = nil
 	}
+}
+
+// arrivedAt is when each request arrived, in order.
+func (r *countingReceiver) arrivedAt() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.arrivals)
 }
 
 func (r *countingReceiver) counts() (map[int64]int, int) {
@@ -169,6 +185,114 @@ func TestFleetNotificationSentOnceAcrossWorkers(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		if log := f.workers[i].daemonLog(); strings.Contains(log, "record notification attempt") {
 			t.Errorf("worker %d could not record an attempt (sent twice?):\n%s", i, log)
+		}
+	}
+}
+
+// fleetNotifyClaim is the notification claim of TestFleetNotification-
+// OfAFrozenNode: the shortest loopd accepts with a 5 s notify command
+// timeout, 4/3 of a webhook's 15 s.
+const fleetNotifyClaim = 20 * time.Second
+
+// A node frozen (SIGSTOP) in the middle of a delivery leaves the
+// notification to another node once its claim expires: worker 1 claims
+// the run's end and posts it, the receiver holds that request, worker 1
+// is frozen; worker 2, started after, sends it after the claim expired
+// and records it. Worker 1, woken, is past its cut-off (the claim's TTL
+// less a quarter, by its own clock): its request is given up unanswered
+// and nothing of it recorded. One NOTIFICATION_SENT, the receiver's only
+// answered request is worker 2's, and a claim below the minimum is
+// refused.
+func TestFleetNotificationOfAFrozenNode(t *testing.T) {
+	f := newFleet(t, 3)
+	rcv := newCountingReceiver(t, true)
+	claimFlags := []string{"--notify-command-timeout", "5s", "--notify-claim-ttl", fleetNotifyClaim.String()}
+	f.start(1, claimFlags...)
+	id := f.notifyingRun(1, rcv.srv.URL)
+	select {
+	case <-rcv.arrived:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run's notification never arrived")
+	}
+	victim := f.workers[1].daemon.Process
+	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = victim.Signal(syscall.SIGCONT) })
+	f.start(2, claimFlags...)
+	eventually(t, "worker 2 to deliver the notification", fleetNotifyClaim+30*time.Second, func() bool {
+		_, total := rcv.counts()
+		return total >= 2 && len(eventsOfType(f.workers[2].events(id), "NOTIFICATION_SENT")) == 1
+	})
+	at := rcv.arrivedAt()
+	if gap := at[1].Sub(at[0]); gap < fleetNotifyClaim-2*time.Second {
+		t.Errorf("worker 2 posted %s after worker 1, before worker 1's claim (%s) could expire", gap, fleetNotifyClaim)
+	}
+	select {
+	case <-rcv.gaveUp:
+		t.Fatal("worker 1's held request was given up while worker 1 was frozen")
+	default:
+	}
+	if err := victim.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rcv.gaveUp:
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker 1, woken past its cut-off, did not give its held request up")
+	}
+	eventually(t, "worker 1 to log its delivery cut off", 30*time.Second, func() bool {
+		return strings.Contains(f.workers[1].daemonLog(), "notification delivery cut off before its claim expires")
+	})
+	// Its delivery has returned (the log line): the counts are final, as
+	// the row is sent and no node claims it again.
+	bySeq, total := rcv.counts()
+	if total != 2 {
+		t.Errorf("the receiver got %d requests, want 2 (worker 1's, never answered, and worker 2's): %v", total, bySeq)
+	}
+	evs := f.workers[2].events(id)
+	sent, failed := eventsOfType(evs, "NOTIFICATION_SENT"), eventsOfType(evs, "NOTIFICATION_FAILED")
+	if len(sent) != 1 || len(failed) != 0 {
+		t.Fatalf("%d NOTIFICATION_SENT and %d NOTIFICATION_FAILED, want 1 and 0", len(sent), len(failed))
+	}
+	db, err := sql.Open("pgx", f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var state, owner string
+	var attempts int
+	var epoch int64
+	if err := db.QueryRowContext(t.Context(), `SELECT state, attempts, claim_owner, claim_epoch FROM notifications WHERE run_id = $1`, id).
+		Scan(&state, &attempts, &owner, &epoch); err != nil {
+		t.Fatal(err)
+	}
+	if state != "sent" || attempts != 1 || owner != "" || epoch != 2 {
+		t.Errorf("the notification is %s after %d attempt(s), claimed by %q at epoch %d; want sent after 1, released, at epoch 2 (worker 1's claim, then worker 2's)",
+			state, attempts, owner, epoch)
+	}
+	if log := f.workers[1].daemonLog(); strings.Contains(log, "notification sent") || strings.Contains(log, "record notification attempt") {
+		t.Errorf("worker 1 recorded (or tried to record) its late delivery:\n%s", log)
+	}
+	t.Logf("worker 2 posted %s after frozen worker 1's request (claim %s)", at[1].Sub(at[0]).Round(time.Millisecond), fleetNotifyClaim)
+
+	// A claim too short for the longest delivery is refused, naming it.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--notify-claim-ttl", "19s", "--notify-command-timeout", "5s"}, "--notify-claim-ttl must be at least 20s"},
+		{[]string{"--notify-claim-ttl", "1m"}, "--notify-claim-ttl must be at least 1m20s"},
+	} {
+		e := f.workers[0]
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "loopd"), append([]string{"--store", f.url}, c.args...)...)
+		cmd.Env = e.environ()
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 64 || !strings.Contains(string(out), c.want) {
+			t.Errorf("loopd %v = %v\n%s; want exit 64 saying %q", c.args, err, out, c.want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loopd/loopd/internal/fleet"
+	"github.com/loopd/loopd/internal/notify"
 	"github.com/loopd/loopd/internal/storage"
 )
 
@@ -24,6 +25,7 @@ type fleetFlags struct {
 	heartbeat    *time.Duration
 	fenceMargin  *time.Duration
 	drainTimeout *time.Duration
+	notifyClaim  *time.Duration
 }
 
 func addFleetFlags(fs *flag.FlagSet) *fleetFlags {
@@ -36,13 +38,17 @@ func addFleetFlags(fs *flag.FlagSet) *fleetFlags {
 		heartbeat:    fs.Duration("heartbeat", 0, "with --store: how often the leases are renewed (default: a sixth of --lease-ttl)"),
 		fenceMargin:  fs.Duration("fence-margin", 5*time.Second, "with --store: agents are stopped once no renewal succeeded for --lease-ttl minus this"),
 		drainTimeout: fs.Duration("drain-timeout", 5*time.Minute, "with --store: on SIGTERM, how long running steps may take to finish before they are stopped and their runs handed over"),
+		notifyClaim: fs.Duration("notify-claim-ttl", 0, "with --store: how long this node's claim of a notification it delivers lasts; a node lost mid-delivery leaves it to "+
+			"another after this (default: --notify-command-timeout plus a minute; at least 4/3 of the longest delivery)"),
 	}
 }
 
 // options checks the fleet flags and returns the daemon's fleet settings:
 // nil without --store, where giving any of the others is a mistake.
-// fromFile names where the flags daemon.conf set come from, by flag.
-func (f *fleetFlags) options(fs *flag.FlagSet, home string, fromFile map[string]string) (*fleet.Node, error) {
+// fromFile names where the flags daemon.conf set come from, by flag;
+// commandTimeout is --notify-command-timeout, which the notification
+// claim must outlast.
+func (f *fleetFlags) options(fs *flag.FlagSet, home string, fromFile map[string]string, commandTimeout time.Duration) (*fleet.Node, error) {
 	name := func(flag string) string {
 		if at, ok := fromFile[flag]; ok {
 			return at
@@ -53,7 +59,7 @@ func (f *fleetFlags) options(fs *flag.FlagSet, home string, fromFile map[string]
 		var given []string
 		fs.Visit(func(fl *flag.Flag) {
 			switch fl.Name {
-			case "worker", "worker-id", "lease-ttl", "heartbeat", "fence-margin", "drain-timeout":
+			case "worker", "worker-id", "lease-ttl", "heartbeat", "fence-margin", "drain-timeout", "notify-claim-ttl":
 				given = append(given, name(fl.Name))
 			}
 		})
@@ -78,6 +84,12 @@ func (f *fleetFlags) options(fs *flag.FlagSet, home string, fromFile map[string]
 			name("heartbeat"), (*f.leaseTTL-*f.fenceMargin)/2, hb)
 	case *f.drainTimeout <= 0:
 		return nil, fmt.Errorf("%s must be more than 0, got %s", name("drain-timeout"), *f.drainTimeout)
+	case *f.notifyClaim != 0 && *f.notifyClaim < notify.MinClaimTTL(commandTimeout):
+		// Shorter, and a delivery that takes its full time is cut off
+		// unrecorded at every claim: never delivered, sent again and again.
+		return nil, fmt.Errorf("%s must be at least %s: a delivery is cut off a quarter of the claim before it expires, and the longest "+
+			"(a notify command's timeout, %s, or a webhook's, %s) must fit before that; got %s",
+			name("notify-claim-ttl"), notify.MinClaimTTL(commandTimeout), commandTimeout, notify.WebhookTimeout, *f.notifyClaim)
 	}
 	id := *f.workerID
 	if id == "" {
@@ -88,7 +100,7 @@ func (f *fleetFlags) options(fs *flag.FlagSet, home string, fromFile map[string]
 		id = host + ":" + home
 	}
 	return &fleet.Node{Store: *f.store, Worker: *f.worker, WorkerID: id, LeaseTTL: *f.leaseTTL, Heartbeat: hb,
-		FenceMargin: *f.fenceMargin, DrainTimeout: *f.drainTimeout}, nil
+		FenceMargin: *f.fenceMargin, DrainTimeout: *f.drainTimeout, NotifyClaimTTL: *f.notifyClaim}, nil
 }
 
 // runMigrate is `loopd migrate --store URL`: bring a fleet's database to

@@ -24,6 +24,7 @@ import (
 	"github.com/loopd/loopd/internal/daemon"
 	"github.com/loopd/loopd/internal/daemonconf"
 	"github.com/loopd/loopd/internal/homeguard"
+	"github.com/loopd/loopd/internal/notify"
 )
 
 // Exit codes of loopd.
@@ -67,6 +68,8 @@ func run(args []string) int {
 	grace := fs.Duration("kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a step is stopped")
 	retry := fs.Duration("retry-backoff", 5*time.Second, "time a run waits before retrying after an internal error (it ends ABORTED fatal:internal after 5 identical errors in a row)")
 	notifyBackoff := fs.Duration("notify-backoff", envDuration("LOOPD_NOTIFY_BACKOFF", 2*time.Second), "delay before a failed notification webhook is retried, doubled for each further attempt (env LOOPD_NOTIFY_BACKOFF)")
+	notifyTimeout := fs.Duration("notify-command-timeout", envDuration("LOOPD_NOTIFY_COMMAND_TIMEOUT", notify.DefaultCommandTimeout),
+		"how long a run's notify_command may run before its process group is killed (env LOOPD_NOTIFY_COMMAND_TIMEOUT)")
 	apiBackoff := fs.Duration("api-backoff", envDuration("LOOPD_API_BACKOFF", time.Minute), "first wait of a run whose model API is unavailable; doubles per attempt up to 30 times this (env LOOPD_API_BACKOFF)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) to this file until the daemon exits (for benchmarks)")
 	fleetf := addFleetFlags(fs)
@@ -118,7 +121,15 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitUsage
 	}
-	fleet, err := fleetf.options(fs, *home, fromFile)
+	if *notifyTimeout <= 0 {
+		name := "--notify-command-timeout"
+		if at, ok := fromFile["notify-command-timeout"]; ok {
+			name = at
+		}
+		fmt.Fprintf(os.Stderr, "loopd: %s must be more than 0, got %s\n", name, *notifyTimeout)
+		return exitUsage
+	}
+	fleet, err := fleetf.options(fs, *home, fromFile, *notifyTimeout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loopd:", err)
 		return exitUsage
@@ -153,8 +164,9 @@ func run(args []string) int {
 		DebugConditions: lvl == zapcore.DebugLevel, Grace: *grace, RetryBackoff: *retry, APIBackoff: *apiBackoff,
 		LogFile: *logFile, LogCore: func(w zapcore.WriteSyncer) zapcore.Core { return core(lvl, "json", w) },
 		HTTPAddr: *httpAddr, HTTPAllowRemote: *httpRemote, NotifyBackoff: *notifyBackoff, DashboardCodeTTL: *codeTTL,
-		Fleet:        fleet,
-		OnActiveRuns: onActive,
+		NotifyCommandTimeout: *notifyTimeout,
+		Fleet:                fleet,
+		OnActiveRuns:         onActive,
 	})
 	var (
 		locked *homeguard.LockedError

@@ -69,6 +69,9 @@ type Options struct {
 	// NotifyBackoff is the delay before a failed webhook's second attempt,
 	// doubled for each further one (default 2s).
 	NotifyBackoff time.Duration
+	// NotifyCommandTimeout bounds a run's notify_command (default
+	// notify.DefaultCommandTimeout).
+	NotifyCommandTimeout time.Duration
 	// Fleet, when set, stores everything in a shared PostgreSQL database
 	// and makes the daemon a fleet worker or API node (docs/fleet.md).
 	Fleet *fleet.Node
@@ -203,6 +206,7 @@ func Run(ctx context.Context, opts Options) error {
 	// The outbox hook is installed before the first write: every state
 	// change from now on enqueues its notifications in its own transaction.
 	d.notify = notify.New(notify.Options{Store: d.store, Bus: d.bus, Logger: opts.Logger, Backoff: opts.NotifyBackoff,
+		CommandTimeout: opts.NotifyCommandTimeout,
 		Describe: func(ctx context.Context, run storage.Run) (api.Run, error) {
 			return d.sched.Describe(ctx, run, scheduler.DescribeOptions{})
 		},

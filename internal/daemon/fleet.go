@@ -39,7 +39,7 @@ func (d *Daemon) notifyClaim() *notify.Claim {
 	if d.opts.Fleet == nil {
 		return nil
 	}
-	return &notify.Claim{Owner: d.opts.Fleet.WorkerID}
+	return &notify.Claim{Owner: d.opts.Fleet.WorkerID, TTL: d.opts.Fleet.NotifyClaimTTL}
 }
 
 // runsSteps reports whether this daemon claims and runs runs: the

@@ -95,6 +95,7 @@ var Settings = []Setting{
 	{Key: "kill_grace", Flag: "kill-grace", check: checkPositive},
 	{Key: "retry_backoff", Flag: "retry-backoff", check: checkPositive},
 	{Key: "notify_backoff", Flag: "notify-backoff", Env: "LOOPD_NOTIFY_BACKOFF", check: checkPositive},
+	{Key: "notify_command_timeout", Flag: "notify-command-timeout", Env: "LOOPD_NOTIFY_COMMAND_TIMEOUT", check: checkPositive},
 	{Key: "api_backoff", Flag: "api-backoff", Env: "LOOPD_API_BACKOFF", check: checkPositive},
 	// A fleet worker's (docs/fleet.md). The URL is better given without a
 	// password (~/.pgpass, PGPASSFILE): the file is readable by its owner
@@ -106,10 +107,11 @@ var Settings = []Setting{
 	{Key: "heartbeat", Flag: "heartbeat", check: checkPositive},
 	{Key: "fence_margin", Flag: "fence-margin", check: checkPositive},
 	{Key: "drain_timeout", Flag: "drain-timeout", check: checkPositive},
+	{Key: "notify_claim_ttl", Flag: "notify-claim-ttl", check: checkPositive},
 }
 
 // FleetKeys are the settings that make sense only with a store.
-var FleetKeys = []string{"worker", "worker_id", "lease_ttl", "heartbeat", "fence_margin", "drain_timeout"}
+var FleetKeys = []string{"worker", "worker_id", "lease_ttl", "heartbeat", "fence_margin", "drain_timeout", "notify_claim_ttl"}
 
 // Value is one setting as the file gives it.
 type Value struct {
@@ -407,9 +409,10 @@ func checkLeaseTTL(v string) (string, string) {
 
 // checkFleet checks the fleet keys the file sets against each other, as
 // loopd checks its flags: the lease's margin within its TTL, two
-// heartbeats within TTL − margin. Keys the file does not set take loopd's
-// defaults here; a flag or LOOPD_* variable that overrides one is checked
-// again by loopd.
+// heartbeats within TTL − margin, a notification claim that outlasts the
+// longest delivery. Keys the file does not set take loopd's defaults
+// here; a flag or LOOPD_* variable that overrides one is checked again by
+// loopd.
 func checkFleet(byKey map[string]Value) []error {
 	dur := func(key string, def time.Duration) (time.Duration, bool) {
 		v, ok := byKey[key]
@@ -429,7 +432,29 @@ func checkFleet(byKey map[string]Value) []error {
 	} else if hbSet && 2*hb > ttl-margin {
 		errs = append(errs, fmt.Errorf("%s: must be at most half of the lease TTL minus the fence margin (%s), got %s", at("heartbeat"), (ttl-margin)/2, hb))
 	}
+	cmdTimeout, _ := dur("notify_command_timeout", notifyCommandTimeout)
+	if claim, set := dur("notify_claim_ttl", 0); set && claim < minNotifyClaimTTL(cmdTimeout) {
+		errs = append(errs, fmt.Errorf("%s: must be at least %s: a delivery is cut off a quarter of the claim before it expires, and the longest "+
+			"(a notify command's timeout, %s, or a webhook's, %s) must fit before that; got %s",
+			at("notify_claim_ttl"), minNotifyClaimTTL(cmdTimeout), cmdTimeout, notifyWebhookTimeout, claim))
+	}
 	return errs
+}
+
+// The bounds of a notification's delivery, as internal/notify has them
+// (notify.DefaultCommandTimeout, WebhookTimeout, DesktopTimeout,
+// MinClaimTTL; a test holds the two together): this package is read by
+// loopctl, which must not link the store's drivers that notify does.
+const (
+	notifyCommandTimeout = time.Minute
+	notifyWebhookTimeout = 15 * time.Second
+	notifyDesktopTimeout = 10 * time.Second
+)
+
+// minNotifyClaimTTL is notify.MinClaimTTL.
+func minNotifyClaimTTL(commandTimeout time.Duration) time.Duration {
+	longest := max(commandTimeout, notifyWebhookTimeout, notifyDesktopTimeout)
+	return (4*longest + 2) / 3
 }
 
 func checkTTL(v string) (string, string) {

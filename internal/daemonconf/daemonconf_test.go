@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/loopd/loopd/internal/notify"
 )
 
 // home is a LOOPD_HOME holding a daemon.conf of the given lines.
@@ -204,6 +207,9 @@ func TestFleetSettings(t *testing.T) {
 		{[]string{"lease_ttl = 10s", "fence_margin = 10s"}, ":2: fence_margin: must be less than the lease TTL (10s), got 10s"},
 		{[]string{"lease_ttl = 15s", "heartbeat = 6s"}, ":2: heartbeat: must be at most half of the lease TTL minus the fence margin (5s), got 6s"},
 		{[]string{"leasettl = 15s"}, "unknown setting (did you mean lease_ttl?)"},
+		{[]string{"notify_claim_ttl = 1m"}, ":1: notify_claim_ttl: must be at least 1m20s: a delivery is cut off a quarter of the claim before it expires"},
+		{[]string{"notify_command_timeout = 5s", "notify_claim_ttl = 19s"}, ":2: notify_claim_ttl: must be at least 20s"},
+		{[]string{"notify_command_timeout = 0s"}, ":1: notify_command_timeout: must be more than 0"},
 	} {
 		_, err := Load(home(t, c.lines...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -212,5 +218,33 @@ func TestFleetSettings(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Load of %q quotes the password: %v", c.lines, err)
 		}
+	}
+}
+
+// A notification claim long enough for the longest delivery is taken; the
+// minimum is notify's own (this package keeps a copy of the rule, as
+// loopctl reads it and must not link notify's store drivers).
+func TestNotifyClaimTTL(t *testing.T) {
+	f, err := Load(home(t, "notify_command_timeout = 5s", "notify_claim_ttl = 20s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Summary(); got != "notify_command_timeout=5s notify_claim_ttl=20s" {
+		t.Errorf("Summary = %q", got)
+	}
+	if _, err := Load(home(t, "notify_claim_ttl = 80s")); err != nil {
+		t.Errorf("the minimum with the default command timeout: %v", err)
+	}
+	for _, d := range []time.Duration{0, time.Second, 5 * time.Second, 15 * time.Second, time.Minute, 7 * time.Minute, 61 * time.Second} {
+		cmd := d
+		if cmd == 0 {
+			cmd = notifyCommandTimeout
+		}
+		if got, want := minNotifyClaimTTL(cmd), notify.MinClaimTTL(d); got != want {
+			t.Errorf("command timeout %s: daemonconf's minimum claim %s, notify's %s", d, got, want)
+		}
+	}
+	if notifyCommandTimeout != notify.DefaultCommandTimeout || notifyWebhookTimeout != notify.WebhookTimeout || notifyDesktopTimeout != notify.DesktopTimeout {
+		t.Error("daemonconf's delivery bounds differ from notify's")
 	}
 }

@@ -24,6 +24,11 @@ type Node struct {
 	Heartbeat    time.Duration // default LeaseTTL/6
 	FenceMargin  time.Duration // default 5s
 	DrainTimeout time.Duration // default 5m
+	// NotifyClaimTTL is how long the node's claim of a notification it
+	// delivers lasts (notify.Claim.TTL; 0: the notifier's default). A
+	// node that dies mid-delivery leaves the notification to another
+	// node this long after its claim.
+	NotifyClaimTTL time.Duration
 }
 
 // WithDefaults fills in the defaults of the zero values.

@@ -166,7 +166,7 @@ func notifySend(ctx context.Context, env []string, m Message) error {
 	if m.Status == api.RunFailed || m.Status == api.RunAborted {
 		urgency = "critical"
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, DesktopTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--app-name=loopd", "--urgency="+urgency, "--", m.Title, m.Text)
 	cmd.Env = env

@@ -58,9 +58,9 @@ type Options struct {
 	Backoff     time.Duration
 	MaxBackoff  time.Duration
 	MaxAttempts int
-	// HTTPClient posts webhooks (default: a client with a 15s timeout).
+	// HTTPClient posts webhooks (default: a client with a WebhookTimeout).
 	HTTPClient *http.Client
-	// CommandTimeout bounds notify_command (default 60s).
+	// CommandTimeout bounds notify_command (default DefaultCommandTimeout).
 	CommandTimeout time.Duration
 	// Environ is the environment notify-send and the desktop check see
 	// (default os.Environ).
@@ -87,7 +87,8 @@ type Options struct {
 type Claim struct {
 	Owner string // the node's stable id (a worker's --worker-id)
 	// TTL is how long a claim lasts (default: CommandTimeout plus a
-	// minute, so that the longest delivery fits with room to spare).
+	// minute, and at least MinClaimTTL, so that the longest delivery fits
+	// with room to spare). The daemon refuses one below MinClaimTTL.
 	TTL time.Duration
 	// Margin is how long before its claim expires a delivery is cut off
 	// (default TTL/4): room for clock drift and the record's commit.
@@ -95,6 +96,34 @@ type Claim struct {
 	// Poll is how often the outbox is looked at for rows other nodes
 	// enqueued (their commits do not wake this node's bus; default 2s).
 	Poll time.Duration
+}
+
+// The bounds of one delivery. A fleet node's claim must outlast the
+// longest of them (MinClaimTTL).
+const (
+	// DefaultCommandTimeout bounds notify_command unless the daemon sets
+	// another (loopd --notify-command-timeout).
+	DefaultCommandTimeout = time.Minute
+	// WebhookTimeout bounds a webhook's request, answer included.
+	WebhookTimeout = 15 * time.Second
+	// DesktopTimeout bounds notify-send.
+	DesktopTimeout = 10 * time.Second
+)
+
+// MinClaimTTL is the shortest claim TTL a fleet node may use with
+// notify commands bounded by commandTimeout: a delivery is cut off a
+// quarter of the TTL before its claim expires (the default Margin), and
+// the longest delivery — the command's timeout, or a webhook's — must
+// fit whole before that. A shorter claim would stop every delivery that
+// takes its full time at the cut-off, unrecorded, to be claimed and cut
+// off again: never delivered, and the receiver handed the same message
+// at every claim.
+func MinClaimTTL(commandTimeout time.Duration) time.Duration {
+	if commandTimeout <= 0 {
+		commandTimeout = DefaultCommandTimeout
+	}
+	longest := max(commandTimeout, WebhookTimeout, DesktopTimeout)
+	return (4*longest + 2) / 3 // TTL − TTL/4 ≥ longest, rounded up
 }
 
 // Notifier delivers the notification outbox. Create it with New, install
@@ -133,10 +162,10 @@ func New(opts Options) *Notifier {
 		opts.MaxAttempts = 10
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+		opts.HTTPClient = &http.Client{Timeout: WebhookTimeout}
 	}
 	if opts.CommandTimeout <= 0 {
-		opts.CommandTimeout = time.Minute
+		opts.CommandTimeout = DefaultCommandTimeout
 	}
 	if opts.Environ == nil {
 		opts.Environ = os.Environ
@@ -147,7 +176,7 @@ func New(opts Options) *Notifier {
 	if c := opts.Claim; c != nil {
 		cc := *c
 		if cc.TTL <= 0 {
-			cc.TTL = opts.CommandTimeout + time.Minute
+			cc.TTL = max(opts.CommandTimeout+time.Minute, MinClaimTTL(opts.CommandTimeout))
 		}
 		if cc.Margin <= 0 || cc.Margin >= cc.TTL {
 			cc.Margin = cc.TTL / 4

@@ -141,3 +141,30 @@ func TestDesktopSession(t *testing.T) {
 		}
 	}
 }
+
+// The shortest claim leaves the longest delivery whole before the cut-off
+// a quarter of the claim before it expires; the default claim is never
+// shorter.
+func TestMinClaimTTL(t *testing.T) {
+	for _, c := range []struct{ cmd, want time.Duration }{
+		{0, 80 * time.Second},                // the default command timeout, 1m
+		{time.Minute, 80 * time.Second},      // the same
+		{5 * time.Second, 20 * time.Second},  // a webhook's 15 s is the longest
+		{10 * time.Minute, 800 * time.Second}, // 4/3 of it
+		{61 * time.Second, 81333333334},       // rounded up
+	} {
+		got := MinClaimTTL(c.cmd)
+		if got != c.want {
+			t.Errorf("MinClaimTTL(%s) = %s, want %s", c.cmd, got, c.want)
+		}
+		if longest := max(c.cmd, WebhookTimeout, DesktopTimeout); c.cmd != 0 && got-got/4 < longest {
+			t.Errorf("MinClaimTTL(%s) = %s cuts a %s delivery off at %s", c.cmd, got, longest, got-got/4)
+		}
+	}
+	for _, cmd := range []time.Duration{0, 5 * time.Second, time.Minute, 10 * time.Minute} {
+		n := New(Options{CommandTimeout: cmd, Claim: &Claim{Owner: "w"}})
+		if ttl := n.opts.Claim.TTL; ttl < MinClaimTTL(cmd) {
+			t.Errorf("command timeout %s: default claim %s, below the minimum %s", cmd, ttl, MinClaimTTL(cmd))
+		}
+	}
+}
