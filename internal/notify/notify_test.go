@@ -147,9 +147,9 @@ func TestDesktopSession(t *testing.T) {
 // shorter.
 func TestMinClaimTTL(t *testing.T) {
 	for _, c := range []struct{ cmd, want time.Duration }{
-		{0, 80 * time.Second},                // the default command timeout, 1m
-		{time.Minute, 80 * time.Second},      // the same
-		{5 * time.Second, 20 * time.Second},  // a webhook's 15 s is the longest
+		{0, 80 * time.Second},                 // the default command timeout, 1m
+		{time.Minute, 80 * time.Second},       // the same
+		{5 * time.Second, 20 * time.Second},   // a webhook's 15 s is the longest
 		{10 * time.Minute, 800 * time.Second}, // 4/3 of it
 		{61 * time.Second, 81333333334},       // rounded up
 	} {
