@@ -513,12 +513,11 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 		s.finished(runID)
 		return nil
 	}
+	// On a fleet node that does not run the run there is no runner here:
+	// the worker that runs it carries the stop out at its next lease
+	// renewal (carryOutStops).
 	if r := s.runner(runID); r != nil {
-		if now {
-			r.cancelStep(errStopNow)
-		} else {
-			r.poke() // a runner waiting to retry after an error stops now
-		}
+		r.carryOutStop(kind)
 	}
 	return nil
 }
