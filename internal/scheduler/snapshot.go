@@ -190,6 +190,10 @@ func (st *staged) named(s string) string {
 	if st == nil {
 		return s
 	}
+	// The sender's user config is staged beside the workspace: its
+	// errors name it as the sender knows it, never by the staging
+	// directory (a path of the API node's home).
+	s = strings.ReplaceAll(s, st.userConfig, "user_config (your ~/.config/loop/config)")
 	return strings.ReplaceAll(s, st.dir, st.name)
 }
 

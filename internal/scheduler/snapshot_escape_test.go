@@ -76,6 +76,13 @@ func TestSnapshotStartReadsNoFileOfTheNode(t *testing.T) {
 	if _, err := h.s.TrustSnapshot(ctx, clone, snap(str("env_file = "+secretFile+"\n")), false); err == nil || !strings.Contains(err.Error(), "env_file") {
 		t.Errorf("trust with a user config naming a file of the node: %v, want refused naming env_file", err)
 	}
+	// An error in the sent user config names it as the sender knows it,
+	// not by its staging path under the node's home.
+	_, _, err := h.s.CreateRun(ctx, api.CreateRunRequest{Workspace: clone, Goal: "g", RepoURL: "https://example.com/app.git",
+		BaseCommit: commit, BaseBranch: "main", Snapshot: snap(str("max_iteratoins = 3\n"))})
+	if err == nil || strings.Contains(err.Error(), ".snapshot-") || strings.Contains(err.Error(), h.s.opts.Home) || !strings.Contains(err.Error(), "user_config") {
+		t.Errorf("a bad user config: %v, want it named user_config, without the staging directory", err)
+	}
 	runs, err := h.store.ListRuns(ctx, storage.RunFilter{Limit: 100})
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("runs after the refusals: %d (%v), want none", len(runs), err)
