@@ -217,6 +217,12 @@ func loadStartConfig(ws string, req api.CreateRunRequest, st *staged) (trust.Inp
 	opts := config.LoadOptions{Workspace: ws, Sets: sets}
 	if st != nil {
 		opts.UserConfig = st.userConfig
+		// The other layers were confined when they were staged.
+		// A set that does not parse is Load's to report.
+		entries, _ := config.ParseSets(sets)
+		if err := st.confine(entries, func(e config.Entry) string { return fmt.Sprintf("--set #%d", e.Line) }); err != nil {
+			return trust.Inputs{}, err
+		}
 	}
 	switch data, err := trust.ReadFile(filepath.Join(ws, config.WorkspaceConfig)); {
 	case err == nil:
