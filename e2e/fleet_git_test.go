@@ -78,6 +78,9 @@ func (f *fleet) gitFleetRun(vars ...string) (id, remote, base string) {
 	gitIn(t, t.TempDir(), "init", "-q", "--bare", "-b", "main", remote)
 	u.config(append([]string{"agent=command", "agent_command=" + scriptedAgent(), "max_iterations=8"}, f.config...)...)
 	u.fakeAgent(vars...)
+	for name, content := range f.files {
+		u.writeFile(name, content, 0o644)
+	}
 	gitIn(t, u.ws, "init", "-q", "-b", "main")
 	gitIn(t, u.ws, "remote", "add", "origin", "file://"+remote)
 	gitIn(t, u.ws, "add", "-A")

@@ -49,6 +49,7 @@ type fleet struct {
 	userEnv []string          // the user's LOOPD_URL and LOOPD_TOKEN
 	urls    []string          // per worker, its own store URL when set (a proxy's)
 	config  []string          // more .loop/config lines for gitFleetRun
+	files   map[string]string // more files of the clone for gitFleetRun, by path
 }
 
 func newFleet(t *testing.T, n int) *fleet {

@@ -100,7 +100,13 @@ func (b *bench) overhead(n, rounds int, inGit bool) error {
 	slices.Sort(loggedRatios)
 	fmt.Printf("RESULT overhead ratio against the loop with a log file per command (median): %.2f\n", loggedRatios[len(loggedRatios)/2])
 	slices.Sort(ratios)
-	fmt.Printf("RESULT overhead ratio (median of %d, git workspace %v): %.2f (target <= 1.5)\n", rounds, inGit, ratios[len(ratios)/2])
+	// The targets: 1.5× in a git workspace (the ledger's snapshot is on
+	// the step path), 1.3× outside one.
+	target := 1.3
+	if inGit {
+		target = 1.5
+	}
+	fmt.Printf("RESULT overhead ratio (median of %d, git workspace %v): %.2f (target <= %.1f)\n", rounds, inGit, ratios[len(ratios)/2], target)
 	return nil
 }
 

@@ -217,6 +217,12 @@ func loadStartConfig(ws string, req api.CreateRunRequest, st *staged) (trust.Inp
 	opts := config.LoadOptions{Workspace: ws, Sets: sets}
 	if st != nil {
 		opts.UserConfig = st.userConfig
+		// The other layers were confined when they were staged.
+		// A set that does not parse is Load's to report.
+		entries, _ := config.ParseSets(sets)
+		if err := st.confine(entries, func(e config.Entry) string { return fmt.Sprintf("--set #%d", e.Line) }); err != nil {
+			return trust.Inputs{}, err
+		}
 	}
 	switch data, err := trust.ReadFile(filepath.Join(ws, config.WorkspaceConfig)); {
 	case err == nil:
@@ -513,12 +519,11 @@ func (s *Scheduler) Stop(ctx context.Context, runID string, now bool) error {
 		s.finished(runID)
 		return nil
 	}
+	// On a fleet node that does not run the run there is no runner here:
+	// the worker that runs it carries the stop out at its next lease
+	// renewal (carryOutStops).
 	if r := s.runner(runID); r != nil {
-		if now {
-			r.cancelStep(errStopNow)
-		} else {
-			r.poke() // a runner waiting to retry after an error stops now
-		}
+		r.carryOutStop(kind)
 	}
 	return nil
 }

@@ -323,8 +323,8 @@ func (s *Scheduler) renew(ctx context.Context) error {
 		return err
 	}
 	ok := make(map[string]bool, len(renewed))
-	for _, id := range renewed {
-		ok[id] = true
+	for _, rn := range renewed {
+		ok[rn.RunID] = true
 	}
 	// The leases this renewal did not cover are forgotten, and their
 	// runners fenced, before it counts as a success: a step held at its
@@ -366,8 +366,40 @@ func (s *Scheduler) renew(ctx context.Context) error {
 		s.log.Info("lease renewals succeed again")
 	}
 	s.lease.mu.Unlock()
+	s.carryOutStops(held, renewed)
 	s.checkpointUsage(ctx)
 	return nil
+}
+
+// carryOutStops does, for each renewed run with a stop request, what
+// the node that recorded the stop does when it runs the run itself
+// (carryOutStop): a stop --now sent to an API node or another worker
+// kills the step here within a heartbeat, instead of at the step's end —
+// minutes of a paid agent the user asked to kill. The step is then
+// recorded CANCELED and the run INTERRUPTED user_stop by its runner's own
+// fenced writes, as for a local stop --now.
+//
+// Only the runner of the renewed epoch is touched: a run that ended with
+// this stop and was claimed again since has a new epoch and a stop
+// request of its own (none), which the renewal answered for the old one.
+func (s *Scheduler) carryOutStops(held []storage.Lease, renewed []storage.Renewal) {
+	epochs := make(map[string]int64, len(held))
+	for _, l := range held {
+		epochs[l.RunID] = l.Epoch
+	}
+	for _, rn := range renewed {
+		if rn.StopRequest == "" {
+			continue
+		}
+		r := s.runner(rn.RunID)
+		if e, ok := epochs[rn.RunID]; !ok || r == nil || r.epoch != e {
+			continue
+		}
+		if rn.StopRequest == storage.StopNow && r.stopSeen.CompareAndSwap(false, true) {
+			r.log.Info("stop --now recorded for the run: killing its step", zap.Int64("epoch", r.epoch))
+		}
+		r.carryOutStop(rn.StopRequest)
+	}
 }
 
 // checkpointEvery is the most a running step's usage goes without a

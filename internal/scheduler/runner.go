@@ -110,6 +110,10 @@ type runner struct {
 	epoch     int64
 	takenFrom string
 	fenced    atomic.Pointer[error]
+	// stopSeen says a renewal has answered this runner's lease with a
+	// stop --now (logged once; the stop is carried out at every renewal
+	// until the run ends: doing it again is harmless).
+	stopSeen atomic.Bool
 
 	// git is a fleet run's git state on this worker (fleetgit.go).
 	git fleetGit
@@ -140,6 +144,21 @@ func (r *runner) cancelStep(cause error) <-chan struct{} {
 		r.poke()
 	}
 	return done
+}
+
+// carryOutStop does what a stop request recorded on the run asks of its
+// runner at once: stop --now kills the running step (or the next one, as
+// soon as it starts), which the runner then records CANCELED by the user
+// and the run INTERRUPTED user_stop; a graceful stop wakes a runner
+// waiting to retry after an error, which then ends the run, while a step
+// that runs finishes first. Stop calls it on the node that runs the run; a
+// fleet worker's renewal, for a stop recorded through another node.
+func (r *runner) carryOutStop(kind string) {
+	if kind == storage.StopNow {
+		r.cancelStep(errStopNow)
+		return
+	}
+	r.poke()
 }
 
 // liveStep is the part of a runner that other goroutines touch: the

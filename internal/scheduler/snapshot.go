@@ -1,15 +1,18 @@
 package scheduler
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
+	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/trust"
 )
 
@@ -76,6 +79,9 @@ func (s *Scheduler) stage(name string, snap *api.Snapshot) (*staged, error) {
 	if err := os.Mkdir(st.dir, 0o700); err != nil {
 		return fail(err)
 	}
+	if len(snap.Files) > trust.MaxSnapshotFiles {
+		return fail(bad("files: more than %d files (%d)", trust.MaxSnapshotFiles, len(snap.Files)))
+	}
 	total := 0
 	for i, f := range snap.Files {
 		if !trust.ValidSnapshotPath(f.Path) {
@@ -97,13 +103,68 @@ func (s *Scheduler) stage(name string, snap *api.Snapshot) (*staged, error) {
 			return fail(bad("files[%d].path %q: %v", i, f.Path, err))
 		}
 	}
+	// Before anything reads them: a path a layer names must be a file of
+	// the snapshot (confine).
+	for _, f := range snap.Files {
+		if f.Path == config.WorkspaceConfig {
+			if err := st.confineFile(f.Data, st.name+"/"+config.WorkspaceConfig); err != nil {
+				return fail(err)
+			}
+		}
+	}
 	if snap.UserConfig != nil {
+		if err := st.confineFile([]byte(*snap.UserConfig), "your user config (user_config)"); err != nil {
+			return fail(err)
+		}
 		st.userConfig = filepath.Join(root, "user-config")
 		if err := os.WriteFile(st.userConfig, []byte(*snap.UserConfig), 0o600); err != nil {
 			return fail(err)
 		}
 	}
 	return st, nil
+}
+
+// stagedFileKeys are the keys whose value is a file loopd reads when it
+// creates a run, or carries in its frozen config for the worker to read.
+var stagedFileKeys = []string{"prompt_file", "spec_file", "plan_file", "stop_file", "env_file", "tasks_file"}
+
+// confine refuses a file key of entries (a layer of the sender's config)
+// whose path is not inside the staged workspace. On one machine a path
+// the user types may lead anywhere: it is their disk. Here the sender is
+// any token holder, and a path outside the snapshot (absolute, or
+// "../../http.token" out of the staging directory) names a file of the
+// API node: read as the goal, the plan, the stop file or the env file,
+// its content (the node's own token, another user's files) would be
+// stored in the run and shown to the sender. It would also be a file the
+// worker's check of the commit never sees. where names the layer.
+func (st *staged) confine(entries []config.Entry, where func(config.Entry) string) error {
+	var probs []string
+	for _, e := range entries {
+		if !slices.Contains(stagedFileKeys, e.Key) || e.Value == "" {
+			continue
+		}
+		p := e.Value
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(st.dir, p)
+		}
+		if rel, err := filepath.Rel(st.dir, filepath.Clean(p)); err != nil || !filepath.IsLocal(rel) {
+			probs = append(probs, fmt.Sprintf("%s: %s %q is not a file of the clone %s: a run started through LOOPD_URL reads only the clone's committed files",
+				where(e), e.Key, e.Value, st.name))
+		}
+	}
+	if len(probs) > 0 {
+		return &InputError{Msg: "a path outside the clone; nothing was changed", Problems: probs}
+	}
+	return nil
+}
+
+// confineFile is confine for a config file's content, named file. Its
+// lines that do not parse are left to whoever loads it, which reports
+// them with file and line; the lines that do are confined, since Load
+// goes on to validate (and read) what they name.
+func (st *staged) confineFile(data []byte, file string) error {
+	entries, _ := config.Parse(bytes.NewReader(data), file)
+	return st.confine(entries, func(e config.Entry) string { return fmt.Sprintf("%s:%d", file, e.Line) })
 }
 
 // removeStaleSnapshots removes what a node killed in the middle of a
@@ -129,6 +190,10 @@ func (st *staged) named(s string) string {
 	if st == nil {
 		return s
 	}
+	// The sender's user config is staged beside the workspace: its
+	// errors name it as the sender knows it, never by the staging
+	// directory (a path of the API node's home).
+	s = strings.ReplaceAll(s, st.userConfig, "user_config (your ~/.config/loop/config)")
 	return strings.ReplaceAll(s, st.dir, st.name)
 }
 

@@ -161,12 +161,23 @@ func (s *Store) OwnLeases(ctx context.Context, owner string) ([]Lease, error) {
 	return out, nil
 }
 
+// Renewal is one lease a heartbeat renewed, with the user's stop request
+// on its run as the renewal read it.
+type Renewal struct {
+	RunID string `db:"id"`
+	// StopRequest is "", "graceful" or "now" (runs.stop_request). A stop
+	// is recorded on the run's row by whichever node the user reached:
+	// through another node, the renewal is how the worker running the run
+	// learns of a stop --now while a step runs.
+	StopRequest string `db:"stop_request"`
+}
+
 // RenewLeases extends the leases of owner's runs in one statement, on a
 // connection of its own (a runner's write never delays a renewal), and
-// returns the ids of the runs it renewed: a run missing from the answer
-// is no longer owner's under that epoch (taken over, or ended), and its
-// agent must stop now.
-func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration, leases []Lease) ([]string, error) {
+// returns the runs it renewed with their stop requests: a run missing
+// from the answer is no longer owner's under that epoch (taken over, or
+// ended), and its agent must stop now.
+func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration, leases []Lease) ([]Renewal, error) {
 	if !s.pg {
 		return nil, ErrNotFleet
 	}
@@ -180,11 +191,11 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 	for i, l := range leases {
 		ids[i], epochs[i] = l.RunID, l.Epoch
 	}
-	var renewed []string
+	var renewed []Renewal
 	err := s.lease.SelectContext(ctx, &renewed, `UPDATE runs r SET lease_expires_at = `+dbNowMS+` + $2
 		FROM unnest($3::text[], $4::bigint[]) AS l(id, epoch)
 		WHERE r.id = l.id AND r.lease_epoch = l.epoch AND r.lease_owner = $1 AND r.status = 'RUNNING'
-		RETURNING r.id`, owner, ttl.Milliseconds(), ids, epochs)
+		RETURNING r.id, r.stop_request`, owner, ttl.Milliseconds(), ids, epochs)
 	if err != nil {
 		return nil, fmt.Errorf("renew leases: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,9 +108,16 @@ func TestLeasesClaimRenewFenceTakeover(t *testing.T) {
 	if err := a.Write(fenced, func(tx *Tx) error { return tx.SetUserSignal("r1") }); err != nil {
 		t.Fatalf("a fenced write under a live lease: %v", err)
 	}
+	// A stop recorded by another node (b: an API node's write, unfenced)
+	// comes back with the renewal, which is how the worker running the
+	// run learns of a stop --now while a step runs.
+	if err := b.Write(t.Context(), func(tx *Tx) error { return tx.SetStopRequest("r2", StopNow) }); err != nil {
+		t.Fatal(err)
+	}
 	renewed, err := a.RenewLeases(t.Context(), "wa", time.Hour, []Lease{la, {RunID: "r2", Owner: "wa", Epoch: 1}})
-	if slices.Sort(renewed); err != nil || !slices.Equal(renewed, []string{"r1", "r2"}) {
-		t.Fatalf("renewal = %v, %v; want r1 r2", renewed, err)
+	slices.SortFunc(renewed, func(x, y Renewal) int { return strings.Compare(x.RunID, y.RunID) })
+	if want := []Renewal{{RunID: "r1"}, {RunID: "r2", StopRequest: StopNow}}; err != nil || !slices.Equal(renewed, want) {
+		t.Fatalf("renewal = %+v, %v; want %+v", renewed, err, want)
 	}
 
 	// The lease of r1 expires (a renewal with no time left): b takes it over.

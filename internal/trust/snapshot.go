@@ -29,9 +29,14 @@ type Committed struct {
 
 // Bounds of what ReadCommitted reads: a snapshot travels in one request.
 const (
-	maxSnapshotFiles = 1000
+	maxSnapshotFiles = MaxSnapshotFiles
 	maxSnapshotBytes = 4 << 20
 )
+
+// MaxSnapshotFiles is the most files a snapshot holds: ReadCommitted
+// reads no more, and the API node stages no more (the bytes bound alone
+// would let a request make hundreds of thousands of empty files there).
+const MaxSnapshotFiles = 1000
 
 // snapshotFileKeys are the config keys that name a file loopd reads when
 // it creates or runs a run (the keys config checks exist): a relative
