@@ -7,17 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/config"
 	"github.com/loopd/loopd/internal/git"
-	"github.com/loopd/loopd/internal/procgroup"
+	"github.com/loopd/loopd/internal/prcommand"
 	"github.com/loopd/loopd/internal/shquote"
 )
 
@@ -175,12 +172,6 @@ func (fl *fleetLand) prCommand() (cmd, source string, err error) {
 	return fromClone, path, nil
 }
 
-// prCommandTimeout bounds pr_command, as the daemon's push does.
-const prCommandTimeout = 10 * time.Minute
-
-// prURL finds a URL in pr_command's output (gh pr create prints it).
-var prURL = regexp.MustCompile(`https?://[^\s<>"'` + "`" + `]+`)
-
 // runPRCommand runs pr_command in the clone with the variables the
 // daemon's push gives it, the body written by the API node, its output
 // kept in the land directory.
@@ -198,48 +189,7 @@ func (fl *fleetLand) runPRCommand(ctx context.Context, res *api.LandResult, comm
 		out.Error = "pr_command not run: " + err.Error()
 		return out, ""
 	}
-	logf, err := os.OpenFile(out.LogPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		out.Error = "pr_command not run: " + err.Error()
-		return out, ""
-	}
-	defer logf.Close()
-	ctx, cancel := context.WithTimeout(ctx, prCommandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
-	cmd.Dir = fl.clone
-	remoteName := res.Push.Remote
-	if remoteName == "" {
-		remoteName = res.Push.URL
-	}
-	cmd.Env = append(fleetEnviron(), "LOOP_RUN_ID="+run.ID, "LOOP_WORKSPACE="+fl.clone,
-		"LOOP_BRANCH="+run.Branch, "LOOP_BASE_BRANCH="+run.BaseBranch, "LOOP_TITLE="+body.PRTitle,
-		"LOOP_BODY_FILE="+bodyPath, "LOOP_REMOTE="+remoteName, "LOOP_REMOTE_URL="+res.Push.URL, "LOOP_COMMIT="+res.Push.Commit)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	procgroup.Set(cmd)
-	cmd.WaitDelay = time.Second
-	fl.progress("running pr_command (from " + source + "; output: " + out.LogPath + ")")
-	err = cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		out.ExitCode = 0
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		out.Error = fmt.Sprintf("pr_command timed out after %s and was stopped", prCommandTimeout)
-	case ctx.Err() != nil:
-		out.Error = "pr_command was stopped: the land was interrupted"
-	case errors.As(err, &exit) && exit.ExitCode() >= 0:
-		out.ExitCode, out.Error = exit.ExitCode(), fmt.Sprintf("pr_command exited %d", exit.ExitCode())
-	default:
-		out.Error = "pr_command: " + err.Error()
-	}
-	b, _ := os.ReadFile(out.LogPath)
-	head := strings.ToValidUTF8(string(b[:min(len(b), 64<<10)]), "")
-	url := strings.TrimRight(prURL.FindString(head), ".,;:)]}")
-	for line := range strings.SplitSeq(strings.TrimRight(head[:min(len(head), 4<<10)], "\n"), "\n") {
-		if line != "" {
-			fl.progress("pr_command: " + line)
-		}
-	}
-	return out, url
+	return prcommand.Run(ctx, prcommand.Spec{Command: command, Source: source, Dir: fl.clone, Env: fleetEnviron(),
+		RunID: run.ID, Workspace: fl.clone, Branch: run.Branch, BaseBranch: run.BaseBranch, Title: body.PRTitle,
+		BodyFile: bodyPath, Push: res.Push, LogPath: out.LogPath, Progress: fl.progress})
 }

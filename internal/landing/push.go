@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,7 +17,7 @@ import (
 	"github.com/loopd/loopd/internal/atomicfile"
 	"github.com/loopd/loopd/internal/events"
 	"github.com/loopd/loopd/internal/git"
-	"github.com/loopd/loopd/internal/procgroup"
+	"github.com/loopd/loopd/internal/prcommand"
 	"github.com/loopd/loopd/internal/shquote"
 	"github.com/loopd/loopd/internal/storage"
 )
@@ -28,11 +25,6 @@ import (
 // ModePush is the mode of a LandResult and of a RUN_LANDED payload when
 // the run's branch was pushed (loopctl land --push), not landed.
 const ModePush = "push"
-
-// prCommandTimeout bounds pr_command: gh pr create takes seconds, and a
-// command that hangs (a prompt nobody answers) must not hold the
-// repository's land lock for ever.
-const prCommandTimeout = 10 * time.Minute
 
 // pushCheckTimeout bounds the read of a remote (git ls-remote) that
 // settles a push cut short, at startup: an unreachable remote must not
@@ -235,14 +227,6 @@ func (l *Lander) lastPushed(ctx context.Context, runID, url, branch string) (str
 	return last, nil
 }
 
-// urlRE finds a URL in pr_command's output: gh pr create prints the pull
-// request's URL on a line of its own.
-var urlRE = regexp.MustCompile(`https?://[^\s<>"'` + "`" + `]+`)
-
-// prOutputShown bounds how much of pr_command's output a land prints as
-// progress; all of it is in the log.
-const prOutputShown = 4 << 10
-
 // runPRCommand runs pr_command in the run's workspace with LOOP_BRANCH,
 // LOOP_BASE_BRANCH, LOOP_TITLE and LOOP_BODY_FILE, its output to logPath,
 // in a process group of its own that a timeout or the land's end kills
@@ -260,63 +244,11 @@ func (l *Lander) runPRCommand(ctx context.Context, run storage.Run, res *api.Lan
 		out.Error = "pr_command not run: " + err.Error()
 		return out, ""
 	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		out.Error = "pr_command not run: " + err.Error()
-		return out, ""
-	}
-	defer logf.Close()
-	ctx, cancel := context.WithTimeout(ctx, prCommandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", pr.Command)
-	cmd.Dir = run.Workspace
-	remoteName := res.Push.Remote
-	if remoteName == "" {
-		remoteName = res.Push.URL
-	}
-	cmd.Env = append(os.Environ(), "LOOP_RUN_ID="+run.ID, "LOOP_WORKSPACE="+run.Workspace,
-		"LOOP_BRANCH="+run.Branch, "LOOP_BASE_BRANCH="+run.BaseBranch, "LOOP_TITLE="+body.Title(),
-		"LOOP_BODY_FILE="+bodyPath, "LOOP_REMOTE="+remoteName, "LOOP_REMOTE_URL="+res.Push.URL, "LOOP_COMMIT="+res.Push.Commit)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	procgroup.Set(cmd)
-	cmd.WaitDelay = time.Second
-	progress("running pr_command (from " + pr.Source + "; output: " + logPath + ")")
-	err = cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		out.ExitCode = 0
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		out.Error = fmt.Sprintf("pr_command timed out after %s and was stopped", prCommandTimeout)
-	case ctx.Err() != nil:
-		out.Error = "pr_command was stopped: the land was interrupted"
-	case errors.As(err, &exit) && exit.ExitCode() >= 0:
-		out.ExitCode, out.Error = exit.ExitCode(), fmt.Sprintf("pr_command exited %d", exit.ExitCode())
-	default:
-		out.Error = "pr_command: " + err.Error()
-	}
-	head, _ := readHead(logPath, 64<<10)
-	url := strings.TrimRight(urlRE.FindString(head), ".,;:)]}")
-	shown := head[:min(len(head), prOutputShown)]
-	for line := range strings.SplitSeq(strings.TrimRight(shown, "\n"), "\n") {
-		if line != "" {
-			progress("pr_command: " + line)
-		}
-	}
+	out, url := prcommand.Run(ctx, prcommand.Spec{Command: pr.Command, Source: pr.Source, Dir: run.Workspace, Env: os.Environ(),
+		RunID: run.ID, Workspace: run.Workspace, Branch: run.Branch, BaseBranch: run.BaseBranch, Title: body.Title(),
+		BodyFile: bodyPath, Push: res.Push, LogPath: logPath, Progress: progress})
 	l.log.Info("pr_command ran", zap.String("run_id", run.ID), zap.Int("exit_code", out.ExitCode), zap.String("url", url))
 	return out, url
-}
-
-// readHead is the first n bytes of a file, as valid UTF-8.
-func readHead(path string, n int) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	k, _ := f.Read(b)
-	return strings.ToValidUTF8(string(b[:k]), ""), nil
 }
 
 // pushIntentFile, in a run's directory, says a push of the run's branch
