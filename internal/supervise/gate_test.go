@@ -203,6 +203,63 @@ func TestGatedStepWithoutItsLogRunsNothing(t *testing.T) {
 	}
 }
 
+// A wrapper may wait at its gate for a whole step (the scheduler starts a
+// step's process while the step before it runs), and that step may
+// remove or replace the file at the log's path meanwhile. Once opened, the
+// step's output goes to the file at the path all the same, created again
+// 0600; or, when the path cannot be a file any more, the step fails
+// naming it, having run nothing.
+func TestGatedStepsLogReplacedWhileItWaits(t *testing.T) {
+	for name, replace := range map[string]func(path string) error{
+		"removed": os.Remove,
+		"replaced by a directory": func(path string) error {
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			return os.Mkdir(path, 0o700)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := specIn(dir, `echo out; touch "$STEP_DIR/ran"`)
+			p := startGated(t, spec)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := os.Stat(spec.LogPath); err == nil {
+					break // the waiting wrapper created it
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the gated wrapper did not create its log")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := replace(spec.LogPath); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Open(); err != nil {
+				t.Fatal(err)
+			}
+			ex := waitDone(t, p)
+			fi, err := os.Stat(spec.LogPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.IsDir() {
+				if ex.Recorded || !strings.Contains(ex.Failed, spec.LogPath) || ran(dir) {
+					t.Errorf("exit %+v, ran %v; want it failed naming %s, nothing run", ex, ran(dir), spec.LogPath)
+				}
+				return
+			}
+			if ex.Code != 0 || !ex.Recorded || !ran(dir) {
+				t.Fatalf("exit %+v, ran %v", ex, ran(dir))
+			}
+			if b, _ := os.ReadFile(spec.LogPath); string(b) != "out\n" || fi.Mode().Perm() != 0o600 {
+				t.Errorf("the log at the path holds %q, mode %v; want the step's output, 0600", b, fi.Mode().Perm())
+			}
+		})
+	}
+}
+
 // A command's own exit status 124 is not mistaken for a log the wrapper
 // could not create.
 func TestGatedStepsOwn124(t *testing.T) {

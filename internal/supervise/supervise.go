@@ -64,7 +64,12 @@ import (
 // the pipe that was its output until then (see Exit.Failed). Then it
 // reads a line from fd 3 (the gate) and closes it, so no command inherits
 // it; at end of file it exits with 125 and records nothing (see Open and
-// Abandon). TERM is ignored while it waits:
+// Abandon). Once opened, it makes sure its output is still the file at
+// the log's path: a wrapper may wait at its gate for a whole step (the
+// scheduler starts the next step's process while a step runs), and that
+// step's commands may have removed or replaced the file meanwhile; it is
+// then opened again, and a failure reported as before, on the pipe kept
+// as fd 4 until then. TERM is ignored while it waits:
 // a caught signal would end the read, and the wrapper would exit 125
 // after the daemon had opened it. Once opened it takes its stdin, which
 // the daemon writes during the commit too; a stdin it cannot open fails
@@ -108,10 +113,13 @@ __loopd_rec() {
 case $__loopd_m in g?)
   trap '' TERM
   umask 077
-  command exec >>"$1" 2>&1 || { echo "` + noLog + `" >&2; exit 124; }
-  umask "$2"; __loopd_i=$3; shift 3
+  command exec 4>&1 >>"$1" 2>&1 || { echo "` + noLog + `" >&2; exit 124; }
   IFS= read -r __loopd_g <&3 || exit 125
   exec 3<&-
+  [ /dev/fd/1 -ef "$1" ] ||
+    command exec 2>&4 >>"$1" 2>&1 || { echo "` + noLog + `" >&2; exit 124; }
+  exec 4>&-
+  umask "$2"; __loopd_i=$3; shift 3
   if [ -n "$__loopd_i" ] && ! command exec <"$__loopd_i"; then
     __loopd_rec 126; exit 126
   fi
@@ -207,8 +215,11 @@ type Spec struct {
 	// or freezes cannot leave an agent running after its run was taken
 	// over. "" (the embedded daemon): no guard, nothing extra runs.
 	Guard string
-	// Next is the tag of the step expected after this one ("": none):
-	// its cgroup is made while this step runs (PrepareNext).
+	// Next is the tag of the run's step that is to take this one's
+	// cgroup once this one has ended ("": none), or, when this one has
+	// none, for which one is made while this step runs (PrepareNext). The
+	// scheduler names the step after next: the next one's process is
+	// started while this one runs.
 	Next string
 }
 
