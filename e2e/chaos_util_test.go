@@ -1195,6 +1195,14 @@ func (m *monitor) loop(done <-chan struct{}, every time.Duration) {
 	}
 }
 
+// atGate reports whether process pid is a step's wrapper waiting at its
+// gate: it holds the gate, a pipe, as fd 3 until the daemon opens it, and
+// closes it before it runs anything of the step.
+func atGate(pid int) bool {
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/3")
+	return err == nil && strings.HasPrefix(l, "pipe:")
+}
+
 type procInfo struct {
 	pid, ppid int
 	cmdline   []string
@@ -1220,6 +1228,12 @@ func (m *monitor) sample(when string) []api.Phase {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(s, "\x00"), "\x00")
+		if isStep && atGate(pid) {
+			// A step's wrapper waiting at its gate has run nothing of its
+			// step (the daemon starts a run's next step's process while a
+			// step runs): it is not a step alive.
+			isStep = false
+		}
 		if isStep {
 			for j, a := range args {
 				tag, ok := strings.CutPrefix(a, "loopd-step:")

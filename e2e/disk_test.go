@@ -160,12 +160,15 @@ func TestReadOnlyHome(t *testing.T) {
 // A step whose log cannot be created fails, with the reason, instead of
 // running without one or being taken for a lost outcome and run again
 // forever (as a full disk would otherwise make it). Here the agent puts a
-// directory where the next step's log goes.
+// directory where the next step's log goes, in place of the log that the
+// next step's process, started while the agent runs, has created (the
+// agent waits for it, up to 5 s).
 func TestStepLogThatCannotBeCreated(t *testing.T) {
 	e := newEnv(t)
 	e.startDaemon()
 	e.config("agent=command",
-		`agent_command=if [ "$LOOP_ITERATION" = 1 ]; then mkdir "`+e.home+`/runs/$LOOP_RUN_ID/0002-verification.log"; fi; touch done.txt`,
+		`agent_command=if [ "$LOOP_ITERATION" = 1 ]; then log="`+e.home+`/runs/$LOOP_RUN_ID/0002-verification.log"; `+
+			`i=0; while [ ! -e "$log" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; rm -f "$log"; mkdir "$log"; fi; touch done.txt`,
 		verifyDone, "completion=verify")
 	id := e.start("goal")
 	if code := e.wait(id); code != 0 {

@@ -108,6 +108,11 @@ func TestMetrics(t *testing.T) {
 		{"loopd_waiting_seconds", nil, 0},
 		// Every step after the run's first followed a step in this daemon.
 		{"loopd_step_gap_seconds", nil, float64(len(steps) - 1)},
+		// Each of them was started while the step before it ran (a failed
+		// verification is followed by the next implementation, as
+		// predicted); the one started after the last step was discarded.
+		{"loopd_steps_started_ahead_total", map[string]string{"result": "used"}, float64(len(steps) - 1)},
+		{"loopd_steps_started_ahead_total", map[string]string{"result": "discarded"}, 1},
 	} {
 		got, ok := value(c.name, c.labels)
 		if !ok || got != c.want {

@@ -111,6 +111,7 @@ type Daemon struct {
 	tokens *tokens.Service // users' bearer tokens (api_tokens)
 
 	stepGap prometheus.Histogram // loopd_step_gap_seconds (metrics.NewStepGap)
+	ahead   metrics.StepsAhead   // loopd_steps_started_ahead_total (metrics.NewStepsAhead)
 
 	busStart int64 // the event seq the bus started at
 }
@@ -191,10 +192,12 @@ func Run(ctx context.Context, opts Options) error {
 		d.log.Info("removed the empty cgroups of ended steps", zap.Int("count", n))
 	}
 	d.stepGap = metrics.NewStepGap()
+	d.ahead = metrics.NewStepsAhead()
 	d.sched = scheduler.New(scheduler.Options{
 		Store: d.store, Home: opts.Home, MaxConcurrent: opts.MaxConcurrentRuns, Logger: opts.Logger,
 		Grace: opts.Grace, DebugConditions: opts.DebugConditions, RetryBackoff: opts.RetryBackoff,
 		APIBackoff: opts.APIBackoff, OnStepGap: func(gap time.Duration) { d.stepGap.Observe(gap.Seconds()) },
+		OnAhead:  d.ahead.Observe,
 		Fleet:    d.schedulerFleet(),
 		OnActive: opts.OnActiveRuns,
 	})

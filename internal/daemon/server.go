@@ -49,7 +49,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{ref}/tasks/{task}/retry", d.handleRetryTask)
 	mux.HandleFunc("POST /v1/trust", d.handleTrust)
 	mux.HandleFunc("DELETE /v1/trust", d.handleRevoke)
-	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log, d.stepGap))
+	mux.Handle("GET /metrics", metrics.Handler(d.store, d.log, d.stepGap, d.ahead))
 	mux.HandleFunc("GET /v1/runs/{ref}/diff", d.handleDiff)
 	mux.HandleFunc("POST /v1/runs/{ref}/land", d.handleLand)
 	mux.HandleFunc("GET /v1/runs/{ref}/land/local", d.handleLocalLand)

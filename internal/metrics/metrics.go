@@ -3,8 +3,9 @@
 // of step durations, token and cost totals, events by type, and how long
 // WAITING runs have waited.
 //
-// Every number but the step gap (NewStepGap) is read from the database
-// when Prometheus scrapes, not kept in memory: the values are the same before and after a daemon
+// Every number but the step gap (NewStepGap) and the steps started ahead
+// (NewStepsAhead) is read from the database when Prometheus scrapes, not
+// kept in memory: the values are the same before and after a daemon
 // restart, and counters only go down if the database is replaced. The
 // steps are aggregated in one pass per scrape; events are counted
 // incrementally (each scrape reads only the events after the last one it
@@ -48,6 +49,34 @@ func NewStepGap() prometheus.Histogram {
 		Help:    "Time this daemon took from noticing a step's end to letting the run's next step run (recording, stop conditions, the next step's start).",
 		Buckets: StepGapBuckets,
 	})
+}
+
+// StepsAhead counts the processes started ahead of their step
+// (loopd_steps_started_ahead_total; scheduler.Options.OnAhead) by what
+// became of them: used (the step after the running one was the one
+// predicted, and its process was already waiting) or discarded (the run
+// stopped, or the plan differed). In memory since this daemon started,
+// like the step gap.
+type StepsAhead struct{ *prometheus.CounterVec }
+
+// NewStepsAhead returns the counter, with both results at zero.
+func NewStepsAhead() StepsAhead {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "loopd_steps_started_ahead_total",
+		Help: "Processes this daemon started for a run's next step while the step before it ran, by result: used, or discarded (the run stopped, or the next step was not the one predicted).",
+	}, []string{"result"})
+	c.WithLabelValues("used")
+	c.WithLabelValues("discarded")
+	return StepsAhead{c}
+}
+
+// Observe counts one process started ahead.
+func (s StepsAhead) Observe(used bool) {
+	result := "discarded"
+	if used {
+		result = "used"
+	}
+	s.WithLabelValues(result).Inc()
 }
 
 // NewBuildInfo returns loopd_build_info, always 1, whose labels say which

@@ -36,7 +36,9 @@ import (
 // the process runs nothing until runStep opens it after the commit. So the
 // next step is planned as soon as this one's outcome is known, and while
 // this goroutine starts its process another evaluates and commits. When
-// the run stops instead, the process is abandoned.
+// the run stops instead, the process is abandoned. Most often the
+// process was started even earlier, while st ran (ahead.go): then
+// nothing is started here.
 func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err error) {
 	if st != nil {
 		if st.EndedAt == nil {
@@ -61,7 +63,23 @@ func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err
 		}
 	}
 	if next == nil {
+		r.dropAhead()
 		return r.evaluateAndRecord(st, typ, nil, nil)
+	}
+	spec := r.spec(next, env)
+	if pre := r.takeAhead(spec); pre != nil {
+		// Its process was started while st ran (ahead.go).
+		if done, err = r.evaluateAndRecord(st, typ, next, env); err == nil && r.next == next {
+			r.nextStart = pre
+			r.s.aheadEnded(true)
+			return done, nil
+		}
+		pre.abandon()
+		r.s.aheadEnded(false)
+		if err == nil {
+			next.removeFiles()
+		}
+		return done, err
 	}
 	select {
 	case r.s.overlap <- struct{}{}:
@@ -73,7 +91,6 @@ func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err
 		}
 		return done, err
 	}
-	spec := r.spec(next, env)
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)

@@ -131,6 +131,9 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 		if n, ok := proc.(interface{ PrepareNext() }); ok && err == nil {
 			n.PrepareNext() // off the way between this step and the next
 		}
+		if err == nil {
+			r.startAhead(st)
+		}
 		if err != nil {
 			proc.Abandon() // its wrapper is gone: nothing of the step ran
 			if failed := proc.Exit().Failed; failed != "" {

@@ -44,6 +44,10 @@ type fakeExec struct {
 	// onOpen, when set, runs when a step is opened, before it ends: a
 	// user's request arriving while the step runs.
 	onOpen func(phase api.Phase, seq int)
+	// onWatch, when set, runs when the runner starts watching a step
+	// (after it was opened and the step after it started ahead): what
+	// happens while a step runs.
+	onWatch func(phase api.Phase, seq int)
 
 	mu        sync.Mutex
 	ran       []string // "phase/seq" of every opened step
@@ -141,6 +145,9 @@ func (p *fakeProc) Abandon() {
 }
 
 func (p *fakeProc) Watch(ctx context.Context, l supervise.Limits) supervise.Ending {
+	if p.fx.onWatch != nil {
+		p.fx.onWatch(p.phase, p.seq)
+	}
 	if p.step.hold {
 		p.fx.held <- struct{}{}
 		select {

@@ -317,6 +317,29 @@ func (h *History) Next() Next {
 	return Next{Phase: api.PhaseImplementation, Iteration: last.Iteration + 1}
 }
 
+// NextIfSucceeded is what Next will say once the newest step, the running
+// one, has ended as a success: the step started ahead of that end. ok is
+// false when the newest step is a setup or baseline (run once; what comes
+// after depends on more than their outcome) or there is none.
+func (h *History) NextIfSucceeded() (Next, bool) {
+	if len(h.Steps) == 0 {
+		return Next{}, false
+	}
+	last := h.Steps[len(h.Steps)-1] // a copy: the history is not changed
+	switch last.Phase {
+	case api.PhaseImplementation, api.PhaseReview, api.PhaseVerification:
+	default:
+		return Next{}, false
+	}
+	// With a step of an iteration in the history, setup and baseline are
+	// done (setupDone, baselineDone): Next looks at the newest step only.
+	last.Status, last.Question, last.RateLimitedUntil, last.APIUnavailable = api.StepSucceeded, "", nil, false
+	if phase, ok := h.following(&last); ok {
+		return Next{Phase: phase, Iteration: last.Iteration}, true
+	}
+	return Next{Phase: api.PhaseImplementation, Iteration: last.Iteration + 1}, true
+}
+
 // setupDone reports whether a setup step succeeded (setup steps come
 // before every other step).
 func (h *History) setupDone() bool {

@@ -306,7 +306,10 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 		Dir: r.workdir, Commands: commands, StdinPath: stdin,
 		Env:     r.stepEnv(env, st, prompt),
 		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true, Guard: r.s.guard(),
-		Next: r.files(st.Seq+1, st.Phase).tag, // the tag does not depend on the phase
+		// The step that takes this one's cgroup once it has ended: the one
+		// after next, whose process starts (ahead) when the next one is
+		// opened; the next one's was started while this one ran.
+		Next: r.files(st.Seq+2, st.Phase).tag, // the tag does not depend on the phase
 	}
 }
 

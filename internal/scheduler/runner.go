@@ -91,6 +91,9 @@ type runner struct {
 	next      *planned
 	nextEnv   []string
 	nextStart *started
+	// ahead is the process of the step predicted after the running one,
+	// started while it runs (ahead.go); nil when there is none.
+	ahead *ahead
 
 	kick chan struct{} // poke: a request arrived while the runner waits to retry
 
@@ -387,6 +390,7 @@ func (r *runner) load() error {
 		return fmt.Errorf("review_approve_pattern: %w", err) // validated at creation; a frozen config is trusted
 	}
 	r.hist = NewHistory(steps, pipelineOf(cfg))
+	r.removeUnrecordedFiles()
 	r.eval = stop.NewEvaluator(set, stop.Options{
 		Clock:  stop.ClockFunc(r.s.opts.Now),
 		Logger: r.s.opts.Logger.Named("stop"),
@@ -473,6 +477,7 @@ func pricesOf(cfg config.Config) stop.Prices {
 // runFromStore is one pass of the runner over its run, from the database.
 func (r *runner) runFromStore(recovered bool) error {
 	r.stepEnded = time.Time{} // a retry's wait is not a gap between steps
+	defer r.dropAhead()
 	if err := r.load(); err != nil {
 		return err
 	}

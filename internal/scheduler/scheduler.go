@@ -59,6 +59,10 @@ type Options struct {
 	// the end, evaluating the stop conditions, committing, starting the
 	// next step's process. It is what the daemon adds between two steps.
 	OnStepGap func(time.Duration)
+	// OnAhead, when set, is told what became of each process started
+	// ahead of its step (ahead.go): used for the step it was started for,
+	// or discarded (the run stopped, or the plan differed).
+	OnAhead func(used bool)
 	// OnActive, when set, is told the number of runs with a runner each
 	// time it changes (the daemon sizes its garbage collector by it). It
 	// is called with the scheduler's lock held: it must return quickly
@@ -80,6 +84,9 @@ type Scheduler struct {
 	// CPUs. On a machine busy with many runs the others do one after the
 	// other, so that the daemon's API requests still get a CPU.
 	overlap chan struct{}
+	// ahead admits the runners that may hold a process started ahead of
+	// their step's end (ahead.go).
+	ahead chan struct{}
 
 	mu      sync.Mutex
 	active  map[string]*runner
@@ -142,6 +149,7 @@ func New(opts Options) *Scheduler {
 	return &Scheduler{
 		lease:       lease,
 		overlap:     make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1)),
+		ahead:       make(chan struct{}, aheadSlots),
 		opts:        opts,
 		store:       opts.Store,
 		exec:        opts.Executor,
