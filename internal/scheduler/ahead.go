@@ -29,7 +29,12 @@ import (
 // the daemon dies, the gate's write end closes with it and it exits
 // there all the same. Its log file, created for a step that was not
 // recorded, is removed (and, after a crash, by the next daemon's
-// recovery: removeUnrecordedFiles).
+// recovery: removeUnrecordedFiles). What may change while it waits is
+// taken again once it is opened, as a process started then would: its
+// working directory and its log by their paths (the wrapper), its
+// prompt (read only then). One that ended while it waited (killed) is
+// not used, and one found ended only as it is opened is started again
+// (runner.open).
 
 // aheadSlots is how many runs may hold a process started ahead at once.
 // Only steps shorter than a fork and a shell's start gain from it; the
@@ -40,7 +45,6 @@ const aheadSlots = 32
 // ahead is the process of the step predicted after the running one.
 type ahead struct {
 	spec supervise.Spec
-	dir  os.FileInfo   // spec.Dir as it was before the start (the process's working directory)
 	done chan struct{} // closed once the start returned
 	started
 }
@@ -68,16 +72,12 @@ func (r *runner) startAhead(cur *storage.Step) {
 	f := r.files(seq, next.Phase)
 	p := &planned{step: &storage.Step{RunID: r.id, Seq: seq, Phase: next.Phase, Iteration: next.Iteration, LogPath: f.log}, files: f}
 	spec := r.spec(p, env)
-	dir, err := os.Stat(spec.Dir)
-	if err != nil {
-		return
-	}
 	select {
 	case r.s.ahead <- struct{}{}:
 	default:
 		return
 	}
-	a := &ahead{spec: spec, dir: dir, done: make(chan struct{})}
+	a := &ahead{spec: spec, done: make(chan struct{})}
 	r.ahead = a
 	go func() {
 		defer close(a.done)
@@ -86,8 +86,9 @@ func (r *runner) startAhead(cur *storage.Step) {
 }
 
 // takeAhead returns the process started ahead when it is the one spec
-// describes, started in the same directory; otherwise it abandons it and
-// returns nil.
+// describes and still waits; otherwise it abandons it and returns nil.
+// (Its working directory need not be compared: once opened, the wrapper
+// enters Spec.Dir again by its path, as a process started now would.)
 func (r *runner) takeAhead(spec supervise.Spec) *started {
 	a := r.ahead
 	if a == nil {
@@ -95,11 +96,9 @@ func (r *runner) takeAhead(spec supervise.Spec) *started {
 	}
 	r.ahead = nil
 	<-a.done
-	if a.err == nil && sameSpec(a.spec, spec) {
-		if dir, err := os.Stat(spec.Dir); err == nil && os.SameFile(dir, a.dir) {
-			<-r.s.ahead
-			return &a.started // reported once its step is recorded (completeStep)
-		}
+	if a.err == nil && !ended(a.proc) && sameSpec(a.spec, spec) {
+		<-r.s.ahead
+		return &a.started // reported once its step is recorded (completeStep)
 	}
 	r.discard(a)
 	return nil
@@ -164,5 +163,17 @@ func (r *runner) removeUnrecordedFiles() {
 		if ok && err == nil && seq > last && e.Type().IsRegular() {
 			os.Remove(filepath.Join(r.dir, name))
 		}
+	}
+}
+
+// ended reports whether a process has ended already: one started ahead
+// that ended while it waited (killed, or its log could not be created
+// then) is not used; the step's process is started afresh.
+func ended(p StepProcess) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
 	}
 }

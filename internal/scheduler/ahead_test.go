@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/loopd/loopd/internal/api"
@@ -176,34 +177,44 @@ func TestStepsStartedAhead(t *testing.T) {
 	}
 }
 
-// A process started ahead whose working directory is no longer the
-// workspace (the directory was replaced while the step before ran) is
-// not used: the step's process starts in the workspace as it is.
-func TestStepStartedAheadInAReplacedDirectoryIsDiscarded(t *testing.T) {
-	ws := t.TempDir()
-	fx := newFakeExec(t, func(phase api.Phase, seq int) fakeStep { return fakeStep{} })
-	fx.onWatch = func(phase api.Phase, seq int) {
-		if seq == 1 {
-			// What an agent may do: its workspace moved away, a new one
-			// made in its place.
-			if err := os.Rename(ws, ws+".old"); err != nil {
-				t.Error(err)
+// A process started ahead may be killed while it waits (by the step
+// before it, the OOM killer, a user): the step then runs in a process
+// started afresh, whether the death is seen before the process is taken
+// or only as it is opened, and nothing counts as a failure.
+func TestStepStartedAheadKilledWhileItWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		die  fakeStep
+		// used, discarded: what became of the processes started ahead.
+		used, discarded int
+	}{
+		{"seen before it is taken", fakeStep{killedWaiting: true}, 0, 1},
+		{"seen as it is opened", fakeStep{openFails: true}, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var starts sync.Map // seq → starts so far
+			fx := newFakeExec(t, func(phase api.Phase, seq int) fakeStep {
+				n, _ := starts.LoadOrStore(seq, new(atomic.Int32))
+				if seq == 2 && n.(*atomic.Int32).Add(1) == 1 {
+					return tc.die // the first process of step 2 only
+				}
+				return fakeStep{}
+			})
+			h := newHarness(t, fx)
+			var count aheadCount
+			h.s.opts.OnAhead = count.observe
+			id := h.start("", "agent=command", "agent_command=agent", "max_iterations=1", "verify_command=true")
+			h.drive(id, false)
+			if got := statuses(h.steps(id)); got != "implementation:SUCCEEDED verification:SUCCEEDED" {
+				t.Fatalf("steps: %s", got)
 			}
-			if err := os.Mkdir(ws, 0o755); err != nil {
-				t.Error(err)
+			if used, discarded := count.get(); used != tc.used || discarded != tc.discarded {
+				t.Fatalf("started ahead: %d used, %d discarded; want %d, %d", used, discarded, tc.used, tc.discarded)
 			}
-		}
-	}
-	h := newHarness(t, fx)
-	var count aheadCount
-	h.s.opts.OnAhead = count.observe
-	id := h.start(ws, "agent=command", "agent_command=agent", "max_iterations=1", "verify_command=true")
-	h.drive(id, false)
-	if got := statuses(h.steps(id)); got != "implementation:SUCCEEDED verification:SUCCEEDED" {
-		t.Fatalf("steps: %s", got)
-	}
-	if used, discarded := count.get(); used != 0 || discarded != 1 {
-		t.Fatalf("started ahead: %d used, %d discarded; want 0, 1", used, discarded)
+			if got := fx.steps(); !slices.Equal(got, []string{"implementation/1", "verification/2"}) {
+				t.Fatalf("opened %v; want each step once", got)
+			}
+		})
 	}
 }
 

@@ -123,22 +123,16 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 		}
 	}
 	if err == nil {
-		err = proc.Open()
+		proc, err = r.open(proc, pre != nil, p, env)
 		if !r.stepEnded.IsZero() && r.s.opts.OnStepGap != nil {
 			r.s.opts.OnStepGap(time.Since(r.stepEnded))
 		}
 		r.stepEnded = time.Time{}
-		if n, ok := proc.(interface{ PrepareNext() }); ok && err == nil {
-			n.PrepareNext() // off the way between this step and the next
-		}
 		if err == nil {
-			r.startAhead(st)
-		}
-		if err != nil {
-			proc.Abandon() // its wrapper is gone: nothing of the step ran
-			if failed := proc.Exit().Failed; failed != "" {
-				err = errors.New(failed) // why it is gone
+			if n, ok := proc.(interface{ PrepareNext() }); ok {
+				n.PrepareNext() // off the way between this step and the next
 			}
+			r.startAhead(st)
 		}
 	}
 	if err != nil {
@@ -159,6 +153,32 @@ func (r *runner) runStep(p *planned, env []string, pre *started) (*storage.Step,
 		done.Pid, done.Pgid, done.ProcStart, done.BootID = &id.Pid, &id.Pid, &id.StartTicks, id.BootID
 	}
 	return done, err
+}
+
+// open lets a step's process run its commands. A process started before
+// the step's row committed (early: with the commit, or ahead, while the
+// step before ran) may have ended while it waited — killed, or unable to
+// create its log then (the disk full) — having run nothing of the step (an
+// Open that fails opened nothing): it is started once more, afresh, under
+// the same tag once it is gone. An error says why the step could not run.
+func (r *runner) open(proc StepProcess, early bool, p *planned, env []string) (StepProcess, error) {
+	err := proc.Open()
+	if err != nil && early {
+		proc.Abandon()
+		fresh, serr := r.s.exec.Start(r.spec(p, env))
+		if serr != nil {
+			return nil, serr
+		}
+		proc, err = fresh, fresh.Open()
+	}
+	if err != nil {
+		proc.Abandon() // its wrapper is gone: nothing of the step ran
+		if failed := proc.Exit().Failed; failed != "" {
+			err = errors.New(failed) // why it is gone
+		}
+		return nil, err
+	}
+	return proc, nil
 }
 
 // watchStep waits for a step's process under the run's limits and fills in
@@ -200,6 +220,7 @@ func (r *runner) watchStep(st *storage.Step, proc StepProcess) (*storage.Step, e
 		Deadline:    deadline,
 		IdleTimeout: r.cfg.IdleTimeout.Std(),
 		LogPath:     st.LogPath,
+		Since:       time.UnixMilli(st.StartedAt),
 		Grace:       r.s.opts.Grace,
 		Detach:      r.s.detach,
 		Check:       check,

@@ -29,6 +29,9 @@ type fakeStep struct {
 	// files are written into the workspace when it is opened, as an
 	// agent's edits (name → content).
 	files map[string]string
+	// killedWaiting: its process is killed while it waits at its gate,
+	// before it is taken (at once) or as it is opened (openFails).
+	killedWaiting, openFails bool
 }
 
 // fakeExec is a StepExecutor without processes: each step's behaviour
@@ -76,7 +79,11 @@ func (fx *fakeExec) Start(spec supervise.Spec) (StepProcess, error) {
 	if err := os.WriteFile(spec.LogPath, nil, 0o600); err != nil {
 		return nil, err
 	}
-	return &fakeProc{fx: fx, spec: spec, phase: phase, seq: seq, step: st, done: make(chan struct{})}, nil
+	p := &fakeProc{fx: fx, spec: spec, phase: phase, seq: seq, step: st, done: make(chan struct{})}
+	if st.killedWaiting {
+		p.end(supervise.Exit{Code: -1, Signal: syscall.SIGKILL})
+	}
+	return p, nil
 }
 
 func (fx *fakeExec) Find(string) (supervise.Identity, bool) { return supervise.Identity{}, false }
@@ -110,6 +117,10 @@ type fakeProc struct {
 }
 
 func (p *fakeProc) Open() error {
+	if p.step.killedWaiting || p.step.openFails {
+		p.end(supervise.Exit{Code: -1, Signal: syscall.SIGKILL})
+		return errors.New("open step: not a waiting gated step")
+	}
 	if p.fx.bySpec != nil {
 		p.step = p.fx.bySpec(p.spec)
 	}

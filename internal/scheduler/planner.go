@@ -302,14 +302,19 @@ func (r *runner) spec(p *planned, env []string) supervise.Spec {
 		commands = []string{r.cfg.SetupCommand}
 		env = append(env[:len(env):len(env)], "LOOP_CHECKOUT="+r.run.Workspace)
 	}
+	// The step that takes this one's cgroup once it has ended: the one
+	// after next, whose process starts (ahead) when the next one is
+	// opened, the next one's having started while this one ran; on a
+	// fleet worker, which starts none ahead, the next one.
+	after := 2
+	if r.s.lease != nil {
+		after = 1
+	}
 	return supervise.Spec{
 		Dir: r.workdir, Commands: commands, StdinPath: stdin,
 		Env:     r.stepEnv(env, st, prompt),
 		LogPath: f.log, StatusPath: f.status, Tag: f.tag, Gated: true, Guard: r.s.guard(),
-		// The step that takes this one's cgroup once it has ended: the one
-		// after next, whose process starts (ahead) when the next one is
-		// opened; the next one's was started while this one ran.
-		Next: r.files(st.Seq+2, st.Phase).tag, // the tag does not depend on the phase
+		Next: r.files(st.Seq+after, st.Phase).tag, // the tag does not depend on the phase
 	}
 }
 

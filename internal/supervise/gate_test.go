@@ -260,6 +260,46 @@ func TestGatedStepsLogReplacedWhileItWaits(t *testing.T) {
 	}
 }
 
+// A wrapper that waited at its gate enters its working directory again,
+// by its path, once opened: the step runs in the directory at that path
+// as it is then (one replaced meanwhile, by the step before, included),
+// as a process started then would; a directory that is gone fails the
+// step with a recorded 126, having run nothing.
+func TestGatedStepEntersItsDirectoryWhenOpened(t *testing.T) {
+	for _, replaced := range []bool{true, false} {
+		t.Run(map[bool]string{true: "replaced", false: "gone"}[replaced], func(t *testing.T) {
+			dir := t.TempDir()
+			ws := filepath.Join(dir, "ws")
+			if err := os.Mkdir(ws, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			spec := specIn(dir, `touch ran-here`)
+			spec.Dir = ws
+			p := startGated(t, spec)
+			if err := os.Rename(ws, ws+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if replaced {
+				if err := os.Mkdir(ws, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.Open(); err != nil {
+				t.Fatal(err)
+			}
+			ex := waitDone(t, p)
+			_, errOld := os.Stat(filepath.Join(ws+".old", "ran-here"))
+			_, errNew := os.Stat(filepath.Join(ws, "ran-here"))
+			if replaced && (ex.Code != 0 || errNew != nil || errOld == nil) {
+				t.Fatalf("exit %+v; ran in the new directory: %v, in the old one: %v", ex, errNew == nil, errOld == nil)
+			}
+			if !replaced && (ex.Code != 126 || !ex.Recorded || errOld == nil) {
+				t.Fatalf("exit %+v, ran in the old directory %v; want a recorded 126, nothing run", ex, errOld == nil)
+			}
+		})
+	}
+}
+
 // A command's own exit status 124 is not mistaken for a log the wrapper
 // could not create.
 func TestGatedStepsOwn124(t *testing.T) {

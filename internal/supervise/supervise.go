@@ -40,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +70,10 @@ import (
 // scheduler starts the next step's process while a step runs), and that
 // step's commands may have removed or replaced the file meanwhile; it is
 // then opened again, and a failure reported as before, on the pipe kept
-// as fd 4 until then. TERM is ignored while it waits:
+// as fd 4 until then. For the same reason it enters its working directory
+// (Spec.Dir) again by its path, as a process started then would; a
+// directory that is gone fails the step with a recorded 126. TERM is
+// ignored while it waits:
 // a caught signal would end the read, and the wrapper would exit 125
 // after the daemon had opened it. Once opened it takes its stdin, which
 // the daemon writes during the commit too; a stdin it cannot open fails
@@ -119,7 +123,10 @@ case $__loopd_m in g?)
   [ /dev/fd/1 -ef "$1" ] ||
     command exec 2>&4 >>"$1" 2>&1 || { echo "` + noLog + `" >&2; exit 124; }
   exec 4>&-
-  umask "$2"; __loopd_i=$3; shift 3
+  umask "$2"; __loopd_i=$3; __loopd_d=$4; shift 4
+  if [ -n "$__loopd_d" ] && ! cd -- "$__loopd_d"; then
+    __loopd_rec 126; exit 126
+  fi
   if [ -n "$__loopd_i" ] && ! command exec <"$__loopd_i"; then
     __loopd_rec 126; exit 126
   fi
@@ -319,7 +326,13 @@ func Start(spec Spec) (*Process, error) {
 			gateW.Close()
 			return nil, fmt.Errorf("start step: %w", err)
 		}
-		args = append(args, "g"+mode, spec.LogPath, umask, spec.StdinPath)
+		// Its working directory, entered again once opened: the
+		// directory at that path may have been replaced while it waited.
+		dir := ""
+		if filepath.IsAbs(spec.Dir) {
+			dir = spec.Dir
+		}
+		args = append(args, "g"+mode, spec.LogPath, umask, spec.StdinPath, dir)
 		spec.StdinPath = ""
 	} else {
 		if out, err = os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {

@@ -334,6 +334,28 @@ func TestAdoptRunningStep(t *testing.T) {
 	}
 }
 
+// An adopted step's idle clock starts at its log's last change, but not
+// before the step started (Limits.Since): the log of a step whose process
+// was started ahead of it was created, and left unchanged, a whole step
+// earlier.
+func TestAdoptedIdleClockStartsNoEarlierThanTheStep(t *testing.T) {
+	dir := t.TempDir()
+	id := startDetached(t, dir, `i=0; while [ $i -lt 50 ]; do sleep 0.02; i=$((i+1)); done`) // quiet: its log does not change
+	log := specIn(dir).LogPath
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(log, old, old); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Adopt(id, specIn(dir).Tag, filepath.Join(dir, "exits"))
+	if err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	ending := p.Watch(context.Background(), Limits{IdleTimeout: 5 * time.Second, LogPath: log, Since: time.Now()})
+	if ending != Exited {
+		t.Fatalf("Watch = %v; want the step to end by itself, its idle clock started at the step's start", ending)
+	}
+}
+
 func TestAdoptRefusesWrongIdentity(t *testing.T) {
 	dir := t.TempDir()
 	id := startDetached(t, dir, `while :; do sleep 0.02; done`)

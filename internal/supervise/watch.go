@@ -11,7 +11,12 @@ type Limits struct {
 	Deadline    time.Time     // the step is stopped at this time; zero = none
 	IdleTimeout time.Duration // the step is stopped after this long without new output; 0 = none
 	LogPath     string        // where its output goes (watched for idleness)
-	Grace       time.Duration // between SIGTERM and SIGKILL; default 5s
+	// Since is when the step started. An adopted step's idle clock starts
+	// at its log's last change, but never before this: the log of a step
+	// whose process was started ahead of it exists, unchanged, from
+	// before it started (a whole step earlier).
+	Since time.Time
+	Grace time.Duration // between SIGTERM and SIGKILL; default 5s
 	// OnKill, when set, is called before Watch stops the step for a limit
 	// or a cancel, with the reason: the caller records its intent first,
 	// so that a daemon that dies during the kill still knows afterwards
@@ -75,6 +80,9 @@ func (p *Process) Watch(ctx context.Context, l Limits) Ending {
 				// at most since now, whatever its log file's age (a
 				// gated step's log exists before the step may run).
 				lastChange = fi.ModTime()
+				if lastChange.Before(l.Since) {
+					lastChange = l.Since
+				}
 			}
 		}
 	}
