@@ -144,13 +144,18 @@ func newCgroup(tag string) (string, int) {
 		// that died before removing it) holds nothing alive, or that
 		// attempt's step would still be running and this one not started.
 		// It is made anew: one that was killed (cgroup.kill) would kill
-		// every process cloned into it on this kernel (see killedCgroup);
-		// reused as it is only when it cannot be removed.
+		// every process cloned into it on this kernel (see killedCgroup).
+		// One that cannot be removed (what was killed in it has not left
+		// it yet) is not used: the step runs without a cgroup, its
+		// processes found by parentage and tag.
 		err := os.Mkdir(dir, 0o755)
-		if errors.Is(err, os.ErrExist) && os.Remove(dir) == nil {
+		if errors.Is(err, os.ErrExist) {
+			if os.Remove(dir) != nil {
+				return "", -1
+			}
 			err = os.Mkdir(dir, 0o755)
 		}
-		if err != nil && !errors.Is(err, os.ErrExist) {
+		if err != nil {
 			continue
 		}
 		if kill == killUnknown {

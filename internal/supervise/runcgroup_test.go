@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -295,5 +296,37 @@ func TestAStepRunsWhereAKilledCgroupWasLeft(t *testing.T) {
 	}
 	if ex := waitDone(t, p); ex.Code != 0 || !ex.Recorded {
 		t.Errorf("exit %+v, want 0 recorded", ex)
+	}
+}
+
+// A step's cgroup left by an earlier attempt that cannot be removed (what
+// was killed in it has not left it yet) is never used again: had it been
+// killed, every process cloned into it would die at once on this kernel.
+// The step runs without a cgroup instead.
+func TestNewCgroupDoesNotReuseOneItCannotRemove(t *testing.T) {
+	needCgroups(t)
+	tag := "loopd-step:busy" + strconv.Itoa(os.Getpid()) + ":1"
+	dir, fd := newCgroup(tag)
+	if fd < 0 {
+		t.Fatal("no cgroup made")
+	}
+	syscallClose(fd)
+	busy := exec.Command("sleep", "60")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = busy.Process.Kill()
+		_ = busy.Wait()
+		os.Remove(dir)
+	})
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(busy.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if again, fd := newCgroup(tag); again != "" || fd >= 0 {
+		if fd >= 0 {
+			syscallClose(fd)
+		}
+		t.Fatalf("newCgroup = %q: reused a cgroup it could not remove", again)
 	}
 }
