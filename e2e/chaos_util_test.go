@@ -1208,9 +1208,56 @@ type procInfo struct {
 	cmdline   []string
 }
 
+// canRun reports whether process pid can still run code of its own, and
+// its start time (to know it again): not a zombie, not exiting, no SIGKILL
+// pending. A step's process that was sent SIGKILL (the daemon kills what a
+// step left when it ends, then lets the next step run) is dead to the
+// step even while the kernel tears it down.
+func canRun(pid int) (start string, ok bool) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	stat, err := os.ReadFile(dir + "/stat")
+	i := strings.LastIndexByte(string(stat), ')')
+	if err != nil || i < 0 || i+2 >= len(stat) {
+		return "", false
+	}
+	f := strings.Fields(string(stat[i+2:])) // state, ppid, …, flags (f[6]), …, starttime (f[19])
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return "", false
+	}
+	if flags, err := strconv.ParseUint(f[6], 10, 64); err != nil || flags&0x4 != 0 { // PF_EXITING
+		return "", false
+	}
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return "", false
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		name, mask, _ := strings.Cut(line, ":")
+		if name != "SigPnd" && name != "ShdPnd" {
+			continue
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && v&(1<<(9-1)) != 0 {
+			return "", false // SIGKILL pending
+		}
+	}
+	return f[19], true
+}
+
 // sample takes one look at /proc and returns the phases of the live steps.
+//
+// A look is not atomic: a step's process read early may end, and the
+// run's next step be let run, before a later process is read. So a run
+// seen with two steps alive is looked at again, after the whole pass:
+// the steps whose processes are still the same and still alive then were
+// alive together at the moment the last of them was read in the pass (a
+// gate once opened stays open), which is what the invariant forbids.
 func (m *monitor) sample(when string) []api.Phase {
 	steps := map[string]map[int]api.Phase{} // run → seq → phase
+	type stepProc struct {
+		pid   int
+		start string
+	}
+	procs := map[string]map[int][]stepProc{} // run → seq → its processes seen alive
 	agents := map[int]procInfo{}
 	for _, pid := range allPids() {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
@@ -1234,7 +1281,8 @@ func (m *monitor) sample(when string) []api.Phase {
 			// step runs): it is not a step alive.
 			isStep = false
 		}
-		if isStep {
+		start, alive := canRun(pid)
+		if isStep && alive {
 			for j, a := range args {
 				tag, ok := strings.CutPrefix(a, "loopd-step:")
 				if !ok {
@@ -1242,6 +1290,10 @@ func (m *monitor) sample(when string) []api.Phase {
 				}
 				id, seqStr, _ := strings.Cut(tag, ":")
 				seq, _ := strconv.Atoi(seqStr)
+				if procs[id] == nil {
+					procs[id] = map[int][]stepProc{}
+				}
+				procs[id][seq] = append(procs[id][seq], stepProc{pid, start})
 				phase := api.Phase("")
 				if j+1 < len(args) { // the status file: …/NNNN-<phase>.status
 					base := strings.TrimSuffix(filepath.Base(args[j+1]), ".status")
@@ -1277,6 +1329,23 @@ func (m *monitor) sample(when string) []api.Phase {
 			continue
 		}
 		perWS[cwd] = append(perWS[cwd], pid)
+	}
+
+	for id, seqs := range steps {
+		if len(seqs) < 2 {
+			continue
+		}
+		for seq, ps := range procs[id] {
+			still := false
+			for _, p := range ps {
+				if start, ok := canRun(p.pid); ok && start == p.start {
+					still = true
+				}
+			}
+			if !still {
+				delete(seqs, seq) // ended during the pass: not alive with the others
+			}
+		}
 	}
 
 	m.mu.Lock()
