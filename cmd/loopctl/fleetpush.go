@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -112,11 +111,8 @@ func (fl *fleetLand) lastPushed(ctx context.Context, url string) (string, error)
 		if ev.Type != "RUN_LANDED" {
 			continue
 		}
-		var pl struct {
-			Push *api.PushResult `json:"push"`
-		}
-		if json.Unmarshal(ev.Payload, &pl) == nil && pl.Push != nil && pl.Push.URL == url && pl.Push.Branch == fl.run.Branch {
-			last = pl.Push.Commit
+		if commit, ok := api.PushedTo(ev.Payload, url, fl.run.Branch); ok {
+			last = commit
 		}
 	}
 	return last, nil

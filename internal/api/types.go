@@ -478,6 +478,20 @@ type PushResult struct {
 	Previous string `json:"previous"`
 }
 
+// PushedTo reads a RUN_LANDED event's payload: the commit it records as
+// pushed to branch at url, and whether it records such a push. Both ways
+// a push is made (the daemon's, and loopctl's in a clone of a fleet run)
+// read the last one this way before pushing again.
+func PushedTo(payload []byte, url, branch string) (string, bool) {
+	var p struct {
+		Push *PushResult `json:"push"`
+	}
+	if json.Unmarshal(payload, &p) != nil || p.Push == nil || p.Push.URL != url || p.Push.Branch != branch {
+		return "", false
+	}
+	return p.Push.Commit, true
+}
+
 // PRCommandResult is how pr_command ran after a push.
 type PRCommandResult struct {
 	ExitCode int    `json:"exit_code"` // -1 when it did not exit on its own (timeout, interrupted)

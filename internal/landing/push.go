@@ -217,11 +217,8 @@ func (l *Lander) lastPushed(ctx context.Context, runID, url, branch string) (str
 	}
 	last := ""
 	for _, ev := range evs {
-		var p struct {
-			Push *api.PushResult `json:"push"`
-		}
-		if json.Unmarshal([]byte(ev.Payload), &p) == nil && p.Push != nil && p.Push.URL == url && p.Push.Branch == branch {
-			last = p.Push.Commit
+		if commit, ok := api.PushedTo([]byte(ev.Payload), url, branch); ok {
+			last = commit
 		}
 	}
 	return last, nil
