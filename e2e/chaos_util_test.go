@@ -1025,8 +1025,14 @@ func (c *chaos) checkDatabase(runs map[string]*chaosRun) {
 			for i := range vals {
 				ptrs[i] = &vals[i]
 			}
-			_ = rs.Scan(ptrs...)
+			if err := rs.Scan(ptrs...); err != nil {
+				t.Errorf("%s: a row that cannot be read: %v", what, err)
+				continue
+			}
 			t.Errorf("%s: %v", what, vals)
+		}
+		if err := rs.Err(); err != nil {
+			t.Errorf("%s: %v", what, err)
 		}
 	}
 	rows("foreign key violation", `PRAGMA foreign_key_check`)

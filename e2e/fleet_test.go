@@ -1265,8 +1265,14 @@ func (c *fleetChaos) sample() {
 	for rows.Next() {
 		var id string
 		var n int
-		_ = rows.Scan(&id, &n)
+		if err := rows.Scan(&id, &n); err != nil {
+			c.violate("sampler", "read steps: %v", err)
+			continue
+		}
 		c.violate("two RUNNING steps", "run %s has %d RUNNING steps", id, n)
+	}
+	if err := rows.Err(); err != nil {
+		c.violate("sampler", "read steps: %v", err)
 	}
 	rows.Close()
 	var maxSeq, count int64
@@ -1435,9 +1441,14 @@ func (c *fleetChaos) finish() {
 		var tbl, id, writer, owner, what string
 		var epoch int64
 		var at time.Time
-		_ = rows.Scan(&tbl, &id, &writer, &owner, &epoch, &what, &at)
+		if err := rows.Scan(&tbl, &id, &writer, &owner, &epoch, &what, &at); err != nil {
+			t.Fatalf("read a stale write: %v", err)
+		}
 		c.violate("stale write", "%s of run %s (%s) written by %s while leased to %s (epoch %d) at %s",
 			tbl, id, what, writer, owner, epoch, at.Format("15:04:05.000"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read the stale writes: %v", err)
 	}
 	rows.Close()
 	// Stale epochs: a write by the run's own worker id, but fenced under
@@ -1458,9 +1469,14 @@ func (c *fleetChaos) finish() {
 		var tbl, id, writer, fenced, what string
 		var epoch int64
 		var at time.Time
-		_ = rows.Scan(&tbl, &id, &writer, &epoch, &fenced, &what, &at)
+		if err := rows.Scan(&tbl, &id, &writer, &epoch, &fenced, &what, &at); err != nil {
+			t.Fatalf("read a stale-epoch write: %v", err)
+		}
 		c.violate("stale-epoch write", "%s of run %s (%s) written by its owner %s fenced under %q while the lease's epoch was %d at %s",
 			tbl, id, what, writer, fenced, epoch, at.Format("15:04:05.000"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read the stale-epoch writes: %v", err)
 	}
 	rows.Close()
 	var fencedWrites int
@@ -1468,7 +1484,9 @@ func (c *fleetChaos) finish() {
 		t.Errorf("the audit saw %d writes naming their lease (%v): the fenced transactions do not name it", fencedWrites, err)
 	}
 	var writerList string
-	_ = c.db.QueryRowContext(ctx, `SELECT COALESCE(string_agg(DISTINCT writer, ','), '') FROM chaos_writes`).Scan(&writerList)
+	if err := c.db.QueryRowContext(ctx, `SELECT COALESCE(string_agg(DISTINCT writer, ','), '') FROM chaos_writes`).Scan(&writerList); err != nil {
+		t.Fatalf("read the audit's writers: %v", err)
+	}
 	for _, id := range c.f.ids {
 		if !strings.Contains(writerList, id) {
 			t.Errorf("the audit saw no write by worker %s (writers: %q): the sessions do not name their worker", id, writerList)
