@@ -127,6 +127,9 @@ func TestFleetLandInClone(t *testing.T) {
 		shell, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	})
+	// Its shell wrote the file before it started its sleep: kill loopctl
+	// once both are there.
+	eventually(t, "the land's verification to sleep", 60*time.Second, func() bool { return liveInGroup(shell) >= 2 })
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	if n := worktrees(); n != 2 {
