@@ -3,6 +3,7 @@ package scheduler
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/loopd/loopd/internal/api"
 	"github.com/loopd/loopd/internal/storage"
+	"github.com/loopd/loopd/internal/supervise"
 )
 
 func TestNextIfSucceeded(t *testing.T) {
@@ -242,5 +244,34 @@ func TestLoadRemovesTheFilesOfUnrecordedSteps(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "exits")); err != nil {
 		t.Fatalf("a file that is not a step's was removed: %v", err)
+	}
+}
+
+// sameSpec compares every field of supervise.Spec: a field added to Spec
+// and not compared would let a process started ahead run a step whose
+// spec differs in it.
+func TestSameSpecComparesEveryField(t *testing.T) {
+	base := supervise.Spec{Dir: "/w", Commands: []string{"a"}, Env: []string{"A=1"}, StdinPath: "/p", LogPath: "/l",
+		StatusPath: "/s", Tag: "t", Gated: true, Guard: "/g", Next: "n"}
+	if !sameSpec(base, base) {
+		t.Fatal("a spec differs from itself")
+	}
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		other := base
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Slice: // one more element, in a new array
+			f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
+		default:
+			t.Fatalf("Spec.%s is a %s, which this test cannot change: compare it in sameSpec and teach the test", typ.Field(i).Name, f.Kind())
+		}
+		if sameSpec(base, other) {
+			t.Errorf("sameSpec ignores Spec.%s", typ.Field(i).Name)
+		}
 	}
 }
