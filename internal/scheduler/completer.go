@@ -69,16 +69,8 @@ func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err
 	spec := r.spec(next, env)
 	if pre := r.takeAhead(spec); pre != nil {
 		// Its process was started while st ran (ahead.go).
-		if done, err = r.evaluateAndRecord(st, typ, next, env); err == nil && r.next == next {
-			r.nextStart = pre
-			r.s.aheadEnded(true)
-			return done, nil
-		}
-		pre.abandon()
-		r.s.aheadEnded(false)
-		if err == nil {
-			next.removeFiles()
-		}
+		done, err = r.evaluateAndRecord(st, typ, next, env)
+		r.s.aheadEnded(r.keepStarted(pre, next, err))
 		return done, err
 	}
 	select {
@@ -99,9 +91,17 @@ func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err
 	pre := &started{}
 	pre.proc, pre.err = r.s.exec.Start(spec)
 	<-settled
+	r.keepStarted(pre, next, err)
+	return done, err
+}
+
+// keepStarted keeps pre, a process started for next before next's row
+// committed, as next's when the commit (its error err) recorded next:
+// runStep opens it. Otherwise it abandons it, and it reports false.
+func (r *runner) keepStarted(pre *started, next *planned, err error) bool {
 	if err == nil && r.next == next {
-		r.nextStart = pre // recorded: runStep opens it
-		return done, nil
+		r.nextStart = pre
+		return true
 	}
 	pre.abandon()
 	if err == nil {
@@ -110,7 +110,7 @@ func (r *runner) completeStep(st *storage.Step, typ events.Type) (done bool, err
 		// planned again with the same files.)
 		next.removeFiles()
 	}
-	return done, err
+	return false
 }
 
 // evaluateAndRecord evaluates the stop conditions after st, decides, and commits
