@@ -71,14 +71,6 @@ func TestFleetStopNowThroughAPINode(t *testing.T) {
 		}
 		return pid > 0
 	})
-	user := func(args ...string) string {
-		t.Helper()
-		r := f.user.loopctlEnv(f.userEnv, args...)
-		if r.code != 0 {
-			t.Fatalf("loopctl %s through the API node: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-		}
-		return r.stdout
-	}
 	if r := f.workers[0].status(id); r.Status != api.RunRunning || r.Worker != f.ids[1] || r.CurrentStep == nil {
 		t.Fatalf("run %s is %s on worker %q, want RUNNING a step on %s", id, r.Status, r.Worker, f.ids[1])
 	}
@@ -90,7 +82,7 @@ func TestFleetStopNowThroughAPINode(t *testing.T) {
 	defer close(stopDeaths)
 	deaths := watchDeaths([]int{pid}, stopDeaths)
 	sent := time.Now()
-	user("stop", id, "--now")
+	f.userMust("stop", id, "--now")
 	// The renewal that carries the stop comes within a heartbeat; the
 	// scripted agent dies at the kill's SIGTERM. On a loaded machine a
 	// renewal may be late by a second or two.
@@ -147,14 +139,6 @@ func TestFleetGracefulRequestsThroughAPINode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	user := func(args ...string) string {
-		t.Helper()
-		r := f.user.loopctlEnv(f.userEnv, args...)
-		if r.code != 0 {
-			t.Fatalf("loopctl %s through the API node: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-		}
-		return r.stdout
-	}
 	// agent waits for iteration it's agent on the worker and returns its pid.
 	agent := func(it int) int {
 		t.Helper()
@@ -208,20 +192,20 @@ func TestFleetGracefulRequestsThroughAPINode(t *testing.T) {
 	}
 
 	pid := agent(1)
-	user("pause", id)
+	f.userMust("pause", id)
 	holds("pause", 1, pid, api.RunPaused)
-	user("resume", id)
+	f.userMust("resume", id)
 
 	pid = agent(2)
-	user("stop", id)
+	f.userMust("stop", id)
 	r := holds("a graceful stop", 2, pid, api.RunInterrupted)
 	if r.Reason != "user_stop" || r.Description != "stopped by the user after the current step (loopctl stop)" {
 		t.Errorf("a graceful stop through the API node: %s %q %q", r.Status, r.Reason, r.Description)
 	}
-	user("resume", id)
+	f.userMust("resume", id)
 
 	pid = agent(3)
-	user("signal", id)
+	f.userMust("signal", id)
 	r = holds("signal", 3, pid, api.RunCompleted)
 	if r.Reason != "condition:user_signal" {
 		t.Errorf("signal through the API node: %s %q, want COMPLETED condition:user_signal", r.Status, r.Reason)
@@ -236,4 +220,16 @@ func TestFleetGracefulRequestsThroughAPINode(t *testing.T) {
 		}
 	}
 	f.checkInvariants()
+}
+
+// userMust runs loopctl as the fleet's user (through the API node, with
+// the user's LOOPD_URL and LOOPD_TOKEN) and returns its output; any exit
+// but 0 ends the test.
+func (f *fleet) userMust(args ...string) string {
+	f.t.Helper()
+	r := f.user.loopctlEnv(f.userEnv, args...)
+	if r.code != 0 {
+		f.t.Fatalf("loopctl %s through the API node: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
 }
